@@ -1,0 +1,44 @@
+"""queuecore: a Redis-backed background task queue for Python and Django.
+
+The public API is re-exported here from the pure core; nothing in this module needs Django
+settings, so plain Python programs can enqueue tasks and run workers.
+"""
+
+from queuecore.core.client import Client, enqueue, get_default_client, set_default_client_factory
+from queuecore.core.clock import Clock, FakeClock, SystemClock
+from queuecore.core.config import ConnectionConfig, WorkerConfig, default_retry_delay
+from queuecore.core.context import TaskContext, current_task
+from queuecore.core.errors import (
+    BatchEnqueueError,
+    BrokerError,
+    ConfigurationError,
+    DuplicateTask,
+    InvalidPayload,
+    InvalidTaskState,
+    QueuecoreError,
+    QueueNotEmpty,
+    QueueNotFound,
+    RedisFull,
+    SkipRetry,
+    TaskCancelled,
+    TaskDecodeError,
+    TaskIdConflict,
+    TaskNotFound,
+    TaskTimeout,
+)
+from queuecore.core.inspector import Inspector
+from queuecore.core.message import DailyStats, QueueInfo, ServerInfo, TaskInfo, TaskState, WorkerInfo
+from queuecore.core.registry import TaskFunction, TaskRegistry, TaskRequest, default_registry, task
+from queuecore.core.worker import Worker
+
+__all__ = [
+    "BatchEnqueueError", "BrokerError", "Client", "Clock", "ConfigurationError", "ConnectionConfig", "DailyStats",
+    "DuplicateTask", "FakeClock", "Inspector", "InvalidPayload", "InvalidTaskState", "QueueInfo", "QueueNotEmpty",
+    "QueueNotFound", "QueuecoreError", "RedisFull", "ServerInfo", "SkipRetry", "SystemClock", "TaskCancelled",
+    "TaskContext", "TaskDecodeError", "TaskFunction", "TaskIdConflict", "TaskInfo", "TaskNotFound",
+    "TaskRegistry", "TaskRequest", "TaskState", "TaskTimeout", "Worker", "WorkerConfig", "WorkerInfo",
+    "current_task", "default_registry", "default_retry_delay", "enqueue", "get_default_client",
+    "set_default_client_factory", "task",
+]
+
+__version__ = "0.1.0"

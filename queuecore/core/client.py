@@ -1,0 +1,273 @@
+"""The client: enqueue tasks, one by one or in a batch."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+
+from queuecore.core.clock import Clock, SystemClock, to_ms
+from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
+from queuecore.core.errors import BatchEnqueueError, ConfigurationError, InvalidPayload, QueuecoreError
+from queuecore.core.keys import validate_queue_name, validate_task_id, validate_type_name
+from queuecore.core.message import TaskInfo, TaskMessage, TaskState, encode_payload, seconds_to_datetime
+from queuecore.core.redis_errors import broker_errors
+from queuecore.core.registry import ENQUEUE_OPTIONS, TaskFunction, TaskRegistry, TaskRequest, default_registry
+from queuecore.core.scripts import Scripts
+
+_QUEUE_REGISTRATION_TTL = 10.0  # seconds a client trusts that a queue is in the registry set
+
+
+def _seconds(value: Any, name: str) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
+    return float(value)
+
+
+def _timestamp(value: Any, name: str) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigurationError(f"{name} must be a datetime, got {value!r}")
+    return float(value)
+
+
+class _Prepared:
+    __slots__ = ("encoded", "message", "process_at", "unique_key", "unique_ttl")
+
+    def __init__(self, message: TaskMessage, encoded: str, process_at: float | None, unique_key: str | None,
+                 unique_ttl: float) -> None:
+        self.message = message
+        self.encoded = encoded
+        self.process_at = process_at
+        self.unique_key = unique_key
+        self.unique_ttl = unique_ttl
+
+    def info(self) -> TaskInfo:
+        m = self.message
+        return TaskInfo(
+            id=m.id, queue=m.queue, type=m.type, payload=m.payload, max_retry=m.max_retry, timeout=m.timeout,
+            state=TaskState.SCHEDULED if self.process_at else TaskState.PENDING,
+            next_process_at=seconds_to_datetime(self.process_at or m.enqueued_at),
+            enqueued_at=seconds_to_datetime(m.enqueued_at), deadline=seconds_to_datetime(m.deadline),
+            retention=m.retention, unique_key=m.unique_key,
+        )
+
+
+class Client:
+    """Enqueues tasks into Redis.
+
+    ``Client(redis_url=..., key_prefix=...)``; or pass a ``ConnectionConfig`` or an existing
+    ``redis.Redis`` (which the client then does not close).
+    """
+
+    def __init__(self, redis_url: str | None = None, key_prefix: str | None = None, *,
+                 connection: ConnectionConfig | None = None, redis_client: redis.Redis | None = None,
+                 registry: TaskRegistry | None = None, clock: Clock | None = None) -> None:
+        if connection is None:
+            connection = ConnectionConfig.from_env(redis_url=redis_url, key_prefix=key_prefix)
+        self.connection = connection
+        self.keys = connection.keys
+        self._owns_redis = redis_client is None
+        self.redis = redis_client if redis_client is not None else connection.connect()
+        self.scripts = Scripts(self.redis, self.keys)
+        self.registry = registry or default_registry
+        self.clock = clock or SystemClock()
+        self._registered_queues: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the Redis connection if this client created it."""
+        if self._owns_redis:
+            self.redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- building messages ------------------------------------------------------------------------
+
+    def _prepare(self, task: str | TaskFunction, payload: Any, options: dict[str, Any], now: float) -> _Prepared:
+        unknown = set(options) - ENQUEUE_OPTIONS
+        if unknown:
+            raise ConfigurationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
+        handler = task if isinstance(task, TaskFunction) else self.registry.get(validate_type_name(task))
+        type_name = task.name if isinstance(task, TaskFunction) else task
+        if handler is not None:
+            options = {**handler.options, **options}
+        payload_json = encode_payload(payload, self.connection.max_payload_bytes)
+        payload = payload or {}
+        if handler is not None:
+            handler.check_payload(payload)
+        queue = validate_queue_name(options.get("queue") or DEFAULT_QUEUE)
+        task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else uuid.uuid4().hex
+        max_retry = options.get("max_retry")
+        if max_retry is None:
+            max_retry = 25
+        if isinstance(max_retry, bool) or not isinstance(max_retry, int):
+            raise ConfigurationError(f"max_retry must be a whole number, got {max_retry!r}")
+        timeout = options.get("timeout")
+        if timeout is not None:
+            timeout = _seconds(timeout, "timeout")
+            if timeout <= 0:
+                raise ConfigurationError("timeout must be positive")
+        deadline = options.get("deadline")
+        if deadline is not None:
+            deadline = _timestamp(deadline, "deadline")
+        process_at: float | None = None
+        if options.get("process_at") is not None and options.get("process_in") is not None:
+            raise ConfigurationError("give process_at or process_in, not both")
+        if options.get("process_at") is not None:
+            process_at = _timestamp(options["process_at"], "process_at")
+        elif options.get("process_in") is not None:
+            process_at = now + _seconds(options["process_in"], "process_in")
+        if process_at is not None and process_at <= now:
+            process_at = None  # due already: straight to pending
+        retention = _seconds(options["retention"], "retention") if options.get("retention") else 0.0
+        if retention < 0:
+            raise ConfigurationError("retention must not be negative")
+        unique_key = None
+        unique_ttl = 0.0
+        if options.get("unique_for") is not None:
+            unique_ttl = _seconds(options["unique_for"], "unique_for")
+            if unique_ttl <= 0:
+                raise ConfigurationError("unique_for must be positive")
+            digest = hashlib.sha256(f"{type_name}\0{queue}\0{payload_json}".encode()).hexdigest()[:32]
+            unique_key = self.keys.queue(queue).unique(type_name, digest)
+        message = TaskMessage(id=task_id, type=type_name, payload=payload, queue=queue, max_retry=max_retry,
+                              timeout=timeout, deadline=deadline, retention=retention, unique_key=unique_key,
+                              enqueued_at=now)
+        return _Prepared(message, message.encode(payload_json), process_at, unique_key, unique_ttl)
+
+    def _queue_script(self, prepared: _Prepared, now_ms: int, pipe: Any) -> Any:
+        m = prepared.message
+        return self.scripts.enqueue(
+            self.keys.queue(m.queue), m.id, prepared.encoded, now_ms=now_ms,
+            process_at_ms=to_ms(prepared.process_at) if prepared.process_at else 0,
+            unique_key=prepared.unique_key, unique_ttl_ms=to_ms(prepared.unique_ttl), client=pipe)
+
+    def _queues_to_register(self, queues: Iterable[str]) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            fresh = [q for q in set(queues) if self._registered_queues.get(q, 0.0) <= now]
+            for q in fresh:
+                self._registered_queues[q] = now + _QUEUE_REGISTRATION_TTL
+        return fresh
+
+    # -- enqueueing -------------------------------------------------------------------------------
+
+    def enqueue(self, task: str | TaskFunction, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:
+        """Enqueue one task; returns its ``TaskInfo``.
+
+        Options (keyword-only): ``queue``, ``max_retry``, ``timeout``, ``deadline``, ``process_at``,
+        ``process_in``, ``unique_for``, ``task_id``, ``retention``. Raises ``InvalidPayload``,
+        ``DuplicateTask``, ``TaskIdConflict``, ``ConfigurationError`` or ``BrokerError``.
+        """
+        now = self.clock.now()
+        prepared = self._prepare(task, payload, options, now)
+        register = self._queues_to_register([prepared.message.queue])
+        with broker_errors():
+            try:
+                if register:
+                    pipe = self.redis.pipeline(transaction=False)
+                    pipe.sadd(self.keys.queues, *register)
+                    self._queue_script(prepared, to_ms(now), pipe)
+                    reply = pipe.execute()[1]
+                else:
+                    reply = self._queue_script(prepared, to_ms(now), None)
+            except BaseException:
+                self._forget_registration(register)
+                raise
+        Scripts.check_enqueue(reply, prepared.message.id, prepared.message.queue)
+        return prepared.info()
+
+    def enqueue_many(self, requests: Iterable[TaskRequest | tuple[str, dict[str, Any] | None]],
+                     **options: Any) -> list[TaskInfo]:
+        """Enqueue a batch in one round-trip. ``options`` apply to every request without its own.
+
+        Every request is validated before anything is sent. Tasks that Redis refuses (duplicates)
+        are reported together in ``BatchEnqueueError``; the rest are enqueued.
+        """
+        now = self.clock.now()
+        prepared: list[_Prepared] = []
+        for req in requests:
+            if isinstance(req, TaskRequest):
+                prepared.append(self._prepare(req.type, req.payload, {**options, **req.options}, now))
+            elif isinstance(req, tuple) and len(req) == 2:
+                prepared.append(self._prepare(req[0], req[1], dict(options), now))
+            else:
+                raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {req!r}")
+        if not prepared:
+            return []
+        register = self._queues_to_register(p.message.queue for p in prepared)
+        with broker_errors():
+            try:
+                pipe = self.redis.pipeline(transaction=False)
+                if register:
+                    pipe.sadd(self.keys.queues, *register)
+                now_ms = to_ms(now)
+                for p in prepared:
+                    self._queue_script(p, now_ms, pipe)
+                replies = pipe.execute(raise_on_error=True)
+            except BaseException:
+                self._forget_registration(register)
+                raise
+        if register:
+            replies = replies[1:]
+        enqueued: list[TaskInfo] = []
+        errors: dict[int, QueuecoreError] = {}
+        for index, (p, reply) in enumerate(zip(prepared, replies, strict=True)):
+            try:
+                Scripts.check_enqueue(reply, p.message.id, p.message.queue)
+                enqueued.append(p.info())
+            except QueuecoreError as exc:
+                errors[index] = exc
+        if errors:
+            raise BatchEnqueueError(enqueued, errors)
+        return enqueued
+
+    def _forget_registration(self, queues: list[str]) -> None:
+        with self._lock:
+            for q in queues:
+                self._registered_queues.pop(q, None)
+
+
+_default_client: Client | None = None
+_default_factory: Callable[[], Client] | None = None
+_default_lock = threading.Lock()
+
+
+def set_default_client_factory(factory: Callable[[], Client] | None) -> None:
+    """Set how the default client is built (the Django app points it at ``QUEUECORE``)."""
+    global _default_client, _default_factory
+    with _default_lock:
+        old, _default_client, _default_factory = _default_client, None, factory
+    if old is not None:
+        old.close()
+
+
+def get_default_client() -> Client:
+    """The process-wide client used by ``queuecore.enqueue`` and ``fn.enqueue``.
+
+    Built by the configured factory, else from ``QUEUECORE_REDIS_URL``/``QUEUECORE_KEY_PREFIX``.
+    """
+    global _default_client
+    with _default_lock:
+        if _default_client is None:
+            _default_client = _default_factory() if _default_factory else Client()
+        return _default_client
+
+
+def enqueue(task: str | TaskFunction, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:
+    """Enqueue a task on the default client: ``enqueue("demo.sleep", {"seconds": 2}, queue="low")``."""
+    return get_default_client().enqueue(task, payload, **options)

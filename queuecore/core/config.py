@@ -1,0 +1,167 @@
+"""Frozen, validated configuration for the core: where Redis is, and how a worker behaves.
+
+The core never reads Django settings or the environment on its own; adapters build these.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.keys import DEFAULT_PREFIX, Keys, validate_prefix, validate_queue_name
+from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RETRY
+
+if TYPE_CHECKING:
+    from queuecore.core.processor import Middleware
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+DEFAULT_QUEUE = "default"
+
+
+def default_retry_delay(retried: int, error: BaseException | None = None) -> float:
+    """Seconds before attempt ``retried + 1``: ``n**4 + 15 + rand(30) * (n + 1)`` (Sidekiq's curve)."""
+    n = retried
+    return float(n**4 + 15 + random.randrange(30) * (n + 1))
+
+
+def redact_url(url: str) -> str:
+    """The Redis URL with any password replaced by ``***``, safe to print or log."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable Redis URL>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+@dataclass(frozen=True)
+class ConnectionConfig:
+    """Where Redis is and which key namespace to use."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    key_prefix: str = DEFAULT_PREFIX
+    socket_timeout: float = 5.0
+    connect_timeout: float = 2.0
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+
+    def __post_init__(self) -> None:
+        validate_prefix(self.key_prefix)
+        scheme = urlsplit(self.redis_url).scheme if isinstance(self.redis_url, str) else ""
+        if scheme not in ("redis", "rediss", "unix"):
+            raise ConfigurationError(
+                f"invalid Redis URL {redact_url(str(self.redis_url))!r}: use redis://, rediss:// or unix://")
+        if self.max_payload_bytes <= 0:
+            raise ConfigurationError("max_payload_bytes must be positive")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ConnectionConfig:
+        """Build from ``QUEUECORE_REDIS_URL`` and ``QUEUECORE_KEY_PREFIX``, then ``overrides``."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        if env.get("QUEUECORE_REDIS_URL"):
+            values["redis_url"] = env["QUEUECORE_REDIS_URL"]
+        if env.get("QUEUECORE_KEY_PREFIX"):
+            values["key_prefix"] = env["QUEUECORE_KEY_PREFIX"]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @property
+    def keys(self) -> Keys:
+        return Keys(self.key_prefix)
+
+    def connect(self) -> redis.Redis:
+        """A new Redis client (strings decoded as UTF-8) for this configuration."""
+        return redis.Redis.from_url(
+            self.redis_url,
+            decode_responses=True,
+            socket_timeout=self.socket_timeout,
+            socket_connect_timeout=self.connect_timeout,
+            health_check_interval=30,
+        )
+
+
+def parse_queues(spec: str | Mapping[str, int] | Sequence[str] | None) -> dict[str, int]:
+    """Queues with weights from ``"critical=6,default=3,low"``, a mapping, or a list of names."""
+    if spec is None or spec == "" or spec == {}:
+        return {DEFAULT_QUEUE: 1}
+    items: list[tuple[str, Any]]
+    if isinstance(spec, str):
+        items = []
+        for part in spec.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, _, weight = part.partition("=")
+            items.append((name.strip(), weight.strip() or 1))
+    elif isinstance(spec, Mapping):
+        items = list(spec.items())
+    else:
+        items = [(name, 1) for name in spec]
+    queues: dict[str, int] = {}
+    for name, weight in items:
+        validate_queue_name(name)
+        try:
+            value = int(weight)
+        except (TypeError, ValueError):
+            raise ConfigurationError(f"queue {name!r}: weight {weight!r} is not a whole number") from None
+        if isinstance(weight, bool) or value < 1:
+            raise ConfigurationError(f"queue {name!r}: weight must be a positive whole number, got {weight!r}")
+        queues[name] = value
+    if not queues:
+        raise ConfigurationError("no queues given")
+    return queues
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """How a worker process behaves. Every interval is in seconds and configurable for tests."""
+
+    queues: Mapping[str, int] = field(default_factory=lambda: {DEFAULT_QUEUE: 1})
+    strict_priority: bool = False
+    concurrency: int = 10
+    shutdown_timeout: float = 25.0
+    lease_duration: float = 30.0
+    heartbeat_interval: float = 5.0
+    recover_interval: float = 10.0
+    forward_interval: float = 0.5
+    janitor_interval: float = 8.0
+    fetch_poll_interval: float = 1.0
+    cancel_grace: float = 1.0
+    abandon_grace: float = 5.0
+    default_timeout: float | None = 1800.0
+    default_max_retry: int = DEFAULT_MAX_RETRY
+    max_archive_size: int = 10_000
+    archive_max_age: float = 90 * 24 * 3600.0
+    retry_delay: Callable[[int, BaseException | None], float] = default_retry_delay
+    error_handler: Callable[[Any, BaseException], None] | None = None
+    middleware: Sequence[Middleware] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "queues", parse_queues(self.queues))
+        object.__setattr__(self, "middleware", tuple(self.middleware))
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ConfigurationError(f"concurrency must be a positive whole number, got {self.concurrency!r}")
+        for name in ("shutdown_timeout", "lease_duration", "heartbeat_interval", "recover_interval",
+                     "forward_interval", "janitor_interval", "fetch_poll_interval", "archive_max_age"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+        if self.heartbeat_interval >= self.lease_duration:
+            raise ConfigurationError("heartbeat_interval must be shorter than lease_duration "
+                                     "(leases are renewed on each heartbeat)")
+        if self.max_archive_size < 1:
+            raise ConfigurationError("max_archive_size must be at least 1")
+        if self.default_timeout is not None and self.default_timeout <= 0:
+            raise ConfigurationError("default_timeout must be positive or None")

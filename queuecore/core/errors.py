@@ -1,0 +1,76 @@
+"""One hierarchy of errors for everything queuecore raises on purpose."""
+
+from __future__ import annotations
+
+
+class QueuecoreError(Exception):
+    """Base class of every error queuecore raises on purpose."""
+
+
+class ConfigurationError(QueuecoreError, ValueError):
+    """A setting, option or name is invalid."""
+
+
+class InvalidPayload(QueuecoreError, ValueError):
+    """A payload cannot be stored: not a JSON object, not serialisable, too large or not matching the handler."""
+
+
+class TaskNotFound(QueuecoreError, LookupError):
+    """No task with that id exists in that queue."""
+
+
+class QueueNotFound(QueuecoreError, LookupError):
+    """No queue with that name is known."""
+
+
+class TaskIdConflict(QueuecoreError):
+    """A task with the caller-chosen id already exists in the queue."""
+
+
+class DuplicateTask(QueuecoreError):
+    """A unique task with the same type, payload and queue is already held."""
+
+
+class QueueNotEmpty(QueuecoreError):
+    """A queue still holds tasks and cannot be removed without ``force``."""
+
+
+class InvalidTaskState(QueuecoreError):
+    """The operation does not apply to a task in its current state."""
+
+
+class BrokerError(QueuecoreError):
+    """Redis could not be reached or refused the operation."""
+
+
+class RedisFull(BrokerError):
+    """Redis is at ``maxmemory`` and refuses writes."""
+
+
+class TaskDecodeError(QueuecoreError, ValueError):
+    """Stored task data could not be decoded."""
+
+
+class SkipRetry(Exception):
+    """Raise from a handler to archive the task at once instead of retrying it."""
+
+
+class TaskCancelled(BaseException):
+    """Raised inside a handler that is cancelled by an operator.
+
+    It derives from ``BaseException`` so that a handler's ``except Exception`` does not swallow it.
+    """
+
+
+class TaskTimeout(BaseException):
+    """Raised inside a handler that ran past its timeout or deadline."""
+
+
+class BatchEnqueueError(QueuecoreError):
+    """Some tasks of an ``enqueue_many`` batch were refused; the others were enqueued."""
+
+    def __init__(self, enqueued: list, errors: dict[int, QueuecoreError]) -> None:
+        self.enqueued = enqueued
+        self.errors = errors
+        first = next(iter(errors.values()))
+        super().__init__(f"{len(errors)} of {len(errors) + len(enqueued)} tasks were refused; first: {first}")

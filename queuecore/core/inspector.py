@@ -1,0 +1,542 @@
+"""The Inspector: the one implementation of every read and operator action.
+
+The dashboard and ``adminctl`` call this and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+
+from queuecore.core.clock import Clock, SystemClock, to_ms
+from queuecore.core.config import ConnectionConfig
+from queuecore.core.errors import ConfigurationError, QueueNotEmpty, QueueNotFound, TaskDecodeError, TaskNotFound
+from queuecore.core.keys import QueueKeys, stats_day, stats_minute, validate_task_id
+from queuecore.core.message import (
+    DailyStats,
+    QueueInfo,
+    ServerInfo,
+    TaskInfo,
+    TaskMessage,
+    TaskState,
+    WorkerInfo,
+    loads,
+    ms_to_datetime,
+    seconds_to_datetime,
+)
+from queuecore.core.redis_errors import broker_errors, translate
+from queuecore.core.scripts import Scripts
+
+STATES = tuple(s.value for s in TaskState)
+ZSET_STATES = ("active", "scheduled", "retry", "archived", "completed")
+BULK_CHUNK = 500
+FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
+_TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since", "started_at", "completed_at",
+                "result", "cancel")
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of a task list."""
+
+    tasks: list[TaskInfo]
+    total: int  # tasks in the state (unfiltered)
+    page: int
+    size: int
+    matched: int | None = None  # tasks matching the filter among those scanned; None when unfiltered
+    scanned_all: bool = True  # False when a filtered scan stopped at FILTER_SCAN_LIMIT
+
+    @property
+    def pages(self) -> int:
+        count = self.total if self.matched is None else self.matched
+        return max(1, -(-count // self.size))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tasks": [t.to_dict() for t in self.tasks], "total": self.total, "page": self.page,
+                "size": self.size, "pages": self.pages, "matched": self.matched, "scanned_all": self.scanned_all}
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What a bulk action did."""
+
+    queue: str
+    state: str
+    action: str
+    count: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queue": self.queue, "state": self.state, "action": self.action, "count": self.count}
+
+
+@dataclass(frozen=True)
+class RedisInfo:
+    """Facts about the Redis server and our namespace in it."""
+
+    version: str | None
+    mode: str | None
+    used_memory: int | None
+    used_memory_human: str | None
+    maxmemory: int | None
+    maxmemory_policy: str | None
+    connected_clients: int | None
+    uptime_seconds: int | None
+    key_count: int  # keys under our prefix
+    queues: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value) if value not in (None, "") else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+class Inspector:
+    """Reads queues, tasks and workers, and performs operator actions.
+
+    ``Inspector(redis_url=..., key_prefix=...)``, or pass a ``ConnectionConfig`` or a
+    ``redis.Redis`` (which it then does not close).
+    """
+
+    def __init__(self, redis_url: str | None = None, key_prefix: str | None = None, *,
+                 connection: ConnectionConfig | None = None, redis_client: redis.Redis | None = None,
+                 clock: Clock | None = None) -> None:
+        self.connection = connection or ConnectionConfig.from_env(redis_url=redis_url, key_prefix=key_prefix)
+        self.keys = self.connection.keys
+        self._owns_redis = redis_client is None
+        self.redis = redis_client if redis_client is not None else self.connection.connect()
+        self.scripts = Scripts(self.redis, self.keys)
+        self.clock = clock or SystemClock()
+
+    def close(self) -> None:
+        if self._owns_redis:
+            self.redis.close()
+
+    def __enter__(self) -> Inspector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- queues -----------------------------------------------------------------------------------
+
+    @translate
+    def queues(self) -> list[str]:
+        """Names of every known queue, sorted."""
+        return sorted(self.redis.smembers(self.keys.queues))
+
+    def _queue(self, name: str) -> QueueKeys:
+        q = self.keys.queue(name)
+        return q
+
+    def _require_queue(self, name: str) -> QueueKeys:
+        q = self._queue(name)
+        if not self.redis.sismember(self.keys.queues, name):
+            raise QueueNotFound(f"no queue named {name!r}")
+        return q
+
+    @translate
+    def queue_info(self, name: str) -> QueueInfo:
+        """Sizes per state, pause flag, latency, memory and today's counters of one queue."""
+        q = self._require_queue(name)
+        return self._queue_infos([q])[0]
+
+    @translate
+    def all_queue_info(self) -> list[QueueInfo]:
+        """``QueueInfo`` of every queue, in name order, read in one round-trip."""
+        return self._queue_infos([self._queue(n) for n in self.queues()])
+
+    def _queue_infos(self, queues: list[QueueKeys]) -> list[QueueInfo]:
+        if not queues:
+            return []
+        now = self.clock.now()
+        day = stats_day(now)
+        pipe = self.redis.pipeline(transaction=False)
+        for q in queues:
+            pipe.llen(q.pending)
+            for state in ZSET_STATES:
+                pipe.zcard(q.state_key(state))
+            pipe.exists(q.paused)
+            pipe.lindex(q.pending, -1)
+            pipe.hmget(q.stats, "processed", "failed", f"processed:{day}", f"failed:{day}")
+        replies = pipe.execute()
+        step = 10
+        infos = []
+        oldest_ids = [replies[i * step + 7] for i in range(len(queues))]
+        pipe = self.redis.pipeline(transaction=False)
+        for q, oldest in zip(queues, oldest_ids, strict=True):
+            pipe.hget(q.task(oldest), "pending_since") if oldest else pipe.echo("")
+        since = pipe.execute()
+        memory = self._memory_usage(queues, [replies[i * step: i * step + 6] for i in range(len(queues))])
+        for i, q in enumerate(queues):
+            r = replies[i * step: (i + 1) * step]
+            pending_since = _int(since[i])
+            latency = max(0.0, now - pending_since / 1000.0) if pending_since else 0.0
+            processed_total, failed_total, processed_today, failed_today = (_int(v) for v in r[8])
+            infos.append(QueueInfo(
+                name=q.queue, paused=bool(r[6]), pending=_int(r[0]), active=_int(r[1]), scheduled=_int(r[2]),
+                retry=_int(r[3]), archived=_int(r[4]), completed=_int(r[5]), latency=latency,
+                memory_bytes=memory[i], processed_today=processed_today, failed_today=failed_today,
+                processed_total=processed_total, failed_total=failed_total,
+            ))
+        return infos
+
+    def _memory_usage(self, queues: list[QueueKeys], sizes: list[list[Any]]) -> list[int | None]:
+        """Estimate bytes per queue: the state keys plus a sample of task hashes times the count."""
+        sample_size = 20
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            plan = []
+            for q in queues:
+                pipe.memory_usage(q.pending)
+                for state in ZSET_STATES:
+                    pipe.memory_usage(q.state_key(state))
+                pipe.memory_usage(q.stats)
+                pipe.lrange(q.pending, 0, sample_size - 1)
+                plan.append(q)
+            replies = pipe.execute()
+            step = 8
+            pipe = self.redis.pipeline(transaction=False)
+            samples = []
+            for i, q in enumerate(queues):
+                ids = replies[i * step + 7]
+                samples.append(len(ids))
+                for task_id in ids:
+                    pipe.memory_usage(q.task(task_id))
+            task_sizes = pipe.execute()
+        except redis.ResponseError:
+            return [None] * len(queues)  # MEMORY denied (ACL) or unsupported
+        out: list[int | None] = []
+        offset = 0
+        for i in range(len(queues)):
+            keys_total = sum(_int(v) for v in replies[i * step: i * step + 7])
+            n = samples[i]
+            sample = [_int(v) for v in task_sizes[offset: offset + n]]
+            offset += n
+            tasks = sum(_int(v) for v in sizes[i])
+            per_task = sum(sample) / len(sample) if sample else 0
+            out.append(int(keys_total + per_task * tasks))
+        return out
+
+    @translate
+    def history(self, name: str, days: int = 7) -> list[DailyStats]:
+        """Processed and failed per UTC day, oldest first, for the last ``days`` days."""
+        if days < 1 or days > 90:
+            raise ConfigurationError("days must be between 1 and 90")
+        q = self._require_queue(name)
+        today = datetime.fromtimestamp(self.clock.now(), tz=UTC).date()
+        dates = [(today - timedelta(days=n)).isoformat() for n in range(days - 1, -1, -1)]
+        return self._series(q, dates)
+
+    @translate
+    def minute_history(self, name: str, minutes: int = 60) -> list[DailyStats]:
+        """Processed and failed per UTC minute, oldest first, for the last ``minutes`` minutes."""
+        if minutes < 1 or minutes > 180:
+            raise ConfigurationError("minutes must be between 1 and 180")
+        q = self._require_queue(name)
+        now = self.clock.now()
+        stamps = [stats_minute(now - 60 * n) for n in range(minutes - 1, -1, -1)]
+        return self._series(q, stamps)
+
+    def _series(self, q: QueueKeys, stamps: list[str]) -> list[DailyStats]:
+        fields = [f"{kind}:{s}" for s in stamps for kind in ("processed", "failed")]
+        values = self.redis.hmget(q.stats, fields)
+        return [DailyStats(q.queue, s, _int(values[2 * i]), _int(values[2 * i + 1])) for i, s in enumerate(stamps)]
+
+    @translate
+    def pause_queue(self, name: str) -> None:
+        """Stop every worker from fetching this queue's tasks (running ones go on)."""
+        self.redis.set(self._require_queue(name).paused, "1")
+
+    @translate
+    def unpause_queue(self, name: str) -> None:
+        """Let workers fetch this queue's tasks again."""
+        q = self._require_queue(name)
+        self.redis.delete(q.paused)
+        self.redis.publish(q.wake_channel, "1")
+
+    @translate
+    def remove_queue(self, name: str, force: bool = False) -> int:
+        """Forget a queue. It must be empty unless ``force``; never with active tasks.
+
+        Returns the number of keys deleted.
+        """
+        q = self._require_queue(name)
+        info = self._queue_infos([q])[0]
+        if info.active:
+            raise QueueNotEmpty(f"queue {name!r} has {info.active} active task(s); wait or cancel them first")
+        if info.size and not force:
+            raise QueueNotEmpty(f"queue {name!r} holds {info.size} task(s); use force to delete them too")
+        deleted = 0
+        for batch in self._scan_batches(q.all_pattern):
+            deleted += self.redis.unlink(*batch)
+        self.redis.srem(self.keys.queues, name)
+        return deleted
+
+    def _scan_batches(self, pattern: str, count: int = 500) -> Iterator[list[str]]:
+        batch: list[str] = []
+        for key in self.redis.scan_iter(match=pattern, count=count):
+            batch.append(key)
+            if len(batch) >= count:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_state(state: str) -> str:
+        value = str(state)
+        if value not in STATES:
+            raise ConfigurationError(f"invalid state {state!r}: choose from {', '.join(STATES)}")
+        return value
+
+    def _ids(self, q: QueueKeys, state: str, start: int, stop: int) -> list[tuple[str, float | None]]:
+        """Ids with their scores, oldest first: ``start``..``stop`` inclusive."""
+        if state == "pending":
+            # Pushed left, popped right: the oldest is at the right end.
+            length = self.redis.llen(q.pending)
+            lo, hi = max(0, length - 1 - stop), length - 1 - start
+            if hi < 0 or lo > hi:
+                return []
+            return [(task_id, None) for task_id in reversed(self.redis.lrange(q.pending, lo, hi))]
+        return [(m, s) for m, s in self.redis.zrange(q.state_key(state), start, stop, withscores=True)]
+
+    def _count(self, q: QueueKeys, state: str) -> int:
+        return self.redis.llen(q.pending) if state == "pending" else self.redis.zcard(q.state_key(state))
+
+    @translate
+    def list_tasks(self, queue: str, state: str, page: int = 1, size: int = 20, *, type: str | None = None,
+                   search: str | None = None) -> TaskPage:
+        """One page of the tasks of ``queue`` in ``state``, oldest first.
+
+        ``type`` keeps tasks of that type; ``search`` keeps tasks whose payload or last error
+        contains the text. Filtered lists scan at most ``FILTER_SCAN_LIMIT`` tasks.
+        """
+        state = self._check_state(state)
+        if page < 1 or size < 1 or size > 1000:
+            raise ConfigurationError("page must be >= 1 and size between 1 and 1000")
+        q = self._require_queue(queue)
+        total = self._count(q, state)
+        if not type and not search:
+            start = (page - 1) * size
+            ids = self._ids(q, state, start, start + size - 1)
+            return TaskPage(self._infos(q, state, ids), total, page, size)
+        wanted_from = (page - 1) * size
+        matched: list[TaskInfo] = []
+        matches = 0
+        scanned = 0
+        chunk = 500
+        while scanned < min(total, FILTER_SCAN_LIMIT):
+            ids = self._ids(q, state, scanned, scanned + chunk - 1)
+            if not ids:
+                break
+            scanned += len(ids)
+            for info in self._infos(q, state, ids):
+                if self._matches(info, type, search):
+                    if wanted_from <= matches < wanted_from + size:
+                        matched.append(info)
+                    matches += 1
+        return TaskPage(matched, total, page, size, matched=matches, scanned_all=scanned >= total)
+
+    @staticmethod
+    def _matches(info: TaskInfo, type_name: str | None, search: str | None) -> bool:
+        if type_name and info.type != type_name:
+            return False
+        if search:
+            needle = search.lower()
+            from queuecore.core.message import dumps
+
+            haystack = f"{info.id} {dumps(info.payload)} {info.last_error or ''}".lower()
+            return needle in haystack
+        return True
+
+    def _infos(self, q: QueueKeys, state: str, ids: list[tuple[str, float | None]]) -> list[TaskInfo]:
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id, _ in ids:
+            pipe.hmget(q.task(task_id), _TASK_FIELDS)
+        rows = pipe.execute()
+        out = []
+        for (task_id, score), row in zip(ids, rows, strict=True):
+            if row[0] is None and row[1] is None:
+                continue  # deleted between the two reads
+            out.append(self._info(q, task_id, dict(zip(_TASK_FIELDS, row, strict=True)), state, score))
+        return out
+
+    def _info(self, q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None, score: float | None) -> TaskInfo:
+        state_value = h.get("state") or state or "pending"
+        try:
+            m = TaskMessage.decode(task_id, q.queue, h.get("msg"))
+            decode_error = None
+        except TaskDecodeError as exc:
+            m = TaskMessage(id=task_id, type="?", payload={}, queue=q.queue)
+            decode_error = str(exc)
+        try:
+            task_state = TaskState(state_value)
+        except ValueError:
+            task_state = TaskState(state) if state else TaskState.PENDING
+        next_at = archived_at = None
+        if task_state in (TaskState.SCHEDULED, TaskState.RETRY) and score is not None:
+            next_at = ms_to_datetime(score)
+        elif task_state is TaskState.PENDING:
+            next_at = ms_to_datetime(h.get("pending_since"))
+        elif task_state is TaskState.ARCHIVED and score is not None:
+            archived_at = ms_to_datetime(score)
+        result = None
+        if h.get("result"):
+            try:
+                result = loads(h["result"])
+            except ValueError:
+                result = h["result"]
+        return TaskInfo(
+            id=task_id, queue=q.queue, type=m.type, state=task_state, payload=m.payload,
+            retried=_int(h.get("retried")), max_retry=m.max_retry, last_error=h.get("error") or None,
+            last_failed_at=ms_to_datetime(h.get("failed_at")), next_process_at=next_at,
+            enqueued_at=seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None,
+            started_at=ms_to_datetime(h.get("started_at")), completed_at=ms_to_datetime(h.get("completed_at")),
+            archived_at=archived_at, timeout=m.timeout, deadline=seconds_to_datetime(m.deadline),
+            retention=m.retention, unique_key=m.unique_key, result=result, cancel_requested=bool(h.get("cancel")),
+            decode_error=decode_error,
+        )
+
+    @translate
+    def get_task(self, queue: str, task_id: str) -> TaskInfo:
+        """Every field of one task; ``TaskNotFound`` when it does not exist."""
+        q = self._queue(queue)
+        validate_task_id(task_id)
+        row = self.redis.hmget(q.task(task_id), _TASK_FIELDS)
+        h = dict(zip(_TASK_FIELDS, row, strict=True))
+        if h["msg"] is None and h["state"] is None:
+            raise TaskNotFound(f"no task {task_id!r} in queue {queue!r}")
+        state = h["state"]
+        score = None
+        if state in ZSET_STATES:
+            score = self.redis.zscore(q.state_key(state), task_id)
+        return self._info(q, task_id, h, state, score)
+
+    def _task_keys(self, queue: str, task_id: str) -> QueueKeys:
+        validate_task_id(task_id)
+        return self._queue(queue)
+
+    @translate
+    def run_task(self, queue: str, task_id: str) -> None:
+        """Run a scheduled, retry or archived task now (move it to pending)."""
+        self.scripts.admin_run_task(self._task_keys(queue, task_id), task_id, now_ms=to_ms(self.clock.now()))
+
+    @translate
+    def archive_task(self, queue: str, task_id: str) -> None:
+        """Archive ("kill") a pending, scheduled or retry task."""
+        self.scripts.admin_archive_task(self._task_keys(queue, task_id), task_id, now_ms=to_ms(self.clock.now()))
+
+    @translate
+    def delete_task(self, queue: str, task_id: str) -> None:
+        """Delete a task that is not running."""
+        self.scripts.admin_delete_task(self._task_keys(queue, task_id), task_id)
+
+    @translate
+    def cancel_task(self, queue: str, task_id: str) -> None:
+        """Cancel a running task: it stops and is archived as "cancelled by operator"."""
+        self.scripts.admin_cancel_task(self._task_keys(queue, task_id), task_id)
+
+    def _bulk(self, queue: str, state: str, action: str, allowed: tuple[str, ...]) -> BulkResult:
+        state = self._check_state(state)
+        if state not in allowed:
+            raise ConfigurationError(f"cannot {action} all {state} tasks; allowed states: {', '.join(allowed)}")
+        with broker_errors():
+            q = self._require_queue(queue)
+            total = 0
+            while True:
+                now_ms = to_ms(self.clock.now())
+                if action == "run":
+                    n = self.scripts.admin_run_all(q, state, now_ms=now_ms, limit=BULK_CHUNK)
+                elif action == "archive":
+                    n = self.scripts.admin_archive_all(q, state, now_ms=now_ms, limit=BULK_CHUNK)
+                else:
+                    n = self.scripts.admin_delete_all(q, state, limit=BULK_CHUNK)
+                total += n
+                if n < BULK_CHUNK:
+                    break
+        return BulkResult(queue, state, action, total)
+
+    def run_all(self, queue: str, state: str) -> BulkResult:
+        """Move every scheduled, retry or archived task of the queue to pending, in chunks."""
+        return self._bulk(queue, state, "run", ("scheduled", "retry", "archived"))
+
+    def archive_all(self, queue: str, state: str) -> BulkResult:
+        """Archive every pending, scheduled or retry task of the queue, in chunks."""
+        return self._bulk(queue, state, "archive", ("pending", "scheduled", "retry"))
+
+    def delete_all(self, queue: str, state: str) -> BulkResult:
+        """Delete every task of the queue in a state other than active, in chunks."""
+        return self._bulk(queue, state, "delete", ("pending", "scheduled", "retry", "archived", "completed"))
+
+    @translate
+    def count(self, queue: str, state: str) -> int:
+        """How many tasks of the queue are in ``state``."""
+        return self._count(self._require_queue(queue), self._check_state(state))
+
+    # -- servers and workers ----------------------------------------------------------------------
+
+    @translate
+    def servers(self) -> list[ServerInfo]:
+        """Every live worker process, from its heartbeat (stale ones are left out)."""
+        now_ms = to_ms(self.clock.now())
+        ids = self.redis.zrangebyscore(self.keys.servers, now_ms, "+inf")
+        if not ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for server_id in ids:
+            pipe.get(self.keys.server(server_id))
+        out = []
+        for raw in pipe.execute():
+            if not raw:
+                continue
+            try:
+                d = loads(raw)
+                workers = [WorkerInfo(server_id=d["id"], task_id=w["task_id"], queue=w["queue"], type=w["type"],
+                                      started_at=seconds_to_datetime(w["started_at"]),  # type: ignore[arg-type]
+                                      deadline=seconds_to_datetime(w.get("deadline")))
+                           for w in d.get("workers", [])]
+                out.append(ServerInfo(
+                    id=d["id"], host=d["host"], pid=int(d["pid"]), concurrency=int(d["concurrency"]),
+                    queues=dict(d["queues"]), strict_priority=bool(d["strict_priority"]),
+                    started_at=seconds_to_datetime(d["started_at"]),  # type: ignore[arg-type]
+                    status=d["status"], heartbeat_at=seconds_to_datetime(d["heartbeat_at"]),  # type: ignore[arg-type]
+                    workers=workers))
+            except (ValueError, KeyError, TypeError):
+                continue  # a malformed heartbeat is not a live server we can describe
+        return sorted(out, key=lambda s: (s.host, s.pid, s.id))
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every task being processed right now, across live worker processes."""
+        return [w for s in self.servers() for w in s.workers]
+
+    # -- redis ------------------------------------------------------------------------------------
+
+    @translate
+    def redis_info(self) -> RedisInfo:
+        """Server version, memory and clients (None where INFO is denied) and our key count."""
+        info: dict[str, Any] = {}
+        try:
+            info = self.redis.info()
+        except redis.ResponseError:
+            info = {}
+        key_count = sum(1 for _ in self.redis.scan_iter(match=self.keys.all_pattern, count=1000))
+        return RedisInfo(
+            version=info.get("redis_version"), mode=info.get("redis_mode"), used_memory=info.get("used_memory"),
+            used_memory_human=info.get("used_memory_human"), maxmemory=info.get("maxmemory"),
+            maxmemory_policy=info.get("maxmemory_policy"), connected_clients=info.get("connected_clients"),
+            uptime_seconds=info.get("uptime_in_seconds"), key_count=key_count, queues=len(self.queues()),
+        )

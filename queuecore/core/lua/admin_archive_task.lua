@@ -1,0 +1,27 @@
+-- admin_archive_task: an operator archives ("kills") a pending, scheduled or retry task.
+--
+-- KEYS[1] <prefix>:{<q>}:t:<id>    task HASH
+-- KEYS[2] <prefix>:{<q>}:pending   LIST
+-- KEYS[3] <prefix>:{<q>}:scheduled ZSET
+-- KEYS[4] <prefix>:{<q>}:retry     ZSET
+-- KEYS[5] <prefix>:{<q>}:archived  ZSET
+-- ARGV[1] task id
+-- ARGV[2] now, unix ms
+-- Returns 1 archived, -1 no such task, or -2 with the task's state when it cannot be archived.
+-- Pending tasks are found with LREM, O(length of the pending list).
+local state = redis.call("HGET", KEYS[1], "state")
+if not state then
+    return -1
+end
+if state == "pending" then
+    redis.call("LREM", KEYS[2], 1, ARGV[1])
+elseif state == "scheduled" then
+    redis.call("ZREM", KEYS[3], ARGV[1])
+elseif state == "retry" then
+    redis.call("ZREM", KEYS[4], ARGV[1])
+else
+    return {-2, state}
+end
+redis.call("HSET", KEYS[1], "state", "archived")
+redis.call("ZADD", KEYS[5], ARGV[2], ARGV[1])
+return 1

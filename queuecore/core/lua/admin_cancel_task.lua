@@ -1,0 +1,17 @@
+-- admin_cancel_task: an operator asks for a running task to be cancelled.
+-- The flag survives a worker missing the pub/sub message: the lease renewal reports it.
+--
+-- KEYS[1] <prefix>:{<q>}:t:<id>   task HASH
+-- ARGV[1] cancel channel
+-- ARGV[2] message published on it ("<queue> <id>")
+-- Returns 1 requested, -1 no such task, -2 with the state when the task is not active.
+local state = redis.call("HGET", KEYS[1], "state")
+if not state then
+    return -1
+end
+if state ~= "active" then
+    return {-2, state}
+end
+redis.call("HSET", KEYS[1], "cancel", "1")
+redis.call("PUBLISH", ARGV[1], ARGV[2])
+return 1

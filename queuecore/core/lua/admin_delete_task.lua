@@ -1,0 +1,34 @@
+-- admin_delete_task: an operator deletes a task that is not running.
+--
+-- KEYS[1] <prefix>:{<q>}:t:<id>    task HASH
+-- KEYS[2] <prefix>:{<q>}:pending   LIST
+-- KEYS[3] <prefix>:{<q>}:scheduled ZSET
+-- KEYS[4] <prefix>:{<q>}:retry     ZSET
+-- KEYS[5] <prefix>:{<q>}:archived  ZSET
+-- KEYS[6] <prefix>:{<q>}:completed ZSET
+-- ARGV[1] task id
+-- Cluster note: the unique lock named in the task's "unique" field is only deleted when it starts
+-- with the same "<prefix>:{<q>}:" as KEYS[1], so it shares the slot.
+-- Returns 1 deleted, -1 no such task, -2 with the state when it is active (cancel it instead).
+local state = redis.call("HGET", KEYS[1], "state")
+if not state then
+    return -1
+end
+if state == "active" then
+    return {-2, state}
+end
+if state == "pending" then
+    redis.call("LREM", KEYS[2], 1, ARGV[1])
+else
+    local zsets = {scheduled = KEYS[3], retry = KEYS[4], archived = KEYS[5], completed = KEYS[6]}
+    if zsets[state] then
+        redis.call("ZREM", zsets[state], ARGV[1])
+    end
+end
+local base = string.sub(KEYS[2], 1, -8)
+local unique = redis.call("HGET", KEYS[1], "unique")
+if unique and string.sub(unique, 1, #base) == base and redis.call("GET", unique) == ARGV[1] then
+    redis.call("DEL", unique)
+end
+redis.call("DEL", KEYS[1])
+return 1

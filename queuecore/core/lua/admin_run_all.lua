@@ -1,0 +1,24 @@
+-- admin_run_all: move up to N tasks of a scheduled, retry or archived ZSET to pending.
+--
+-- KEYS[1] <prefix>:{<q>}:scheduled|retry|archived  ZSET
+-- KEYS[2] <prefix>:{<q>}:pending                   LIST
+-- ARGV[1] at most this many tasks
+-- ARGV[2] now, unix ms
+-- ARGV[3] wake channel
+-- Cluster note: each moved task's HASH is built from KEYS[2], same slot.
+-- Returns the number moved; call again until it returns 0.
+local ids = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[1]) - 1)
+if #ids == 0 then
+    return 0
+end
+local task_prefix = string.sub(KEYS[2], 1, -8) .. "t:"
+local was_empty = redis.call("LLEN", KEYS[2]) == 0
+for _, id in ipairs(ids) do
+    redis.call("HSET", task_prefix .. id, "state", "pending", "pending_since", ARGV[2])
+    redis.call("LPUSH", KEYS[2], id)
+end
+redis.call("ZREM", KEYS[1], unpack(ids))
+if was_empty then
+    redis.call("PUBLISH", ARGV[3], "1")
+end
+return #ids

@@ -1,0 +1,25 @@
+-- admin_run_task: an operator runs a scheduled, retry or archived task now (moves it to pending).
+--
+-- KEYS[1] <prefix>:{<q>}:t:<id>    task HASH
+-- KEYS[2] <prefix>:{<q>}:pending   LIST
+-- KEYS[3] <prefix>:{<q>}:scheduled ZSET
+-- KEYS[4] <prefix>:{<q>}:retry     ZSET
+-- KEYS[5] <prefix>:{<q>}:archived  ZSET
+-- ARGV[1] task id
+-- ARGV[2] now, unix ms
+-- ARGV[3] wake channel
+-- Returns 1 moved, -1 no such task, or -2 with the task's state when it cannot be run from there.
+local state = redis.call("HGET", KEYS[1], "state")
+if not state then
+    return -1
+end
+local source = {scheduled = KEYS[3], retry = KEYS[4], archived = KEYS[5]}
+if not source[state] then
+    return {-2, state}
+end
+redis.call("ZREM", source[state], ARGV[1])
+redis.call("HSET", KEYS[1], "state", "pending", "pending_since", ARGV[2])
+if redis.call("LPUSH", KEYS[2], ARGV[1]) == 1 then
+    redis.call("PUBLISH", ARGV[3], "1")
+end
+return 1

@@ -1,0 +1,49 @@
+-- archive: a handler failed for good (retries exhausted, SkipRetry, cancelled); keep it archived.
+--
+-- KEYS[1] <prefix>:{<q>}:t:<id>   task HASH
+-- KEYS[2] <prefix>:{<q>}:active   ZSET
+-- KEYS[3] <prefix>:{<q>}:archived ZSET  id -> archived at (unix ms)
+-- KEYS[4] <prefix>:{<q>}:stats    HASH
+-- ARGV[1] task id
+-- ARGV[2] lease number (fencing token)
+-- ARGV[3] now, unix ms
+-- ARGV[4] error message
+-- ARGV[5] stats day suffix ("YYYY-MM-DD")
+-- ARGV[6] stats minute suffix ("YYYY-MM-DDTHH:MM")
+-- ARGV[7] archive size limit (tasks)
+-- ARGV[8] archive age limit: tasks archived before this unix ms are dropped
+-- ARGV[9] 1 = count this in the processed/failed stats (an attempt ran and failed), 0 = do not
+-- Cluster note: hashes of archived tasks trimmed over the limits (<prefix>:{<q>}:t:<id>) are built
+-- here from KEYS[3], in the same {<q>} slot. At most 10 are trimmed per call.
+-- Returns 1 archived, 0 the lease was lost.
+local state = redis.call("HMGET", KEYS[1], "state", "lease")
+if state[1] ~= "active" or state[2] ~= ARGV[2] then
+    return 0
+end
+redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[4], "failed_at", ARGV[3])
+redis.call("HDEL", KEYS[1], "started_at", "cancel")
+redis.call("ZADD", KEYS[3], ARGV[3], ARGV[1])
+local task_prefix = string.sub(KEYS[3], 1, -9) .. "t:"
+local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", "(" .. ARGV[8], "LIMIT", 0, 10)
+for _, id in ipairs(old) do
+    redis.call("DEL", task_prefix .. id)
+    redis.call("ZREM", KEYS[3], id)
+end
+local excess = redis.call("ZCARD", KEYS[3]) - tonumber(ARGV[7])
+if excess > 0 then
+    local ids = redis.call("ZRANGE", KEYS[3], 0, math.min(excess, 10) - 1)
+    for _, id in ipairs(ids) do
+        redis.call("DEL", task_prefix .. id)
+        redis.call("ZREM", KEYS[3], id)
+    end
+end
+if ARGV[9] == "1" then
+    redis.call("HINCRBY", KEYS[4], "processed", 1)
+    redis.call("HINCRBY", KEYS[4], "failed", 1)
+    redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[5], 1)
+    redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[5], 1)
+    redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[6], 1)
+    redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[6], 1)
+end
+return 1

@@ -1,0 +1,24 @@
+-- forward: move due tasks of a scheduled or retry ZSET to pending.
+--
+-- KEYS[1] <prefix>:{<q>}:scheduled or <prefix>:{<q>}:retry   ZSET id -> due (unix ms)
+-- KEYS[2] <prefix>:{<q>}:pending                             LIST
+-- ARGV[1] now, unix ms
+-- ARGV[2] at most this many tasks
+-- ARGV[3] wake channel
+-- Cluster note: each moved task's HASH (<prefix>:{<q>}:t:<id>) is built from KEYS[2], same slot.
+-- Returns the number of tasks moved.
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
+if #ids == 0 then
+    return 0
+end
+local task_prefix = string.sub(KEYS[2], 1, -8) .. "t:"
+local was_empty = redis.call("LLEN", KEYS[2]) == 0
+for _, id in ipairs(ids) do
+    redis.call("HSET", task_prefix .. id, "state", "pending", "pending_since", ARGV[1])
+    redis.call("LPUSH", KEYS[2], id)
+    redis.call("ZREM", KEYS[1], id)
+end
+if was_empty then
+    redis.call("PUBLISH", ARGV[3], "1")
+end
+return #ids

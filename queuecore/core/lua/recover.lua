@@ -1,0 +1,62 @@
+-- recover: take back active tasks whose lease expired (their worker died or hung).
+-- Each counts as a failed attempt: it goes back to pending as a retry (retried + 1), or to archived
+-- once its retries are spent (so a task that kills its worker every time cannot loop forever).
+--
+-- KEYS[1] <prefix>:{<q>}:active    ZSET
+-- KEYS[2] <prefix>:{<q>}:pending   LIST
+-- KEYS[3] <prefix>:{<q>}:archived  ZSET
+-- KEYS[4] <prefix>:{<q>}:stats     HASH
+-- ARGV[1] now, unix ms
+-- ARGV[2] at most this many tasks
+-- ARGV[3] stats day suffix
+-- ARGV[4] stats minute suffix
+-- ARGV[5] wake channel
+-- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from KEYS[1], same slot.
+-- Returns {requeued, archived, orphans}: orphans are active ids whose hash was gone (dropped from active).
+local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
+local task_prefix = string.sub(KEYS[1], 1, -7) .. "t:"
+local requeued, archived, orphans = 0, 0, 0
+for _, id in ipairs(ids) do
+    local key = task_prefix .. id
+    redis.call("ZREM", KEYS[1], id)
+    local fields = redis.call("HMGET", key, "msg", "retried", "cancel")
+    if not fields[1] then
+        orphans = orphans + 1
+    else
+        local ok, msg = pcall(cjson.decode, fields[1])
+        local max_retry = 0
+        if ok and type(msg) == "table" and type(msg["max_retry"]) == "number" then
+            max_retry = msg["max_retry"]
+        end
+        local retried = tonumber(fields[2] or "0")
+        redis.call("HDEL", key, "started_at", "cancel")
+        redis.call("HINCRBY", KEYS[4], "processed", 1)
+        redis.call("HINCRBY", KEYS[4], "failed", 1)
+        redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[3], 1)
+        redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[3], 1)
+        redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[4], 1)
+        redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[4], 1)
+        local reason
+        if fields[3] then
+            reason = "cancelled by operator"
+        elseif not ok then
+            reason = "worker lost (lease expired); message undecodable"
+        else
+            reason = "worker lost (lease expired)"
+        end
+        if fields[3] or not ok or (max_retry >= 0 and retried >= max_retry) then
+            redis.call("HSET", key, "state", "archived", "error", reason, "failed_at", ARGV[1])
+            redis.call("ZADD", KEYS[3], ARGV[1], id)
+            archived = archived + 1
+        else
+            redis.call("HINCRBY", key, "retried", 1)
+            redis.call("HSET", key, "state", "pending", "error", reason, "failed_at", ARGV[1],
+                "pending_since", ARGV[1])
+            if redis.call("RPUSH", KEYS[2], id) == 1 then
+                redis.call("PUBLISH", ARGV[5], "1")
+            end
+            requeued = requeued + 1
+        end
+    end
+end
+return {requeued, archived, orphans}

@@ -1,0 +1,30 @@
+-- retry: a handler failed and has retries left; schedule the next attempt.
+--
+-- KEYS[1] <prefix>:{<q>}:t:<id>   task HASH
+-- KEYS[2] <prefix>:{<q>}:active   ZSET
+-- KEYS[3] <prefix>:{<q>}:retry    ZSET  id -> next attempt (unix ms)
+-- KEYS[4] <prefix>:{<q>}:stats    HASH
+-- ARGV[1] task id
+-- ARGV[2] lease number (fencing token)
+-- ARGV[3] now, unix ms
+-- ARGV[4] next attempt, unix ms
+-- ARGV[5] error message
+-- ARGV[6] stats day suffix ("YYYY-MM-DD")
+-- ARGV[7] stats minute suffix ("YYYY-MM-DDTHH:MM")
+-- Returns 1 scheduled for retry, 0 the lease was lost.
+local state = redis.call("HMGET", KEYS[1], "state", "lease")
+if state[1] ~= "active" or state[2] ~= ARGV[2] then
+    return 0
+end
+redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("HINCRBY", KEYS[1], "retried", 1)
+redis.call("HSET", KEYS[1], "state", "retry", "error", ARGV[5], "failed_at", ARGV[3])
+redis.call("HDEL", KEYS[1], "started_at", "cancel")
+redis.call("ZADD", KEYS[3], ARGV[4], ARGV[1])
+redis.call("HINCRBY", KEYS[4], "processed", 1)
+redis.call("HINCRBY", KEYS[4], "failed", 1)
+redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[6], 1)
+redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[6], 1)
+redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[7], 1)
+redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[7], 1)
+return 1

@@ -1,0 +1,298 @@
+"""Task messages, states and the read-model dataclasses the inspector returns.
+
+A task is stored as one Redis hash. Its ``msg`` field holds the immutable message, encoded once
+as JSON; the mutable fields (``state``, ``retried``, ``error`` ...) sit beside it so that Lua
+scripts change state without decoding the message.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from queuecore.core.errors import InvalidPayload, TaskDecodeError
+
+try:  # orjson is optional: faster, same output for our payloads
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - exercised when orjson is absent
+    _orjson = None
+
+DEFAULT_MAX_RETRY = 25
+DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
+
+
+class TaskState(enum.StrEnum):
+    """The six states a task moves through."""
+
+    PENDING = "pending"
+    ACTIVE = "active"
+    SCHEDULED = "scheduled"
+    RETRY = "retry"
+    ARCHIVED = "archived"
+    COMPLETED = "completed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def dumps(value: Any) -> str:
+    """Encode ``value`` as compact JSON text; raise ``TypeError``/``ValueError`` when it cannot be."""
+    if _orjson is not None:
+        return _orjson.dumps(value).decode()
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def loads(text: str | bytes) -> Any:
+    """Decode JSON text."""
+    if _orjson is not None:
+        return _orjson.loads(text)
+    return json.loads(text)
+
+
+def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
+    """Validate and encode a payload (a JSON object or ``None``) to JSON text."""
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise InvalidPayload(f"payload must be a JSON object (a dict of argument names), not {type(payload).__name__}")
+    for key in payload:
+        if not isinstance(key, str):
+            raise InvalidPayload(f"payload keys must be strings, got {key!r}")
+    try:
+        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
+    size = len(text.encode())
+    if size > max_bytes:
+        raise InvalidPayload(f"payload is {size} bytes, over the limit of {max_bytes} bytes")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class TaskMessage:
+    """The immutable part of a task, encoded once at enqueue."""
+
+    id: str
+    type: str
+    payload: dict[str, Any]
+    queue: str
+    max_retry: int = DEFAULT_MAX_RETRY
+    timeout: float | None = None
+    deadline: float | None = None  # unix seconds
+    retention: float = 0.0  # seconds to keep the completed task
+    unique_key: str | None = None
+    enqueued_at: float = 0.0  # unix seconds
+
+    def encode(self, payload_json: str | None = None) -> str:
+        """Encode the message; ``payload_json`` reuses an already validated encoding."""
+        body = payload_json if payload_json is not None else dumps(self.payload)
+        parts = [f'"type":{dumps(self.type)}', f'"payload":{body}', f'"max_retry":{int(self.max_retry)}',
+                 f'"enqueued_at":{self.enqueued_at!r}']
+        if self.timeout is not None:
+            parts.append(f'"timeout":{float(self.timeout)!r}')
+        if self.deadline is not None:
+            parts.append(f'"deadline":{float(self.deadline)!r}')
+        if self.retention:
+            parts.append(f'"retention":{float(self.retention)!r}')
+        if self.unique_key is not None:
+            parts.append(f'"unique_key":{dumps(self.unique_key)}')
+        return "{" + ",".join(parts) + "}"
+
+    @classmethod
+    def decode(cls, task_id: str, queue: str, data: str | bytes | None) -> TaskMessage:
+        """Decode a stored message; raise ``TaskDecodeError`` on anything malformed."""
+        if data is None:
+            raise TaskDecodeError(f"task {task_id}: message is missing")
+        try:
+            raw = loads(data)
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise TaskDecodeError(f"task {task_id}: message is not valid JSON ({exc})") from None
+        if not isinstance(raw, dict):
+            raise TaskDecodeError(f"task {task_id}: message is not a JSON object")
+        try:
+            type_name = raw["type"]
+            payload = raw.get("payload", {})
+            max_retry = raw.get("max_retry", DEFAULT_MAX_RETRY)
+            if not isinstance(type_name, str) or not type_name:
+                raise TypeError("type must be a non-empty string")
+            if not isinstance(payload, dict):
+                raise TypeError("payload must be an object")
+            if not isinstance(max_retry, int) or isinstance(max_retry, bool):
+                raise TypeError("max_retry must be an integer")
+            return cls(
+                id=task_id,
+                type=type_name,
+                payload=payload,
+                queue=queue,
+                max_retry=max_retry,
+                timeout=_opt_float(raw.get("timeout")),
+                deadline=_opt_float(raw.get("deadline")),
+                retention=_opt_float(raw.get("retention")) or 0.0,
+                unique_key=_opt_str(raw.get("unique_key")),
+                enqueued_at=_opt_float(raw.get("enqueued_at")) or 0.0,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise TaskDecodeError(f"task {task_id}: malformed message ({exc})") from None
+
+
+def _opt_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _opt_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def ms_to_datetime(ms: int | float | str | bytes | None) -> datetime | None:
+    """Unix milliseconds (as stored in Redis) to an aware UTC datetime."""
+    if ms in (None, b"", ""):
+        return None
+    return datetime.fromtimestamp(float(ms) / 1000.0, tz=UTC)
+
+
+def seconds_to_datetime(seconds: float | None) -> datetime | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A snapshot of one task, as stored in Redis."""
+
+    id: str
+    queue: str
+    type: str
+    state: TaskState
+    payload: dict[str, Any]
+    retried: int = 0
+    max_retry: int = DEFAULT_MAX_RETRY
+    last_error: str | None = None
+    last_failed_at: datetime | None = None
+    next_process_at: datetime | None = None
+    enqueued_at: datetime | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    archived_at: datetime | None = None
+    timeout: float | None = None
+    deadline: datetime | None = None
+    retention: float = 0.0
+    unique_key: str | None = None
+    result: Any = None
+    cancel_requested: bool = False
+    decode_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with a stable shape (datetimes as ISO 8601 strings)."""
+        out = asdict(self)
+        for name, value in out.items():
+            if isinstance(value, datetime):
+                out[name] = value.isoformat()
+            elif isinstance(value, TaskState):
+                out[name] = value.value
+        return out
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """Sizes, counters and health of one queue."""
+
+    name: str
+    paused: bool
+    pending: int
+    active: int
+    scheduled: int
+    retry: int
+    archived: int
+    completed: int
+    latency: float  # seconds since the oldest pending task became pending; 0 when empty
+    memory_bytes: int | None  # sampled estimate; None when MEMORY USAGE is unavailable
+    processed_today: int
+    failed_today: int
+    processed_total: int
+    failed_total: int
+
+    @property
+    def size(self) -> int:
+        """Every task in the queue except completed ones (asynq's definition)."""
+        return self.pending + self.active + self.scheduled + self.retry + self.archived
+
+    @property
+    def error_rate(self) -> float:
+        """Failed over processed today, 0.0 when nothing was processed."""
+        return self.failed_today / self.processed_today if self.processed_today else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["size"] = self.size
+        out["error_rate"] = self.error_rate
+        return out
+
+
+@dataclass(frozen=True)
+class DailyStats:
+    """Processed and failed counts of one queue on one UTC day (or minute)."""
+
+    queue: str
+    date: str  # YYYY-MM-DD, or YYYY-MM-DDTHH:MM for minutes
+    processed: int
+    failed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """One task being processed right now by a worker process."""
+
+    server_id: str
+    task_id: str
+    queue: str
+    type: str
+    started_at: datetime
+    deadline: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["started_at"] = self.started_at.isoformat()
+        out["deadline"] = self.deadline.isoformat() if self.deadline else None
+        return out
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """One worker process, from its heartbeat."""
+
+    id: str
+    host: str
+    pid: int
+    concurrency: int
+    queues: dict[str, int]
+    strict_priority: bool
+    started_at: datetime
+    status: str  # "active", "quiet" or "stopping"
+    heartbeat_at: datetime
+    workers: list[WorkerInfo] = field(default_factory=list)
+
+    @property
+    def active_count(self) -> int:
+        return len(self.workers)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["started_at"] = self.started_at.isoformat()
+        out["heartbeat_at"] = self.heartbeat_at.isoformat()
+        out["workers"] = [w.to_dict() for w in self.workers]
+        return out

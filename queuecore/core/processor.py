@@ -1,0 +1,604 @@
+"""The processor: fetches tasks, runs their handlers and writes each outcome back exactly once.
+
+Sync handlers run on a thread pool, async handlers on one event loop thread. A supervisor
+thread enforces timeouts and cancellation; a handler that cannot be interrupted is abandoned
+(its slot freed, its task failed) after ``abandon_grace`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import queue as queue_module
+import random
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from queuecore.core.clock import to_ms
+from queuecore.core.context import TaskContext, reset_current, set_current
+from queuecore.core.errors import SkipRetry, TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.keys import stats_day, stats_minute
+from queuecore.core.message import TaskMessage, dumps
+from queuecore.core.redis_errors import is_connection_error
+
+if TYPE_CHECKING:
+    from queuecore.core.worker import Worker
+
+logger = logging.getLogger("queuecore.worker")
+
+MAX_ERROR_CHARS = 8000
+CANCELLED_BY_OPERATOR = "cancelled by operator"
+SHUTDOWN = "worker shutting down"
+LEASE_LOST = "lease lost"
+
+
+class Middleware(Protocol):
+    """Wraps the start of every handler: ``middleware(ctx, call_next)`` returns ``call_next()``."""
+
+    def __call__(self, ctx: TaskContext, call_next: Callable[[], Any]) -> Any: ...
+
+
+@dataclass
+class Running:
+    """A task this process holds a lease on."""
+
+    id: str
+    queue: str
+    lease: int
+    retried: int
+    message: TaskMessage
+    ctx: TaskContext
+    started: float  # wall clock seconds
+    deadline: float | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    finalized: bool = False
+    in_handler: bool = False
+    thread_ident: int | None = None
+    async_task: asyncio.Task[Any] | None = None
+    handed_back: bool = False
+    interrupted_at: float | None = None  # monotonic
+    cancel_seen_at: float | None = None  # monotonic
+
+
+class Outcome:
+    """What became of one attempt."""
+
+    __slots__ = ("error", "kind", "result")
+
+    def __init__(self, kind: str, result: Any = None, error: BaseException | None = None) -> None:
+        self.kind = kind  # "success" | "failure" | "skip_retry" | "cancelled" | "requeue" | "lost"
+        self.result = result
+        self.error = error
+
+
+def _set_async_exc(ident: int, exc_type: type[BaseException] | None) -> None:
+    value = ctypes.py_object(exc_type) if exc_type is not None else None
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), value)
+
+
+def format_error(error: BaseException) -> str:
+    """``Type: message`` followed by the traceback, cut to ``MAX_ERROR_CHARS``."""
+    head = f"{type(error).__name__}: {error}".rstrip(": ")
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename != __file__]
+    text = head
+    if frames:
+        text += "\n\nTraceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + head
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 20] + "\n... (truncated)"
+
+
+class HandlerPool:
+    """Threads for sync handlers; grows past its size only to replace abandoned threads."""
+
+    def __init__(self, name: str) -> None:
+        self._work: queue_module.SimpleQueue[Callable[[], None] | None] = queue_module.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._threads: set[threading.Thread] = set()
+        self._abandoned: set[int] = set()
+        self._name = name
+        self._count = 0
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn:
+                self._idle -= 1
+        if spawn:
+            self._count += 1
+            thread = threading.Thread(target=self._run, name=f"{self._name}-{self._count}", daemon=True)
+            with self._lock:
+                self._threads.add(thread)
+            thread.start()
+            self._work.put(fn)
+        else:
+            self._work.put(fn)
+
+    def abandon(self, ident: int) -> None:
+        """Let the thread run on, but never give it work again."""
+        with self._lock:
+            self._abandoned.add(ident)
+
+    def _run(self) -> None:
+        me = threading.current_thread()
+        try:
+            while True:
+                fn = self._work.get()
+                if fn is None:
+                    return
+                try:
+                    fn()
+                except BaseException:  # pragma: no cover - _execute catches everything
+                    logger.exception("handler thread crashed")
+                with self._lock:
+                    if me.ident in self._abandoned:
+                        self._abandoned.discard(me.ident)
+                        return
+                    self._idle += 1
+        finally:
+            with self._lock:
+                self._threads.discard(me)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            n = len(self._threads)
+        for _ in range(n):
+            self._work.put(None)
+
+
+class Processor:
+    """Fetches tasks into free slots and processes them."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.config = worker.config
+        self.scripts = worker.scripts
+        self.keys = worker.keys
+        self.clock = worker.clock
+        self.registry = worker.registry
+        self.running: dict[str, Running] = {}
+        self._running_lock = threading.Lock()
+        self._slots = threading.Condition()
+        self._free = self.config.concurrency
+        self.wake = threading.Event()
+        self._quiet = threading.Event()
+        self._stopping = threading.Event()
+        self._done = threading.Event()
+        self._pool = HandlerPool("queuecore-handler")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._queue_keys = {name: self.keys.queue(name) for name in self.config.queues}
+        self._write_deadline: float | None = None  # monotonic; past it, unwritable outcomes are given up
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        for target, name in ((self._fetch_loop, "fetcher"), (self._supervise_loop, "supervisor")):
+            thread = threading.Thread(target=target, name=f"queuecore-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop fetching new tasks (quiet mode); running tasks go on."""
+        self._quiet.set()
+        self.wake.set()
+
+    @property
+    def quiet(self) -> bool:
+        return self._quiet.is_set()
+
+    def shutdown(self, timeout: float, force: threading.Event | None = None) -> int:
+        """Stop fetching, wait up to ``timeout`` for running tasks, then hand the rest back.
+
+        Returns how many tasks were handed back to pending.
+        """
+        self._quiet.set()
+        self._stopping.set()
+        self.wake.set()
+        with self._slots:
+            self._slots.notify_all()
+        deadline = time.monotonic() + timeout
+        while self.running and time.monotonic() < deadline and not (force and force.is_set()):
+            time.sleep(0.01)
+        handed_back = 0
+        remaining = self.snapshot()
+        for running in remaining:
+            running.ctx.request_cancel(SHUTDOWN)
+            self._interrupt(running, TaskCancelled)
+        self._write_deadline = time.monotonic() + max(5.0, self.config.cancel_grace)
+        # Interrupted handlers hand their task back themselves; give them a moment, then hand back
+        # the rest (a handler that is still running has its outcome ignored: already finalized).
+        grace = time.monotonic() + min(1.0, self.config.cancel_grace)
+        while any(not r.finalized for r in remaining) and time.monotonic() < grace:
+            time.sleep(0.01)
+        handed_back = sum(1 for r in remaining if r.finalized and r.handed_back)
+        for running in remaining:
+            if self._finalize(running, Outcome("requeue")):
+                handed_back += 1
+        self._done.set()
+        for thread in self._threads:
+            thread.join(timeout=2)
+        self._pool.shutdown()
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            if self._loop_thread is not None:
+                self._loop_thread.join(timeout=2)
+        return handed_back
+
+    def snapshot(self) -> list[Running]:
+        with self._running_lock:
+            return list(self.running.values())
+
+    # -- fetching ---------------------------------------------------------------------------------
+
+    def queue_order(self) -> list[str]:
+        """Queues in the order to try: by weight when strict, else a weighted random permutation."""
+        queues = self.config.queues
+        if self.config.strict_priority:
+            return sorted(queues, key=lambda q: -queues[q])
+        names = list(queues)
+        weights = [queues[q] for q in names]
+        order: list[str] = []
+        while names:
+            pick = random.choices(range(len(names)), weights=weights)[0]
+            order.append(names.pop(pick))
+            weights.pop(pick)
+        return order
+
+    def _take_slots(self) -> int:
+        """Block until at least one slot is free; returns how many are free (0 when stopping)."""
+        with self._slots:
+            while self._free == 0 and not self._stopping.is_set():
+                self._slots.wait(0.5)
+            return 0 if self._stopping.is_set() else self._free
+
+    def _release_slot(self) -> None:
+        with self._slots:
+            self._free += 1
+            self._slots.notify()
+
+    def _fetch_loop(self) -> None:
+        backoff = 0.05
+        while not self._stopping.is_set():
+            if self._quiet.is_set():
+                self._stopping.wait(0.2)
+                continue
+            free = self._take_slots()
+            if not free:
+                continue
+            self.wake.clear()
+            try:
+                got = self.fetch(free)
+                if backoff > 0.05:
+                    self.worker.note_redis_ok()
+                backoff = 0.05
+            except Exception as exc:  # Redis away: log, back off, go on
+                self.worker.report_redis_error("fetch", exc)
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if not got:
+                self.wake.wait(self.config.fetch_poll_interval)
+
+    def fetch(self, free: int) -> int:
+        """Dequeue up to ``free`` tasks from the queues in priority order and start them."""
+        got = 0
+        for name in self.queue_order():
+            if got >= free or self._quiet.is_set():
+                break
+            now = self.clock.now()
+            items = self.scripts.dequeue(self._queue_keys[name], now_ms=to_ms(now),
+                                         lease_until_ms=to_ms(now + self.config.lease_duration),
+                                         count=free - got)
+            for item in items:
+                if item.msg is None:
+                    logger.error("task %s of queue %s was pending but its data is gone; nothing to run", item.id,
+                                 name)
+                    continue
+                self._start(name, item.id, item.msg, item.lease, item.retried, now)
+                got += 1
+            if got and not self.config.strict_priority:
+                break  # one queue per round keeps the weighted order fair
+        return got
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def _start(self, queue: str, task_id: str, msg: str, lease: int, retried: int, now: float) -> None:
+        try:
+            message = TaskMessage.decode(task_id, queue, msg)
+        except TaskDecodeError as exc:
+            logger.error("%s; archiving it", exc)
+            placeholder = TaskMessage(id=task_id, type="?", payload={}, queue=queue, max_retry=0)
+            running = self._register(queue, task_id, lease, retried, placeholder, now)
+            self._finalize(running, Outcome("skip_retry", error=exc))
+            return
+        running = self._register(queue, task_id, lease, retried, message, now)
+        handler = self.registry.get(message.type)
+        if handler is not None and handler.is_async:
+            self._submit_async(running, handler.func)
+        else:
+            self._pool.submit(lambda: self._execute_sync(running, handler.func if handler else None))
+
+    def _register(self, queue: str, task_id: str, lease: int, retried: int, message: TaskMessage,
+                  now: float) -> Running:
+        timeout = message.timeout if message.timeout is not None else self.config.default_timeout
+        deadline = now + timeout if timeout else None
+        if message.deadline is not None:
+            deadline = message.deadline if deadline is None else min(deadline, message.deadline)
+        ctx = TaskContext(id=task_id, queue=queue, type=message.type, retried=retried,
+                          max_retry=message.max_retry, payload=message.payload, deadline=deadline)
+        running = Running(id=task_id, queue=queue, lease=lease, retried=retried, message=message, ctx=ctx,
+                          started=now, deadline=deadline)
+        with self._slots:
+            self._free -= 1
+        with self._running_lock:
+            self.running[task_id] = running
+        return running
+
+    def _call_chain(self, ctx: TaskContext, call: Callable[[], Any]) -> Any:
+        for middleware in reversed(self.config.middleware):
+            call = (lambda m, nxt: lambda: m(ctx, nxt))(middleware, call)
+        return call()
+
+    def _execute_sync(self, running: Running, func: Callable[..., Any] | None) -> None:
+        outcome: Outcome | None = None
+        token = set_current(running.ctx)
+        try:
+            try:
+                with running.lock:
+                    if running.finalized:
+                        return
+                    running.thread_ident = threading.get_ident()
+                    running.in_handler = True
+                if func is None:
+                    raise LookupError(f"no handler is registered for task type {running.message.type!r} "
+                                      "in this worker")
+                result = self._call_chain(running.ctx, lambda: func(**running.message.payload))
+                outcome = Outcome("success", result)
+            except BaseException as exc:
+                outcome = self._classify(running, exc)
+            with running.lock:
+                running.in_handler = False
+                if running.interrupted_at is not None:
+                    _set_async_exc(threading.get_ident(), None)  # drop an interrupt that came too late
+        except (TaskCancelled, TaskTimeout) as exc:  # an interrupt landed between handler and here
+            with running.lock:
+                running.in_handler = False
+            outcome = outcome or self._classify(running, exc)
+        finally:
+            reset_current(token)
+        self._finalize(running, outcome)
+
+    def _classify(self, running: Running, exc: BaseException) -> Outcome:
+        reason = running.ctx.cancel_reason
+        if isinstance(exc, (TaskCancelled, TaskTimeout, asyncio.CancelledError)) and reason:
+            if reason == SHUTDOWN:
+                return Outcome("requeue")
+            if reason == LEASE_LOST:
+                return Outcome("lost")
+            if reason == CANCELLED_BY_OPERATOR:
+                return Outcome("cancelled", error=exc)
+            return Outcome("failure", error=TaskTimeoutError(reason))
+        if isinstance(exc, SkipRetry):
+            return Outcome("skip_retry", error=exc)
+        if not isinstance(exc, Exception):
+            # KeyboardInterrupt, SystemExit or a stray CancelledError from the handler: a failure.
+            return Outcome("failure", error=RuntimeError(f"handler raised {type(exc).__name__}: {exc}"))
+        return Outcome("failure", error=exc)
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            self._loop_thread = threading.Thread(target=run, name="queuecore-asyncio", daemon=True)
+            self._loop_thread.start()
+            ready.wait(5)
+            self._loop = loop
+        return self._loop
+
+    def _submit_async(self, running: Running, func: Callable[..., Any]) -> None:
+        loop = self._ensure_loop()
+
+        async def run() -> None:
+            token = set_current(running.ctx)
+            try:
+                result = self._call_chain(running.ctx, lambda: func(**running.message.payload))
+                if asyncio.iscoroutine(result):
+                    result = await result
+                outcome = Outcome("success", result)
+            except BaseException as exc:  # includes CancelledError
+                outcome = self._classify(running, exc)
+            finally:
+                reset_current(token)
+            await loop.run_in_executor(None, self._finalize, running, outcome)
+
+        def schedule() -> None:
+            running.async_task = loop.create_task(run())
+            if running.ctx.cancelled:
+                running.async_task.cancel()
+
+        loop.call_soon_threadsafe(schedule)
+
+    # -- interrupting -----------------------------------------------------------------------------
+
+    def cancel(self, task_id: str, reason: str = CANCELLED_BY_OPERATOR) -> bool:
+        """Ask a running task to stop; True when this process runs it.
+
+        Async handlers are cancelled at once (at their next ``await``); sync handlers see
+        ``ctx.cancelled`` and are interrupted after ``cancel_grace`` seconds if still running.
+        """
+        running = self.running.get(task_id)
+        if running is None:
+            return False
+        running.ctx.request_cancel(reason)
+        if running.async_task is not None:
+            self._interrupt(running, TaskCancelled)
+        return True
+
+    def _interrupt(self, running: Running, exc_type: type[BaseException]) -> None:
+        with running.lock:
+            if running.finalized:
+                return
+            if running.interrupted_at is None:
+                running.interrupted_at = time.monotonic()
+            if running.async_task is not None and self._loop is not None:
+                self._loop.call_soon_threadsafe(running.async_task.cancel)
+            elif running.in_handler and running.thread_ident is not None:
+                _set_async_exc(running.thread_ident, exc_type)
+
+    def _supervise_loop(self) -> None:
+        while not self._done.wait(0.05):
+            now = self.clock.now()
+            mono = time.monotonic()
+            for running in self.snapshot():
+                if running.finalized:
+                    continue
+                ctx = running.ctx
+                if running.deadline is not None and now >= running.deadline and not ctx.cancelled:
+                    limit = running.deadline - running.started
+                    ctx.request_cancel(f"timed out after {limit:.3g}s")
+                    self._interrupt(running, TaskTimeout)
+                elif ctx.cancelled and running.interrupted_at is None:
+                    if running.cancel_seen_at is None:
+                        running.cancel_seen_at = mono
+                    if (running.async_task is not None or ctx.cancel_reason != CANCELLED_BY_OPERATOR
+                            or mono - running.cancel_seen_at >= self.config.cancel_grace):
+                        self._interrupt(running, TaskCancelled)
+                elif running.interrupted_at is not None and mono - running.interrupted_at >= self.config.abandon_grace:
+                    self._abandon(running)
+
+    def _abandon(self, running: Running) -> None:
+        """A handler ignored its interrupt: fail the task and free its slot; the thread runs on."""
+        reason = running.ctx.cancel_reason or "interrupted"
+        logger.error("task %s (%s) did not stop %.3gs after being interrupted (%s); abandoning its thread",
+                     running.id, running.message.type, self.config.abandon_grace, reason)
+        if running.thread_ident is not None:
+            self._pool.abandon(running.thread_ident)
+        error = TaskTimeoutError(f"{reason}; the handler did not stop and was abandoned")
+        if reason == CANCELLED_BY_OPERATOR:
+            self._finalize(running, Outcome("cancelled", error=error))
+        elif reason == SHUTDOWN:
+            self._finalize(running, Outcome("requeue"))
+        elif reason == LEASE_LOST:
+            self._finalize(running, Outcome("lost"))
+        else:
+            self._finalize(running, Outcome("failure", error=error))
+
+    def lease_lost(self, task_id: str) -> None:
+        """The lease renewal found that this task no longer belongs to us: stop it, write nothing."""
+        running = self.running.get(task_id)
+        if running is not None:
+            logger.warning("lost the lease of task %s (%s); it will run elsewhere", task_id, running.message.type)
+            running.ctx.request_cancel(LEASE_LOST)
+            self._interrupt(running, TaskCancelled)
+
+    # -- finishing --------------------------------------------------------------------------------
+
+    def _finalize(self, running: Running, outcome: Outcome | None) -> bool:
+        """Write the outcome to Redis exactly once and free the slot. True if this call did it."""
+        with running.lock:
+            if running.finalized:
+                return False
+            running.finalized = True
+        try:
+            if outcome is not None:
+                running.handed_back = outcome.kind == "requeue"
+                self._write_outcome(running, outcome)
+        finally:
+            with self._running_lock:
+                self.running.pop(running.id, None)
+            self._release_slot()
+        return True
+
+    def _write_outcome(self, running: Running, outcome: Outcome) -> None:
+        if outcome.kind == "lost":
+            return
+        if outcome.kind == "failure" and outcome.error is not None:
+            self._call_error_handler(running, outcome.error)
+        backoff = 0.05
+        while True:
+            try:
+                accepted = self._write_once(running, outcome)
+                break
+            except Exception as exc:
+                if not is_connection_error(exc) or (
+                        self._write_deadline is not None and time.monotonic() > self._write_deadline):
+                    logger.error("could not record the outcome of task %s (%s): %s; its lease will expire "
+                                 "and it will run again", running.id, outcome.kind, exc)
+                    return
+                self.worker.report_redis_error("ack", exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+        if not accepted:
+            logger.warning("task %s finished (%s) after its lease was lost; another worker owns it, the result is "
+                           "discarded", running.id, outcome.kind)
+
+    def _call_error_handler(self, running: Running, error: BaseException) -> None:
+        hook = self.config.error_handler
+        if hook is None:
+            return
+        try:
+            hook(running.ctx, error)
+        except Exception:
+            logger.exception("error_handler raised for task %s", running.id)
+
+    def _write_once(self, running: Running, outcome: Outcome) -> bool:
+        q = self._queue_keys.get(running.queue) or self.keys.queue(running.queue)
+        now = self.clock.now()
+        now_ms = to_ms(now)
+        day, minute = stats_day(now), stats_minute(now)
+        message = running.message
+        if outcome.kind == "success":
+            result = self._encode_result(running, outcome)
+            return self.scripts.done(q, running.id, running.lease, now_ms=now_ms, retention_ms=to_ms(message.retention),
+                                     result=result, day=day, minute=minute, unique_key=message.unique_key)
+        if outcome.kind == "requeue":
+            return self.scripts.requeue(q, running.id, running.lease, now_ms=now_ms)
+        error = outcome.error or RuntimeError("unknown error")
+        if outcome.kind == "cancelled":
+            text, count = CANCELLED_BY_OPERATOR, False
+        else:
+            text, count = format_error(error), True
+        exhausted = message.max_retry >= 0 and running.retried >= message.max_retry
+        if outcome.kind == "failure" and not exhausted:
+            delay = self._retry_delay(running, error)
+            return self.scripts.retry(q, running.id, running.lease, now_ms=now_ms, retry_at_ms=to_ms(now + delay),
+                                      error=text, day=day, minute=minute)
+        return self.scripts.archive(q, running.id, running.lease, now_ms=now_ms, error=text, day=day, minute=minute,
+                                    max_archive_size=self.config.max_archive_size,
+                                    archive_cutoff_ms=to_ms(now - self.config.archive_max_age), count_failure=count)
+
+    def _retry_delay(self, running: Running, error: BaseException) -> float:
+        handler = self.registry.get(running.message.type)
+        policy = handler.retry_delay if handler is not None and handler.retry_delay else self.config.retry_delay
+        try:
+            return max(0.0, float(policy(running.retried, error)))
+        except Exception:
+            logger.exception("retry_delay raised for task %s; using the default", running.id)
+            from queuecore.core.config import default_retry_delay
+
+            return default_retry_delay(running.retried, error)
+
+    def _encode_result(self, running: Running, outcome: Outcome) -> str:
+        if not running.message.retention:
+            return ""
+        try:
+            return dumps(outcome.result)
+        except (TypeError, ValueError):
+            logger.warning("task %s returned a value that is not JSON; keeping its repr()", running.id)
+            return dumps(repr(outcome.result))
+
+
+class TaskTimeoutError(Exception):
+    """Recorded as the error of a task that ran past its timeout or deadline."""

@@ -1,0 +1,43 @@
+"""Turn redis-py exceptions into queuecore's typed errors at the edge of every public call."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import redis
+
+from queuecore.core.errors import BrokerError, RedisFull
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError))
+
+
+@contextmanager
+def broker_errors() -> Iterator[None]:
+    """Re-raise Redis failures as ``BrokerError`` (``RedisFull`` for OOM) with a one-line message."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise BrokerError(f"Redis is unreachable: {exc}") from exc
+    except redis.ResponseError as exc:
+        text = str(exc)
+        if text.startswith("OOM") or "maxmemory" in text:
+            raise RedisFull(f"Redis is full (maxmemory reached): {text}") from exc
+        raise BrokerError(f"Redis refused the operation: {text}") from exc
+
+
+def translate(func: F) -> F:
+    """Decorator form of ``broker_errors``."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with broker_errors():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

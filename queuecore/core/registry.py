@@ -1,0 +1,171 @@
+"""Task types: the ``@task`` decorator and the name -> handler registry the worker uses."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from queuecore.core.errors import ConfigurationError, InvalidPayload
+from queuecore.core.keys import validate_type_name
+
+if TYPE_CHECKING:
+    from queuecore.core.client import Client
+    from queuecore.core.message import TaskInfo
+
+ENQUEUE_OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in",
+                             "unique_for", "task_id", "retention"})
+DEFAULT_OPTIONS = ENQUEUE_OPTIONS - {"task_id", "process_at", "process_in", "deadline"}
+
+
+def check_options(options: dict[str, Any], allowed: frozenset[str] = ENQUEUE_OPTIONS) -> None:
+    unknown = set(options) - allowed
+    if unknown:
+        raise ConfigurationError(
+            f"unknown option(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """A task to enqueue: a type name, its payload (argument names to values) and options."""
+
+    type: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskFunction:
+    """A registered handler. Call it to run it here; ``.enqueue(...)`` to run it on a worker."""
+
+    def __init__(self, func: Callable[..., Any], name: str, options: dict[str, Any],
+                 retry_delay: Callable[[int, BaseException | None], float] | None = None) -> None:
+        self.func = func
+        self.name = validate_type_name(name)
+        self.options = options
+        self.retry_delay = retry_delay
+        self.signature = inspect.signature(func)
+        self.is_async = inspect.iscoroutinefunction(func)
+        for param in self.signature.parameters.values():
+            if param.kind is param.POSITIONAL_ONLY:
+                raise ConfigurationError(f"task {name}: positional-only parameter {param.name!r} cannot be "
+                                         "given by name from a payload")
+            if param.kind is param.VAR_POSITIONAL:
+                raise ConfigurationError(f"task {name}: *{param.name} cannot be stored by name in a payload")
+        self.__name__ = getattr(func, "__name__", name)
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<TaskFunction {self.name}>"
+
+    def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The payload for a call: positional arguments bound to their parameter names."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidPayload(f"task {self.name}: {exc}") from None
+        payload: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            if self.signature.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                payload.update(value)
+            else:
+                payload[name] = value
+        return payload
+
+    def check_payload(self, payload: dict[str, Any]) -> None:
+        """Raise ``InvalidPayload`` when the handler could not be called with ``payload``."""
+        try:
+            self.signature.bind(**payload)
+        except TypeError as exc:
+            raise InvalidPayload(f"payload does not fit task {self.name}: {exc}") from None
+
+    def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
+        """A ``TaskRequest`` for ``Client.enqueue_many``, with this task's default options."""
+        return TaskRequest(self.name, self.bind(*args, **kwargs), dict(self.options))
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
+        """Enqueue a call with the task's default options, on the default client."""
+        return _Bound(self, {}).enqueue(*args, **kwargs)
+
+    def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
+        """The same task with some options (and optionally the client) overridden."""
+        check_options(options)
+        return _Bound(self, options, client)
+
+
+class _Bound:
+    """A task with overridden options, from ``TaskFunction.using``."""
+
+    def __init__(self, task: TaskFunction, options: dict[str, Any], client: Client | None = None) -> None:
+        self.task = task
+        self.options = options
+        self.client = client
+
+    def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
+        check_options(options)
+        return _Bound(self.task, {**self.options, **options}, client or self.client)
+
+    def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
+        return TaskRequest(self.task.name, self.task.bind(*args, **kwargs), {**self.task.options, **self.options})
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
+        from queuecore.core.client import get_default_client
+
+        client = self.client or get_default_client()
+        req = self.request(*args, **kwargs)
+        return client.enqueue(req.type, req.payload, **req.options)
+
+
+class TaskRegistry:
+    """Maps task type names to handlers. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, TaskFunction] = {}
+        self._lock = threading.Lock()
+
+    def register(self, task: TaskFunction) -> TaskFunction:
+        with self._lock:
+            existing = self._tasks.get(task.name)
+            if existing is not None and existing.func is not task.func and _origin(existing.func) != _origin(task.func):
+                raise ConfigurationError(f"task type {task.name!r} is already registered by {_origin(existing.func)}")
+            self._tasks[task.name] = task
+        return task
+
+    def get(self, name: str) -> TaskFunction | None:
+        return self._tasks.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tasks
+
+
+def _origin(func: Callable[..., Any]) -> str:
+    return f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', '?')}"
+
+
+default_registry = TaskRegistry()
+
+
+def task(func: Callable[..., Any] | None = None, *, name: str | None = None,
+         registry: TaskRegistry | None = None,
+         retry_delay: Callable[[int, BaseException | None], float] | None = None,
+         **options: Any) -> Any:
+    """Register a function (``def`` or ``async def``) as a task type.
+
+    ``@task`` or ``@task(name="emails.send", queue="mail", max_retry=5, timeout=30)``. The type
+    name defaults to ``module.function``. Options become the defaults of ``fn.enqueue``.
+    """
+    check_options(options, DEFAULT_OPTIONS)
+
+    def decorate(f: Callable[..., Any]) -> TaskFunction:
+        type_name = name or f"{f.__module__}.{f.__qualname__}"
+        return (registry or default_registry).register(TaskFunction(f, type_name, dict(options), retry_delay))
+
+    return decorate(func) if func is not None else decorate

@@ -1,0 +1,196 @@
+"""Typed wrappers around the Lua scripts in ``lua/``, one per file.
+
+This is the only module that knows each script's KEYS order and reply codes, and the only one
+that runs ``EVALSHA``. Every key comes from ``keys.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound
+from queuecore.core.keys import Keys, QueueKeys
+
+SCRIPT_NAMES = (
+    "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
+    "janitor", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
+    "admin_run_all", "admin_archive_all", "admin_delete_all",
+)
+
+# Reply codes shared by the scripts.
+OK = 1
+LEASE_LOST = 0
+ID_CONFLICT = 0
+UNIQUE_HELD = -1
+NOT_FOUND = -1
+WRONG_STATE = -2
+LEASE_CANCEL_REQUESTED = 2
+
+
+@cache
+def script_source(name: str) -> str:
+    """The text of ``lua/<name>.lua``."""
+    return resources.files("queuecore.core").joinpath("lua", f"{name}.lua").read_text()
+
+
+@dataclass(frozen=True)
+class Dequeued:
+    """One task handed to a worker by ``dequeue``: its id, encoded message, lease number and retries."""
+
+    id: str
+    msg: str | None  # None when the task hash was gone
+    lease: int
+    retried: int
+
+
+class Scripts:
+    """Runs the Lua scripts against one Redis client, registered lazily (NOSCRIPT is handled)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.redis = client
+        self.keys = keys
+        self._scripts: dict[str, Script] = {}
+
+    def _script(self, name: str) -> Script:
+        script = self._scripts.get(name)
+        if script is None:
+            script = self._scripts[name] = self.redis.register_script(script_source(name))
+        return script
+
+    def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        """Run script ``name``; with a pipeline as ``client`` the call is queued and returns it."""
+        return self._script(name)(keys=keys, args=args, client=client)
+
+    # -- client -----------------------------------------------------------------------------------
+
+    def enqueue(self, q: QueueKeys, task_id: str, msg: str, *, now_ms: int, process_at_ms: int = 0,
+                unique_key: str | None = None, unique_ttl_ms: int = 0, client: Any = None) -> Any:
+        """Store a new task as pending (or scheduled when ``process_at_ms``). See ``check_enqueue``."""
+        target = q.scheduled if process_at_ms else q.pending
+        keys = [q.task(task_id), target] + ([unique_key] if unique_key else [])
+        args = [task_id, msg, process_at_ms, unique_ttl_ms if unique_key else 0, now_ms, q.wake_channel]
+        return self._call("enqueue", keys, args, client)
+
+    @staticmethod
+    def check_enqueue(reply: Any, task_id: str, queue: str) -> None:
+        """Raise the typed error an ``enqueue`` reply stands for, if any."""
+        if reply == OK:
+            return
+        if reply == ID_CONFLICT:
+            raise TaskIdConflict(f"a task with id {task_id!r} already exists in queue {queue!r}")
+        if isinstance(reply, list) and reply and reply[0] == UNIQUE_HELD:
+            raise DuplicateTask(f"a unique task with the same type and payload is already held in queue "
+                                f"{queue!r} by task {reply[1]!r}")
+        raise RuntimeError(f"unexpected enqueue reply {reply!r}")  # pragma: no cover
+
+    # -- worker -----------------------------------------------------------------------------------
+
+    def dequeue(self, q: QueueKeys, *, now_ms: int, lease_until_ms: int, count: int) -> list[Dequeued]:
+        """Move up to ``count`` pending tasks to active under new leases; [] when paused or empty."""
+        reply = self._call("dequeue", [q.pending, q.active, q.paused], [now_ms, lease_until_ms, count])
+        return [Dequeued(reply[i], reply[i + 1] or None, int(reply[i + 2]), int(reply[i + 3]))
+                for i in range(0, len(reply), 4)]
+
+    def done(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, retention_ms: int, result: str,
+             day: str, minute: str, unique_key: str | None = None) -> bool:
+        """Finish a task that succeeded; False when the lease was lost (fencing)."""
+        keys = [q.task(task_id), q.active, q.completed, q.stats] + ([unique_key] if unique_key else [])
+        args = [task_id, lease, now_ms, retention_ms, result, day, minute]
+        return self._call("done", keys, args) == OK
+
+    def retry(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, retry_at_ms: int, error: str,
+              day: str, minute: str) -> bool:
+        """Schedule the next attempt of a failed task; False when the lease was lost."""
+        keys = [q.task(task_id), q.active, q.retry, q.stats]
+        return self._call("retry", keys, [task_id, lease, now_ms, retry_at_ms, error, day, minute]) == OK
+
+    def archive(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, error: str, day: str,
+                minute: str, max_archive_size: int, archive_cutoff_ms: int, count_failure: bool = True) -> bool:
+        """Archive a task that failed for good; False when the lease was lost."""
+        keys = [q.task(task_id), q.active, q.archived, q.stats]
+        args = [task_id, lease, now_ms, error, day, minute, max_archive_size, archive_cutoff_ms,
+                1 if count_failure else 0]
+        return self._call("archive", keys, args) == OK
+
+    def requeue(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int) -> bool:
+        """Hand an unfinished task back to the front of pending; False when the lease was lost."""
+        keys = [q.task(task_id), q.active, q.pending]
+        return self._call("requeue", keys, [task_id, lease, now_ms, q.wake_channel]) == OK
+
+    def extend_lease(self, q: QueueKeys, held: list[tuple[str, int]], *, lease_until_ms: int) -> list[int]:
+        """Renew leases of ``(task id, lease)`` pairs; one code each: 1 ok, 2 cancel requested, 0 lost."""
+        if not held:
+            return []
+        keys = [q.active] + [q.task(task_id) for task_id, _ in held]
+        args: list[Any] = [lease_until_ms]
+        for task_id, lease in held:
+            args += [task_id, lease]
+        return [int(code) for code in self._call("extend_lease", keys, args)]
+
+    def forward(self, q: QueueKeys, source: str, *, now_ms: int, limit: int) -> int:
+        """Move due tasks of ``source`` ("scheduled" or "retry") to pending; returns how many."""
+        keys = [q.state_key(source), q.pending]
+        return int(self._call("forward", keys, [now_ms, limit, q.wake_channel]))
+
+    def recover(self, q: QueueKeys, *, now_ms: int, limit: int, day: str, minute: str) -> tuple[int, int, int]:
+        """Take back tasks whose lease expired: returns (requeued, archived, orphans dropped)."""
+        keys = [q.active, q.pending, q.archived, q.stats]
+        requeued, archived, orphans = self._call("recover", keys, [now_ms, limit, day, minute, q.wake_channel])
+        return int(requeued), int(archived), int(orphans)
+
+    def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, limit: int) -> int:
+        """Delete completed tasks past retention and archived tasks past the age limit."""
+        return int(self._call("janitor", [q.completed, q.archived], [now_ms, archive_cutoff_ms, limit]))
+
+    # -- operator ---------------------------------------------------------------------------------
+
+    def _check_admin(self, reply: Any, q: QueueKeys, task_id: str, action: str) -> None:
+        if reply == OK:
+            return
+        if reply == NOT_FOUND:
+            raise TaskNotFound(f"no task {task_id!r} in queue {q.queue!r}")
+        if isinstance(reply, list) and reply[0] == WRONG_STATE:
+            raise InvalidTaskState(f"cannot {action} task {task_id!r}: it is {reply[1]}")
+        raise RuntimeError(f"unexpected reply {reply!r}")  # pragma: no cover
+
+    def admin_run_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:
+        """Move a scheduled, retry or archived task to pending."""
+        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived]
+        reply = self._call("admin_run_task", keys, [task_id, now_ms, q.wake_channel])
+        self._check_admin(reply, q, task_id, "run")
+
+    def admin_archive_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:
+        """Archive a pending, scheduled or retry task."""
+        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived]
+        self._check_admin(self._call("admin_archive_task", keys, [task_id, now_ms]), q, task_id, "archive")
+
+    def admin_delete_task(self, q: QueueKeys, task_id: str) -> None:
+        """Delete a task that is not active, releasing its unique lock."""
+        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.completed]
+        self._check_admin(self._call("admin_delete_task", keys, [task_id]), q, task_id, "delete")
+
+    def admin_cancel_task(self, q: QueueKeys, task_id: str) -> None:
+        """Flag an active task as cancelled and tell workers on the cancel channel."""
+        reply = self._call("admin_cancel_task", [q.task(task_id)],
+                           [self.keys.cancel_channel, f"{q.queue} {task_id}"])
+        self._check_admin(reply, q, task_id, "cancel")
+
+    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
+        """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending."""
+        return int(self._call("admin_run_all", [q.state_key(state), q.pending], [limit, now_ms, q.wake_channel]))
+
+    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
+        """Archive up to ``limit`` tasks of the pending/scheduled/retry state."""
+        kind = "list" if state == "pending" else "zset"
+        return int(self._call("admin_archive_all", [q.state_key(state), q.archived], [limit, now_ms, kind]))
+
+    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int) -> int:
+        """Delete up to ``limit`` tasks of a state other than active."""
+        kind = "list" if state == "pending" else "zset"
+        return int(self._call("admin_delete_all", [q.state_key(state)], [limit, kind]))

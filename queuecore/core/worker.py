@@ -1,0 +1,192 @@
+"""The worker process (asynq calls it the server): wires the components together.
+
+Start order: heartbeater (so the process is visible), subscriber, forwarder, recoverer,
+janitor, then the processor. Shutdown order: the processor first (stop fetching, let running
+tasks finish up to ``shutdown_timeout``, hand the rest back), then the other components, and the
+heartbeat is removed last.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+import redis
+
+from queuecore.core.clock import Clock, SystemClock
+from queuecore.core.config import ConnectionConfig, WorkerConfig, redact_url
+from queuecore.core.forwarder import Forwarder
+from queuecore.core.heartbeat import Heartbeater
+from queuecore.core.janitor import Janitor
+from queuecore.core.processor import Processor
+from queuecore.core.recoverer import Recoverer
+from queuecore.core.redis_errors import is_connection_error
+from queuecore.core.registry import TaskRegistry, default_registry
+from queuecore.core.scripts import Scripts
+from queuecore.core.subscriber import Subscriber
+
+logger = logging.getLogger("queuecore.worker")
+
+_WORKER_CONFIG_FIELDS = set(WorkerConfig.__dataclass_fields__)
+
+
+class Worker:
+    """Runs tasks from Redis: ``Worker(queues={"default": 1}, concurrency=10).run()``.
+
+    Keyword arguments that name ``WorkerConfig`` fields build the config; ``redis_url`` and
+    ``key_prefix`` (or ``connection``) say where Redis is.
+    """
+
+    def __init__(self, config: WorkerConfig | None = None, *, connection: ConnectionConfig | None = None,
+                 redis_url: str | None = None, key_prefix: str | None = None,
+                 registry: TaskRegistry | None = None, clock: Clock | None = None,
+                 redis_client: redis.Redis | None = None, **options: Any) -> None:
+        unknown = set(options) - _WORKER_CONFIG_FIELDS
+        if unknown:
+            raise TypeError(f"unknown worker option(s): {', '.join(sorted(unknown))}")
+        if config is None:
+            config = WorkerConfig(**options)
+        elif options:
+            from dataclasses import replace
+
+            config = replace(config, **options)
+        self.config = config
+        self.connection = connection or ConnectionConfig.from_env(redis_url=redis_url, key_prefix=key_prefix)
+        self.keys = self.connection.keys
+        self._owns_redis = redis_client is None
+        self.redis = redis_client if redis_client is not None else self.connection.connect()
+        self.scripts = Scripts(self.redis, self.keys)
+        self.registry = registry or default_registry
+        self.clock = clock or SystemClock()
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.server_id = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
+        self.started_at = 0.0
+        self._status = "idle"
+        self.processor = Processor(self)
+        self.heartbeater = Heartbeater(self)
+        self.subscriber = Subscriber(self)
+        self.forwarder = Forwarder(self)
+        self.recoverer = Recoverer(self)
+        self.janitor = Janitor(self)
+        self.stopped = threading.Event()
+        self._force = threading.Event()
+        self._shutdown_requested = threading.Event()
+        self._shutdown_lock = threading.Lock()
+        self._redis_down_since: float | None = None
+        self._error_lock = threading.Lock()
+        self.handed_back = 0
+
+    @property
+    def status(self) -> str:
+        """``active``, ``quiet`` (not fetching), ``stopping`` or ``stopped``."""
+        return self._status
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start every component on background threads and return."""
+        self.started_at = self.clock.now()
+        self._status = "active"
+        try:
+            self.redis.sadd(self.keys.queues, *self.config.queues)
+            self.heartbeater.beat()
+        except Exception as exc:
+            self.report_redis_error("startup", exc)
+        logger.info("worker %s starting: queues %s, concurrency %d, Redis %s, prefix %r", self.server_id,
+                    dict(self.config.queues), self.config.concurrency, redact_url(self.connection.redis_url),
+                    self.keys.prefix)
+        for component in (self.heartbeater, self.subscriber, self.forwarder, self.recoverer, self.janitor):
+            component.start()
+        self.processor.start()
+
+    def stop(self) -> None:
+        """Quiet mode: stop fetching new tasks; keep running tasks and heartbeats (SIGTSTP)."""
+        if self._status == "active":
+            self._status = "quiet"
+            self.processor.stop()
+            logger.info("worker %s is quiet: no new tasks will be fetched", self.server_id)
+            self._beat_now()
+
+    def shutdown(self, timeout: float | None = None) -> None:
+        """Stop gracefully: wait up to ``timeout`` (default ``shutdown_timeout``) for running tasks,
+        hand the unfinished ones back to pending, remove the heartbeat. Idempotent."""
+        with self._shutdown_lock:
+            if self.stopped.is_set():
+                return
+            self._status = "stopping"
+            self._beat_now()
+            limit = self.config.shutdown_timeout if timeout is None else timeout
+            self.handed_back = self.processor.shutdown(limit, self._force)
+            if self.handed_back:
+                logger.warning("handed %d unfinished task(s) back to pending", self.handed_back)
+            for component in (self.subscriber, self.forwarder, self.recoverer, self.janitor, self.heartbeater):
+                component.shutdown()
+            try:
+                self.heartbeater.clear()
+            except Exception as exc:
+                self.report_redis_error("shutdown", exc)
+            self._status = "stopped"
+            if self._owns_redis:
+                self.redis.close()
+            self.stopped.set()
+            logger.info("worker %s stopped", self.server_id)
+
+    def force_stop(self) -> None:
+        """Stop waiting for running tasks: hand them back now (a second SIGTERM/SIGINT)."""
+        self._force.set()
+
+    def request_shutdown(self) -> None:
+        """Ask ``run()`` to shut down; safe to call from a signal handler. A second call forces it."""
+        if self._shutdown_requested.is_set():
+            logger.warning("second stop signal: handing running tasks back now")
+            self.force_stop()
+        self._shutdown_requested.set()
+
+    def run(self, install_signals: bool = True) -> int:
+        """Start, then block until SIGTERM/SIGINT (or ``request_shutdown``); returns exit code 0.
+
+        SIGTSTP puts the worker in quiet mode. Signal handlers are installed only in the main thread.
+        """
+        if install_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: self.request_shutdown())
+            signal.signal(signal.SIGINT, lambda *_: self.request_shutdown())
+            if hasattr(signal, "SIGTSTP"):
+                signal.signal(signal.SIGTSTP, lambda *_: self.stop())
+        self.start()
+        while not self._shutdown_requested.wait(0.2):
+            pass
+        self.shutdown()
+        return 0
+
+    def _beat_now(self) -> None:
+        try:
+            self.heartbeater.beat()
+        except Exception as exc:
+            self.report_redis_error("heartbeat", exc)
+
+    # -- errors -----------------------------------------------------------------------------------
+
+    def report_redis_error(self, where: str, exc: BaseException) -> None:
+        """Log a Redis outage once (and its end elsewhere); log other errors with their traceback."""
+        if is_connection_error(exc):
+            with self._error_lock:
+                first = self._redis_down_since is None
+                if first:
+                    self._redis_down_since = time.monotonic()
+            if first:
+                logger.error("Redis is unreachable (%s: %s); retrying with backoff", where, exc)
+            return
+        logger.error("error in %s: %s", where, exc, exc_info=exc)
+
+    def note_redis_ok(self) -> None:
+        with self._error_lock:
+            since, self._redis_down_since = self._redis_down_since, None
+        if since is not None:
+            logger.warning("Redis is reachable again after %.1fs", time.monotonic() - since)
