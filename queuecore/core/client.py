@@ -164,6 +164,10 @@ class Client:
                 self._registered_queues[q] = now + _QUEUE_REGISTRATION_TTL
         return fresh
 
+    def check(self, task: str | TaskFunction, payload: dict[str, Any] | None = None, **options: Any) -> None:
+        """Validate a task as ``enqueue`` would, without sending it; raises the same errors."""
+        self._prepare(task, payload, options, self.clock.now())
+
     # -- enqueueing -------------------------------------------------------------------------------
 
     def enqueue(self, task: str | TaskFunction, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:

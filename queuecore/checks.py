@@ -1,0 +1,92 @@
+"""System checks for the ``QUEUECORE`` setting (``manage.py check``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.checks import Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from queuecore.core.config import ConnectionConfig, parse_queues
+from queuecore.core.errors import ConfigurationError
+
+KNOWN_KEYS = {
+    "REDIS_URL", "KEY_PREFIX", "QUEUES", "STRICT_PRIORITY", "CONCURRENCY", "SHUTDOWN_TIMEOUT", "DEFAULT_MAX_RETRY",
+    "DEFAULT_TIMEOUT", "RETRY_DELAY", "ERROR_HANDLER", "MIDDLEWARE", "TASK_MODULES", "LEASE_DURATION",
+    "HEARTBEAT_INTERVAL", "RECOVER_INTERVAL", "FORWARD_INTERVAL", "JANITOR_INTERVAL", "MAX_ARCHIVE_SIZE",
+    "ARCHIVE_MAX_AGE", "MAX_PAYLOAD_BYTES", "DASHBOARD",
+}
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """Validate the ``QUEUECORE`` setting without touching the network."""
+    from django.conf import settings
+
+    from queuecore.conf import get_config, merged_settings
+
+    raw_user = getattr(settings, "QUEUECORE", {})
+    if not isinstance(raw_user, dict):
+        return [Error("QUEUECORE must be a dict.", hint="QUEUECORE = {'REDIS_URL': 'redis://...'}",
+                      id="queuecore.E001")]
+    messages: list[Any] = []
+    unknown = sorted(set(raw_user) - KNOWN_KEYS)
+    if unknown:
+        messages.append(Warning(f"QUEUECORE has unknown key(s): {', '.join(unknown)}.",
+                                hint=f"Known keys: {', '.join(sorted(KNOWN_KEYS))}.", id="queuecore.W001"))
+    merged = merged_settings()
+    try:
+        ConnectionConfig(redis_url=merged["REDIS_URL"], key_prefix=merged["KEY_PREFIX"],
+                         max_payload_bytes=merged["MAX_PAYLOAD_BYTES"])
+    except (ConfigurationError, TypeError) as exc:
+        messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E002"))
+    try:
+        parse_queues(merged["QUEUES"])
+    except ConfigurationError as exc:
+        messages.append(Error(f"QUEUECORE['QUEUES']: {exc}", hint="e.g. {'critical': 6, 'default': 3, 'low': 1}",
+                              id="queuecore.E003"))
+    for key in ("RETRY_DELAY", "ERROR_HANDLER"):
+        messages += _check_import(key, [merged[key]] if merged[key] else [])
+    for key in ("MIDDLEWARE", "TASK_MODULES"):
+        value = merged[key]
+        if not isinstance(value, (list, tuple)):
+            messages.append(Error(f"QUEUECORE['{key}'] must be a list of dotted paths.", id="queuecore.E004"))
+        elif key == "MIDDLEWARE":
+            messages += _check_import(key, list(value))
+    if not messages:
+        try:
+            get_config().worker_config()
+        except (ConfigurationError, TypeError, ImportError) as exc:
+            messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E005"))
+    return messages
+
+
+def _check_import(key: str, paths: list[Any]) -> list[Any]:
+    out = []
+    for path in paths:
+        try:
+            import_string(path)
+        except (ImportError, TypeError, ValueError) as exc:
+            out.append(Error(f"QUEUECORE['{key}']: cannot import {path!r} ({exc}).", id="queuecore.E006"))
+    return out
+
+
+@register(Tags.database, deploy=True)
+def check_redis(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """With ``check --deploy``: Redis answers, and its eviction policy cannot drop tasks."""
+    from queuecore.conf import get_config
+    from queuecore.core.config import redact_url
+
+    connection = get_config().connection
+    client = connection.connect()
+    try:
+        client.ping()
+        policy = client.config_get("maxmemory-policy").get("maxmemory-policy")
+    except Exception as exc:  # noqa: BLE001 - any failure is the message
+        return [Error(f"Redis at {redact_url(connection.redis_url)} does not answer: {exc}", id="queuecore.E010")]
+    finally:
+        client.close()
+    if policy and policy != "noeviction":
+        return [Warning(f"Redis maxmemory-policy is {policy!r}: Redis may evict task data when full.",
+                        hint="Set maxmemory-policy noeviction on the Redis that holds queues.", id="queuecore.W010")]
+    return []

@@ -1,0 +1,120 @@
+"""The Django adapter's settings: one ``QUEUECORE`` dict, read into the core's dataclasses.
+
+Read through ``get_config()``, which caches and is reset whenever settings change (tests use
+``override_settings``). Nothing is read at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from queuecore.core.config import ConnectionConfig, WorkerConfig
+
+DEFAULTS: dict[str, Any] = {
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "KEY_PREFIX": "qc",
+    "QUEUES": {"default": 1},
+    "STRICT_PRIORITY": False,
+    "CONCURRENCY": 10,
+    "SHUTDOWN_TIMEOUT": 25.0,
+    "DEFAULT_MAX_RETRY": 25,
+    "DEFAULT_TIMEOUT": 1800.0,
+    "RETRY_DELAY": None,  # dotted path to f(retried, error) -> seconds
+    "ERROR_HANDLER": None,  # dotted path to f(task_context, error)
+    "MIDDLEWARE": [],  # dotted paths to f(task_context, call_next)
+    "TASK_MODULES": [],  # extra modules to import for @task registration, beside every app's tasks.py
+    "LEASE_DURATION": 30.0,
+    "HEARTBEAT_INTERVAL": 5.0,
+    "RECOVER_INTERVAL": 10.0,
+    "FORWARD_INTERVAL": 0.5,
+    "JANITOR_INTERVAL": 8.0,
+    "MAX_ARCHIVE_SIZE": 10_000,
+    "ARCHIVE_MAX_AGE": 90 * 24 * 3600.0,
+    "MAX_PAYLOAD_BYTES": 512 * 1024,
+    "DASHBOARD": {"POLL_INTERVAL": 3, "PAGE_SIZE": 25, "ACCESS_CALLBACK": None},
+}
+
+_WORKER_KEYS = {
+    "QUEUES": "queues", "STRICT_PRIORITY": "strict_priority", "CONCURRENCY": "concurrency",
+    "SHUTDOWN_TIMEOUT": "shutdown_timeout", "DEFAULT_MAX_RETRY": "default_max_retry",
+    "DEFAULT_TIMEOUT": "default_timeout", "LEASE_DURATION": "lease_duration",
+    "HEARTBEAT_INTERVAL": "heartbeat_interval", "RECOVER_INTERVAL": "recover_interval",
+    "FORWARD_INTERVAL": "forward_interval", "JANITOR_INTERVAL": "janitor_interval",
+    "MAX_ARCHIVE_SIZE": "max_archive_size", "ARCHIVE_MAX_AGE": "archive_max_age",
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The merged ``QUEUECORE`` settings."""
+
+    raw: dict[str, Any]
+    connection: ConnectionConfig
+
+    def worker_config(self, **overrides: Any) -> WorkerConfig:
+        """A ``WorkerConfig`` from the settings, with command-line ``overrides``."""
+        values: dict[str, Any] = {field: self.raw[key] for key, field in _WORKER_KEYS.items()}
+        if self.raw["RETRY_DELAY"]:
+            values["retry_delay"] = import_string(self.raw["RETRY_DELAY"])
+        if self.raw["ERROR_HANDLER"]:
+            values["error_handler"] = import_string(self.raw["ERROR_HANDLER"])
+        middleware = [import_string(path) for path in self.raw["MIDDLEWARE"]]
+        from queuecore.middleware import django_db_connections
+
+        values["middleware"] = [django_db_connections, *middleware]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return WorkerConfig(**values)
+
+    @property
+    def dashboard(self) -> dict[str, Any]:
+        return self.raw["DASHBOARD"]
+
+
+def user_settings() -> dict[str, Any]:
+    value = getattr(settings, "QUEUECORE", {})
+    return value if isinstance(value, dict) else {}
+
+
+def merged_settings() -> dict[str, Any]:
+    """``DEFAULTS`` overlaid with ``settings.QUEUECORE`` (the DASHBOARD dict merged one level down)."""
+    user = user_settings()
+    merged = {**DEFAULTS, **user}
+    merged["DASHBOARD"] = {**DEFAULTS["DASHBOARD"], **(user.get("DASHBOARD") or {})}
+    if os.environ.get("QUEUECORE_REDIS_URL") and "REDIS_URL" not in user:
+        merged["REDIS_URL"] = os.environ["QUEUECORE_REDIS_URL"]
+    if os.environ.get("QUEUECORE_KEY_PREFIX") and "KEY_PREFIX" not in user:
+        merged["KEY_PREFIX"] = os.environ["QUEUECORE_KEY_PREFIX"]
+    return merged
+
+
+@cache
+def get_config() -> Config:
+    """The current configuration (cached; reset on ``setting_changed``)."""
+    raw = merged_settings()
+    connection = ConnectionConfig(redis_url=raw["REDIS_URL"], key_prefix=raw["KEY_PREFIX"],
+                                  max_payload_bytes=raw["MAX_PAYLOAD_BYTES"])
+    return Config(raw=raw, connection=connection)
+
+
+@receiver(setting_changed)
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting == "QUEUECORE":
+        get_config.cache_clear()
+        from queuecore.core.client import set_default_client_factory
+
+        set_default_client_factory(default_client_factory)
+
+
+def default_client_factory():  # noqa: ANN201
+    """Build the process's default ``Client`` from the settings."""
+    from queuecore.core.client import Client
+
+    return Client(connection=get_config().connection)

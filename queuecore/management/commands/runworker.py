@@ -1,0 +1,49 @@
+"""``manage.py runworker``: run a queuecore worker process with the project's settings."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from queuecore.conf import get_config
+from queuecore.core.config import ConnectionConfig, parse_queues
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.registry import default_registry
+from queuecore.core.worker import Worker
+
+
+class Command(BaseCommand):
+    help = ("Run a worker. SIGTERM/SIGINT stop it gracefully (a second one hands running tasks back at once); "
+            "SIGTSTP makes it quiet (no new tasks).")
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--queues", "-q", help="queues with weights, e.g. critical=6,default=3,low=1")
+        parser.add_argument("--concurrency", "-c", type=int, help="tasks run at once")
+        parser.add_argument("--strict", action="store_true", default=None,
+                            help="strict priority: never take a lower queue's task while a higher one has work")
+        parser.add_argument("--shutdown-timeout", type=float, help="seconds to wait for running tasks on stop")
+        parser.add_argument("--redis-url", help="Redis URL (default: QUEUECORE['REDIS_URL'])")
+        parser.add_argument("--prefix", help="key prefix (default: QUEUECORE['KEY_PREFIX'])")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        config = get_config()
+        verbosity = options.get("verbosity", 1)
+        logging.basicConfig(level=logging.DEBUG if verbosity > 1 else logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        try:
+            worker_config = config.worker_config(
+                queues=parse_queues(options["queues"]) if options.get("queues") else None,
+                concurrency=options.get("concurrency"), strict_priority=options.get("strict"),
+                shutdown_timeout=options.get("shutdown_timeout"))
+            connection = ConnectionConfig(
+                redis_url=options.get("redis_url") or config.connection.redis_url,
+                key_prefix=options.get("prefix") or config.connection.key_prefix,
+                max_payload_bytes=config.connection.max_payload_bytes)
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from None
+        names = default_registry.names()
+        self.stdout.write(f"registered task types: {', '.join(names) if names else '(none)'}")
+        worker = Worker(worker_config, connection=connection, registry=default_registry)
+        worker.run()
