@@ -32,13 +32,57 @@ from queuecore.core.registry import TaskFunction, TaskRegistry, TaskRequest, def
 from queuecore.core.worker import Worker
 
 __all__ = [
-    "BatchEnqueueError", "BrokerError", "Client", "Clock", "ConfigurationError", "ConnectionConfig", "DailyStats",
-    "DuplicateTask", "FakeClock", "Inspector", "InvalidPayload", "InvalidTaskState", "QueueInfo", "QueueNotEmpty",
-    "QueueNotFound", "QueuecoreError", "RedisFull", "ServerInfo", "SkipRetry", "SystemClock", "TaskCancelled",
-    "TaskContext", "TaskDecodeError", "TaskFunction", "TaskIdConflict", "TaskInfo", "TaskNotFound",
-    "TaskRegistry", "TaskRequest", "TaskState", "TaskTimeout", "Worker", "WorkerConfig", "WorkerInfo",
-    "current_task", "default_registry", "default_retry_delay", "enqueue", "get_default_client",
-    "set_default_client_factory", "task",
+    "BatchEnqueueError",
+    "BrokerError",
+    "Client",
+    "Clock",
+    "ConfigurationError",
+    "ConnectionConfig",
+    "DailyStats",
+    "DuplicateTask",
+    "FakeClock",
+    "Inspector",
+    "InvalidPayload",
+    "InvalidTaskState",
+    "QueueInfo",
+    "QueueNotEmpty",
+    "QueueNotFound",
+    "QueuecoreError",
+    "RedisFull",
+    "ServerInfo",
+    "SkipRetry",
+    "SystemClock",
+    "TaskCancelled",
+    "TaskContext",
+    "TaskDecodeError",
+    "TaskFunction",
+    "TaskIdConflict",
+    "TaskInfo",
+    "TaskNotFound",
+    "TaskRegistry",
+    "TaskRequest",
+    "TaskState",
+    "TaskTimeout",
+    "Worker",
+    "WorkerConfig",
+    "WorkerInfo",
+    "current_task",
+    "default_registry",
+    "default_retry_delay",
+    "enqueue",
+    "enqueue_on_commit",
+    "get_default_client",
+    "set_default_client_factory",
+    "task",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # Django-only helpers load on first use, so plain Python programs never import Django's ORM.
+    if name == "enqueue_on_commit":
+        from queuecore.on_commit import enqueue_on_commit
+
+        return enqueue_on_commit
+    raise AttributeError(f"module 'queuecore' has no attribute {name!r}")
 
 __version__ = "0.1.0"

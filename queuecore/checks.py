@@ -82,7 +82,7 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     try:
         client.ping()
         policy = client.config_get("maxmemory-policy").get("maxmemory-policy")
-    except Exception as exc:  # noqa: BLE001 - any failure is the message
+    except Exception as exc:
         return [Error(f"Redis at {redact_url(connection.redis_url)} does not answer: {exc}", id="queuecore.E010")]
     finally:
         client.close()

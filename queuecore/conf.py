@@ -113,7 +113,7 @@ def _reset(*, setting: str, **kwargs: Any) -> None:
         set_default_client_factory(default_client_factory)
 
 
-def default_client_factory():  # noqa: ANN201
+def default_client_factory():
     """Build the process's default ``Client`` from the settings."""
     from queuecore.core.client import Client
 

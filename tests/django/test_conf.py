@@ -1,0 +1,73 @@
+"""QUEUECORE settings are read lazily, merged over defaults and re-read when settings change."""
+
+from __future__ import annotations
+
+import pytest
+
+import queuecore
+from queuecore.conf import DEFAULTS, get_config
+from queuecore.core.client import get_default_client
+from queuecore.core.errors import ConfigurationError
+
+
+def test_defaults_fill_missing_keys(settings):
+    settings.QUEUECORE = {"KEY_PREFIX": "qct-x"}
+    config = get_config()
+    assert config.connection.key_prefix == "qct-x"
+    assert config.raw["CONCURRENCY"] == DEFAULTS["CONCURRENCY"]
+    assert config.dashboard["PAGE_SIZE"] == DEFAULTS["DASHBOARD"]["PAGE_SIZE"]
+
+
+def test_dashboard_dict_is_merged_one_level_down(settings):
+    settings.QUEUECORE = {"DASHBOARD": {"POLL_INTERVAL": 9}}
+    assert get_config().dashboard["POLL_INTERVAL"] == 9
+    assert get_config().dashboard["PAGE_SIZE"] == DEFAULTS["DASHBOARD"]["PAGE_SIZE"]
+
+
+def test_setting_change_resets_the_cache(settings):
+    settings.QUEUECORE = {"KEY_PREFIX": "qct-one"}
+    assert get_config().connection.key_prefix == "qct-one"
+    settings.QUEUECORE = {"KEY_PREFIX": "qct-two"}
+    assert get_config().connection.key_prefix == "qct-two"
+
+
+def test_environment_url_used_when_settings_do_not_name_one(settings, monkeypatch):
+    monkeypatch.setenv("QUEUECORE_REDIS_URL", "redis://127.0.0.1:6379/3")
+    settings.QUEUECORE = {}
+    assert get_config().connection.redis_url == "redis://127.0.0.1:6379/3"
+    settings.QUEUECORE = {"REDIS_URL": "redis://127.0.0.1:6379/4"}
+    assert get_config().connection.redis_url == "redis://127.0.0.1:6379/4"
+
+
+def test_worker_config_from_settings_with_overrides(settings):
+    settings.QUEUECORE = {"QUEUES": {"critical": 6, "low": 1}, "CONCURRENCY": 3, "STRICT_PRIORITY": True,
+                          "RETRY_DELAY": "tests.django.test_conf.constant_delay"}
+    worker_config = get_config().worker_config(concurrency=7)
+    assert dict(worker_config.queues) == {"critical": 6, "low": 1}
+    assert worker_config.concurrency == 7
+    assert worker_config.strict_priority is True
+    assert worker_config.retry_delay(3, None) == 42.0
+    # The Django adapter closes stale DB connections around every task.
+    assert worker_config.middleware[0] is queuecore.middleware.django_db_connections
+
+
+def constant_delay(retried, error):
+    return 42.0
+
+
+def test_invalid_queue_weights_refused(settings):
+    settings.QUEUECORE = {"QUEUES": {"default": 0}}
+    with pytest.raises(ConfigurationError, match="weight"):
+        get_config().worker_config()
+
+
+def test_default_client_follows_settings(settings, redis_url, key_prefix):
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix}
+    info = queuecore.enqueue("tests.autodiscovered", {"value": 3})
+    assert get_default_client().keys.prefix == key_prefix
+    client = get_default_client()
+    assert client.redis.hget(client.keys.queue("default").task(info.id), "state") == "pending"
+
+
+def test_autodiscovery_registered_app_tasks():
+    assert "tests.autodiscovered" in queuecore.default_registry
