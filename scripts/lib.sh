@@ -18,9 +18,9 @@ ensure_venv() {
     local stamp="$VENV/.installed-$extras"
     if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
         log "installing queuecore[$extras] and its dependencies"
-        "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip 2>/dev/null || true
-        "$PY" -m pip install --quiet --disable-pip-version-check -e "$ROOT[$extras]" 2>&1 \
-            | grep -v "WARNING: Location" || true
+        if ! "$PY" -m pip install --disable-pip-version-check -e "$ROOT[$extras]" > "$VENV/pip.log" 2>&1; then
+            cat "$VENV/pip.log" >&2; log "installation failed (log: $VENV/pip.log)"; exit 1
+        fi
         "$PY" -c "import queuecore, redis, django" || { log "installation failed"; exit 1; }
         touch "$stamp"
     fi
