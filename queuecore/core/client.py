@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
@@ -24,12 +25,23 @@ from queuecore.core.scripts import Scripts
 _QUEUE_REGISTRATION_TTL = 10.0  # seconds a client trusts that a queue is in the registry set
 
 
+def _finite(value: int | float, name: str) -> float:
+    """``value`` as a float; NaN, infinities and numbers too large for a float are refused."""
+    try:
+        result = float(value)
+    except OverflowError:
+        result = math.inf
+    if not math.isfinite(result):
+        raise ConfigurationError(f"{name} must be a finite number, got {value!r}")
+    return result
+
+
 def _seconds(value: Any, name: str) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigurationError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
-    return float(value)
+    return _finite(value, name)
 
 
 def _timestamp(value: Any, name: str) -> float:
@@ -37,7 +49,16 @@ def _timestamp(value: Any, name: str) -> float:
         return value.timestamp()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigurationError(f"{name} must be a datetime, got {value!r}")
-    return float(value)
+    return _in_range(_finite(value, name), name)
+
+
+def _in_range(timestamp: float, name: str) -> float:
+    """Refuse a point in time that cannot be a datetime (it could be stored but never shown)."""
+    try:
+        datetime.fromtimestamp(timestamp, tz=UTC)
+    except (OverflowError, ValueError, OSError):
+        raise ConfigurationError(f"{name} is out of range: {timestamp!r}") from None
+    return timestamp
 
 
 class _Prepared:
@@ -109,7 +130,7 @@ class Client:
         payload = payload or {}
         if handler is not None:
             handler.check_payload(payload)
-        queue = validate_queue_name(options.get("queue") or DEFAULT_QUEUE)
+        queue = validate_queue_name(DEFAULT_QUEUE if options.get("queue") is None else options["queue"])
         task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else uuid.uuid4().hex
         max_retry = options.get("max_retry")
         if max_retry is None:
@@ -121,6 +142,7 @@ class Client:
             timeout = _seconds(timeout, "timeout")
             if timeout <= 0:
                 raise ConfigurationError("timeout must be positive")
+            _in_range(now + timeout, "timeout")  # the attempt's deadline must be a point in time
         deadline = options.get("deadline")
         if deadline is not None:
             deadline = _timestamp(deadline, "deadline")
@@ -130,7 +152,7 @@ class Client:
         if options.get("process_at") is not None:
             process_at = _timestamp(options["process_at"], "process_at")
         elif options.get("process_in") is not None:
-            process_at = now + _seconds(options["process_in"], "process_in")
+            process_at = _in_range(now + _seconds(options["process_in"], "process_in"), "process_in")
         if process_at is not None and process_at <= now:
             process_at = None  # due already: straight to pending
         retention = _seconds(options["retention"], "retention") if options.get("retention") else 0.0
@@ -206,7 +228,7 @@ class Client:
         prepared: list[_Prepared] = []
         for req in requests:
             if isinstance(req, TaskRequest):
-                prepared.append(self._prepare(req.type, req.payload, {**options, **req.options}, now))
+                prepared.append(self._prepare(req.handler or req.type, req.payload, {**options, **req.options}, now))
             elif isinstance(req, tuple) and len(req) == 2:
                 prepared.append(self._prepare(req[0], req[1], dict(options), now))
             else:

@@ -169,7 +169,7 @@ class Inspector:
             pipe.lindex(q.pending, -1)
             pipe.hmget(q.stats, "processed", "failed", f"processed:{day}", f"failed:{day}")
         replies = pipe.execute()
-        step = 10
+        step = 9  # llen, 5 zcard, exists, lindex, hmget
         infos = []
         oldest_ids = [replies[i * step + 7] for i in range(len(queues))]
         pipe = self.redis.pipeline(transaction=False)

@@ -19,7 +19,8 @@ _TYPE_NAME = re.compile(r"^[^\s{}]{1,200}$")
 def _check(pattern: re.Pattern[str], value: object, what: str, rule: str) -> str:
     from queuecore.core.errors import ConfigurationError
 
-    if not isinstance(value, str) or not pattern.match(value):
+    # fullmatch, not match: "$" would also accept a trailing newline ("default\n").
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         raise ConfigurationError(f"invalid {what} {value!r}: {rule}")
     return value
 

@@ -108,7 +108,7 @@ class TaskMessage:
             raise TaskDecodeError(f"task {task_id}: message is missing")
         try:
             raw = loads(data)
-        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: too deep
             raise TaskDecodeError(f"task {task_id}: message is not valid JSON ({exc})") from None
         if not isinstance(raw, dict):
             raise TaskDecodeError(f"task {task_id}: message is not a JSON object")
@@ -134,7 +134,7 @@ class TaskMessage:
                 unique_key=_opt_str(raw.get("unique_key")),
                 enqueued_at=_opt_float(raw.get("enqueued_at")) or 0.0,
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int too big for float
             raise TaskDecodeError(f"task {task_id}: malformed message ({exc})") from None
 
 

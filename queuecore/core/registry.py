@@ -34,6 +34,7 @@ class TaskRequest:
     type: str
     payload: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    handler: TaskFunction | None = field(default=None, compare=False, repr=False)
 
 
 class TaskFunction:
@@ -85,8 +86,12 @@ class TaskFunction:
             raise InvalidPayload(f"payload does not fit task {self.name}: {exc}") from None
 
     def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
-        """A ``TaskRequest`` for ``Client.enqueue_many``, with this task's default options."""
-        return TaskRequest(self.name, self.bind(*args, **kwargs), dict(self.options))
+        """A ``TaskRequest`` for ``Client.enqueue_many``.
+
+        The task's own defaults apply under the batch's options (the client looks them up by
+        type name), so ``enqueue_many([...], queue="q")`` moves every request to ``q``.
+        """
+        return TaskRequest(self.name, self.bind(*args, **kwargs), handler=self)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
         """Enqueue a call with the task's default options, on the default client."""
@@ -111,14 +116,14 @@ class _Bound:
         return _Bound(self.task, {**self.options, **options}, client or self.client)
 
     def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
-        return TaskRequest(self.task.name, self.task.bind(*args, **kwargs), {**self.task.options, **self.options})
+        """A ``TaskRequest`` carrying the overridden options (they win over the batch's)."""
+        return TaskRequest(self.task.name, self.task.bind(*args, **kwargs), dict(self.options), handler=self.task)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
         from queuecore.core.client import get_default_client
 
         client = self.client or get_default_client()
-        req = self.request(*args, **kwargs)
-        return client.enqueue(req.type, req.payload, **req.options)
+        return client.enqueue(self.task, self.task.bind(*args, **kwargs), **self.options)
 
 
 class TaskRegistry:

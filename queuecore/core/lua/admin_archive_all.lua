@@ -6,7 +6,8 @@
 -- ARGV[2] now, unix ms
 -- ARGV[3] "list" when KEYS[1] is the pending LIST, else "zset"
 -- Cluster note: each moved task's HASH is built from KEYS[2], same slot.
--- Returns the number archived; call again until it returns 0.
+-- An id whose HASH is gone (deleted, evicted) is dropped from KEYS[1], never given a half hash.
+-- Returns the number of ids taken off KEYS[1] (archived, or dropped); call again until it returns 0.
 local n = tonumber(ARGV[1])
 local task_prefix = string.sub(KEYS[2], 1, -9) .. "t:"
 local ids
@@ -26,7 +27,9 @@ else
     end
 end
 for _, id in ipairs(ids) do
-    redis.call("HSET", task_prefix .. id, "state", "archived")
-    redis.call("ZADD", KEYS[2], ARGV[2], id)
+    if redis.call("EXISTS", task_prefix .. id) == 1 then
+        redis.call("HSET", task_prefix .. id, "state", "archived")
+        redis.call("ZADD", KEYS[2], ARGV[2], id)
+    end
 end
 return #ids

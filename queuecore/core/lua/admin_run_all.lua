@@ -6,7 +6,8 @@
 -- ARGV[2] now, unix ms
 -- ARGV[3] wake channel
 -- Cluster note: each moved task's HASH is built from KEYS[2], same slot.
--- Returns the number moved; call again until it returns 0.
+-- An id whose HASH is gone (deleted, evicted) is dropped from KEYS[1], never given a half hash.
+-- Returns the number of ids taken off KEYS[1] (moved, or dropped); call again until it returns 0.
 local ids = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[1]) - 1)
 if #ids == 0 then
     return 0
@@ -14,11 +15,13 @@ end
 local task_prefix = string.sub(KEYS[2], 1, -8) .. "t:"
 local was_empty = redis.call("LLEN", KEYS[2]) == 0
 for _, id in ipairs(ids) do
-    redis.call("HSET", task_prefix .. id, "state", "pending", "pending_since", ARGV[2])
-    redis.call("LPUSH", KEYS[2], id)
+    if redis.call("EXISTS", task_prefix .. id) == 1 then
+        redis.call("HSET", task_prefix .. id, "state", "pending", "pending_since", ARGV[2])
+        redis.call("LPUSH", KEYS[2], id)
+    end
 end
 redis.call("ZREM", KEYS[1], unpack(ids))
-if was_empty then
+if was_empty and redis.call("LLEN", KEYS[2]) > 0 then
     redis.call("PUBLISH", ARGV[3], "1")
 end
 return #ids

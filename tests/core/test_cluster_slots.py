@@ -1,0 +1,252 @@
+"""Redis Cluster discipline: every script call's KEYS hash to one slot, and the Lua files, their
+headers and the Python wrappers stay in step."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from importlib import resources
+from typing import Any
+
+import pytest
+import redis
+
+from queuecore.core import scripts as scripts_module
+from queuecore.core.keys import Keys, QueueKeys, stats_day, stats_minute
+from queuecore.core.scripts import SCRIPT_NAMES, Scripts
+from tests.conftest import free_port
+from tests.helpers.state import seed_task
+
+SLOTS = 16384
+
+
+def crc16_xmodem(data: bytes) -> int:
+    """CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, no reflection (Redis Cluster's hash)."""
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+
+
+def hash_tag(key: str | bytes) -> bytes:
+    """The part of the key Redis Cluster hashes: the text inside the first ``{...}`` if non-empty."""
+    data = key.encode() if isinstance(key, str) else key
+    start = data.find(b"{")
+    if start != -1:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            return data[start + 1:end]
+    return data
+
+
+def key_slot(key: str | bytes) -> int:
+    return crc16_xmodem(hash_tag(key)) % SLOTS
+
+
+# -- the slot function itself -------------------------------------------------------------------
+
+
+def test_crc16_reference_value() -> None:
+    assert crc16_xmodem(b"123456789") == 0x31C3  # the XMODEM check value
+
+
+@pytest.mark.parametrize(("key", "slot"), [
+    ("somekey", 11058),  # values from the Redis CLUSTER KEYSLOT documentation
+    ("foo{hash_tag}", 2515),
+    ("bar{hash_tag}", 2515),
+    ("foo", 12182),
+])
+def test_key_slot_documented_values(key: str, slot: int) -> None:
+    assert key_slot(key) == slot
+
+
+def test_hash_tag_rules() -> None:
+    assert hash_tag("{user1000}.following") == hash_tag("{user1000}.followers") == b"user1000"
+    assert hash_tag("foo{}{bar}") == b"foo{}{bar}"  # empty first tag: the whole key
+    assert hash_tag("foo{{bar}}zap") == b"{bar"  # first { to the first } after it
+    assert hash_tag("foo{bar}{zap}") == b"bar"
+    assert hash_tag("no tag") == b"no tag"
+    assert hash_tag("open{only") == b"open{only"
+
+
+@pytest.fixture(scope="module")
+def cluster_node(private_redis_factory) -> redis.Redis:
+    """A private single redis-server in cluster mode: only there does CLUSTER KEYSLOT answer."""
+    # the cluster bus port defaults to port + 10000, which overflows for high ephemeral ports: pick one
+    server = private_redis_factory("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                   "--cluster-port", str(free_port()))
+    client = redis.Redis(port=server.port, decode_responses=True)
+    yield client
+    client.close()
+    server.stop()
+
+
+def test_key_slot_matches_a_real_cluster_node(cluster_node: redis.Redis) -> None:
+    q = Keys("qc").queue("emails")
+    samples = ["", "a", "foo{}{bar}", "foo{{bar}}zap", "ünï{cøde}", "{", "}{", "x" * 300, q.pending,
+               q.task("0f3a"), q.unique("mail.send", "ab" * 16), Keys("qc").queues, Keys("qc").server("h:1:x")]
+    samples += [f"key:{i}" for i in range(200)]
+    for key in samples:
+        assert key_slot(key) == cluster_node.execute_command("CLUSTER", "KEYSLOT", key), key
+
+
+# -- every wrapper call uses one slot -----------------------------------------------------------
+
+
+class RecordingScripts(Scripts):
+    """Records (name, keys) of every script call, then runs it for real."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(client, keys)
+        self.calls: list[tuple[str, list[str]]] = []
+
+    def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        self.calls.append((name, list(keys)))
+        return super()._call(name, keys, args, client)
+
+
+NOW = 1_800_000_000_000
+DAY, MINUTE = stats_day(NOW / 1000), stats_minute(NOW / 1000)
+
+
+def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> None:
+    """Call every wrapper once or more with realistic arguments, moving real tasks through the states."""
+    unique = q.unique("test.task", "c" * 32)
+    for i in range(6):
+        s.enqueue(q, f"t{i}", '{"type":"test.task","payload":{}}', now_ms=NOW,
+                  unique_key=unique if i == 0 else None, unique_ttl_ms=60_000 if i == 0 else 0)
+    s.enqueue(q, "later", '{"type":"test.task"}', now_ms=NOW, process_at_ms=NOW + 10)
+    pipe = r.pipeline(transaction=False)
+    s.enqueue(q, "piped", '{"type":"test.task"}', now_ms=NOW, client=pipe)
+    pipe.execute()
+    got = {d.id: d.lease for d in s.dequeue(q, now_ms=NOW, lease_until_ms=NOW + 30_000, count=5)}
+    assert len(got) == 5
+    assert s.extend_lease(q, list(got.items()), lease_until_ms=NOW + 60_000) == [1] * 5
+    assert s.done(q, "t0", got["t0"], now_ms=NOW, retention_ms=1000, result="1", day=DAY, minute=MINUTE,
+                  unique_key=unique)
+    assert s.retry(q, "t1", got["t1"], now_ms=NOW, retry_at_ms=NOW + 5, error="e", day=DAY, minute=MINUTE)
+    assert s.archive(q, "t2", got["t2"], now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=10,
+                     archive_cutoff_ms=0)
+    assert s.requeue(q, "t3", got["t3"], now_ms=NOW)
+    s.admin_cancel_task(q, "t4")
+    assert s.recover(q, now_ms=NOW + 120_000, limit=10, day=DAY, minute=MINUTE) == (0, 1, 0)
+    assert s.forward(q, "scheduled", now_ms=NOW + 10, limit=10) == 1
+    assert s.forward(q, "retry", now_ms=NOW + 10, limit=10) == 1
+    s.admin_archive_task(q, "later", now_ms=NOW)
+    s.admin_run_task(q, "later", now_ms=NOW)
+    s.admin_delete_task(q, "later")
+    assert s.admin_archive_all(q, "pending", now_ms=NOW, limit=100) > 0
+    seed_task(r, q, "sch", "scheduled", score=NOW)
+    assert s.admin_archive_all(q, "scheduled", now_ms=NOW, limit=100) == 1
+    assert s.admin_run_all(q, "archived", now_ms=NOW, limit=100) > 0
+    assert s.admin_delete_all(q, "pending", limit=100) > 0
+    seed_task(r, q, "ret", "retry", score=NOW)
+    assert s.admin_run_all(q, "retry", now_ms=NOW, limit=100) == 1
+    assert s.janitor(q, now_ms=NOW + 10_000, archive_cutoff_ms=NOW, limit=100) == 1  # t0 completed, expired
+    for state in ("scheduled", "retry", "archived", "completed"):
+        s.admin_delete_all(q, state, limit=100)
+
+
+def test_every_wrapper_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis, connection) -> None:
+    s = RecordingScripts(redis_client, connection.keys)
+    q = connection.keys.queue("emails")
+    call_every_wrapper(s, redis_client, q)
+    called = {name for name, _ in s.calls}
+    assert called == set(SCRIPT_NAMES), f"not exercised: {set(SCRIPT_NAMES) - called}"
+    queue_slot = crc16_xmodem(b"emails") % SLOTS
+    for name, keys in s.calls:
+        assert keys, f"{name} was called without KEYS"
+        assert {key_slot(k) for k in keys} == {queue_slot}, (name, keys)
+        assert all(k.startswith(q.base) for k in keys), (name, keys)
+
+
+def test_two_queues_use_their_own_tags(redis_client: redis.Redis, connection) -> None:
+    first, second = connection.keys.queue("alpha"), connection.keys.queue("beta")
+    assert key_slot("{alpha}") != key_slot("{beta}")  # so the check below can tell them apart
+    s = RecordingScripts(redis_client, connection.keys)
+    call_every_wrapper(s, redis_client, first)
+    split = len(s.calls)
+    call_every_wrapper(s, redis_client, second)
+    for queue, calls in ((first, s.calls[:split]), (second, s.calls[split:])):
+        slot = key_slot(queue.pending)
+        assert slot == crc16_xmodem(queue.queue.encode()) % SLOTS
+        for name, keys in calls:
+            assert {key_slot(k) for k in keys} == {slot}, (queue.queue, name, keys)
+            assert all(f"{{{queue.queue}}}" in k for k in keys)
+
+
+def test_keys_and_globals_land_where_expected() -> None:
+    k = Keys("qc")
+    q = k.queue("default")
+    assert key_slot(q.task("x")) == key_slot(q.unique("t", "d")) == key_slot(q.wake_channel)
+    server_id = "host:123:abcd1234"
+    assert key_slot(k.server(server_id)) == crc16_xmodem(server_id.encode()) % SLOTS
+
+
+# -- lua files, headers and wrappers stay in step -----------------------------------------------
+
+
+def lua_files() -> dict[str, str]:
+    folder = resources.files("queuecore.core").joinpath("lua")
+    return {p.name[:-4]: p.read_text() for p in folder.iterdir() if p.name.endswith(".lua")}
+
+
+def header(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def body(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+
+
+def test_every_lua_file_is_a_known_script_and_every_script_has_a_file() -> None:
+    files = lua_files()
+    assert set(files) == set(SCRIPT_NAMES)
+    assert len(SCRIPT_NAMES) == len(set(SCRIPT_NAMES))
+
+
+def test_every_lua_file_and_only_those_have_a_wrapper_of_the_same_name() -> None:
+    for name in lua_files():
+        method = getattr(Scripts, name, None)
+        assert callable(method), f"no Scripts.{name} wrapper for lua/{name}.lua"
+        source = inspect.getsource(method)
+        assert f'"{name}"' in source, f"Scripts.{name} does not run the {name!r} script"
+    public = {n for n, v in vars(Scripts).items() if callable(v) and not n.startswith("_")} - {"check_enqueue"}
+    assert public == set(lua_files())
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_lua_header_documents_keys_argv_and_replies(name: str) -> None:
+    text = lua_files()[name]
+    head = header(text)
+    assert text.startswith(f"-- {name}:"), f"{name}.lua must start with '-- {name}: <what it does>'"
+    assert "KEYS[1]" in head
+    assert "ARGV[1]" in head
+    assert "Returns" in head
+    for kind in ("KEYS", "ARGV"):
+        for index in sorted(set(re.findall(kind + r"\[(\d+)\]", body(text)))):
+            assert f"{kind}[{index}]" in head, f"{name}.lua uses {kind}[{index}] without documenting it"
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_keys_built_inside_a_script_are_declared_in_a_cluster_note(name: str) -> None:
+    text = lua_files()[name]
+    builds_keys = re.search(r'\.\. "t:"|string\.(sub|match)\(KEYS', body(text))
+    if builds_keys:
+        assert "Cluster note" in header(text), f"{name}.lua builds key names from KEYS without a Cluster note"
+
+
+def test_scripts_module_is_the_only_evalsha_user() -> None:
+    core = resources.files("queuecore.core")
+    offenders = [p.name for p in core.iterdir() if p.name.endswith(".py") and p.name != "scripts.py"
+                 and re.search(r"evalsha|\.eval\(|register_script", p.read_text(), re.IGNORECASE)]
+    assert offenders == []
+    assert "register_script" in inspect.getsource(scripts_module)

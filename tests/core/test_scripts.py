@@ -1,0 +1,725 @@
+"""Every Lua script, through its typed wrapper in scripts.py, asynq-style: seed a state, run the
+wrapper, assert the complete resulting state (lists, zsets, hashes, stats, unique locks)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound
+from queuecore.core.keys import QueueKeys, stats_day, stats_minute
+from queuecore.core.scripts import Dequeued, Scripts
+from tests.helpers.state import (
+    Subscription,
+    add_id,
+    empty_state,
+    make_msg,
+    read_queue_state,
+    seed_task,
+)
+
+NOW = 1_800_000_000_000  # unix ms
+DAY = stats_day(NOW / 1000)
+MINUTE = stats_minute(NOW / 1000)
+LEASE_UNTIL = NOW + 30_000
+STARTED = NOW - 5_000
+
+STATS_PROCESSED = {"processed": "1", f"processed:{DAY}": "1", f"processed:{MINUTE}": "1"}
+STATS_FAILED = {**STATS_PROCESSED, "failed": "1", f"failed:{DAY}": "1", f"failed:{MINUTE}": "1"}
+
+
+def stats(processed: int, failed: int = 0) -> dict[str, str]:
+    out = {f"processed{s}": str(processed) for s in ("", f":{DAY}", f":{MINUTE}")}
+    if failed:
+        out.update({f"failed{s}": str(failed) for s in ("", f":{DAY}", f":{MINUTE}")})
+    return out
+
+
+@pytest.fixture
+def r(redis_client: redis.Redis) -> redis.Redis:
+    return redis_client
+
+
+@pytest.fixture
+def q(connection) -> QueueKeys:
+    return connection.keys.queue("default")
+
+
+def seed_active(r: redis.Redis, q: QueueKeys, task_id: str = "a", lease: int = 3, **fields: Any) -> dict[str, str]:
+    return seed_task(r, q, task_id, "active", score=LEASE_UNTIL, lease=lease, started_at=STARTED, **fields)
+
+
+def without(d: dict[str, str], *names: str) -> dict[str, str]:
+    return {k: v for k, v in d.items() if k not in names}
+
+
+# == enqueue ====================================================================================
+
+
+def test_enqueue_pending(r, q, scripts: Scripts) -> None:
+    m1, m2 = make_msg("t1", q.queue), make_msg("t2", q.queue, payload={"x": 1})
+    assert scripts.enqueue(q, "t1", m1, now_ms=NOW) == 1
+    assert scripts.enqueue(q, "t2", m2, now_ms=NOW + 1) == 1
+    Scripts.check_enqueue(1, "t1", q.queue)  # OK raises nothing
+    assert read_queue_state(r, q) == empty_state(
+        pending=["t1", "t2"],
+        tasks={"t1": {"msg": m1, "state": "pending", "pending_since": str(NOW)},
+               "t2": {"msg": m2, "state": "pending", "pending_since": str(NOW + 1)}})
+
+
+def test_enqueue_publishes_wake_only_when_pending_turns_non_empty(r, q, scripts: Scripts) -> None:
+    with Subscription(r, q.wake_channel) as sub:
+        scripts.enqueue(q, "t1", make_msg("t1", q.queue), now_ms=NOW)
+        assert sub.messages() == ["1"]
+        scripts.enqueue(q, "t2", make_msg("t2", q.queue), now_ms=NOW)
+        scripts.enqueue(q, "t3", make_msg("t3", q.queue), now_ms=NOW, process_at_ms=NOW + 5000)
+        assert sub.messages() == []
+
+
+def test_enqueue_scheduled(r, q, scripts: Scripts) -> None:
+    msg = make_msg("s1", q.queue)
+    assert scripts.enqueue(q, "s1", msg, now_ms=NOW, process_at_ms=NOW + 60_000) == 1
+    assert read_queue_state(r, q) == empty_state(
+        scheduled={"s1": NOW + 60_000}, tasks={"s1": {"msg": msg, "state": "scheduled"}})
+
+
+def test_enqueue_unique_takes_the_lock_with_a_ttl(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "d" * 32)
+    msg = make_msg("u1", q.queue)
+    assert scripts.enqueue(q, "u1", msg, now_ms=NOW, unique_key=ukey, unique_ttl_ms=60_000) == 1
+    assert read_queue_state(r, q) == empty_state(
+        pending=["u1"], unique={ukey: "u1"},
+        tasks={"u1": {"msg": msg, "state": "pending", "pending_since": str(NOW), "unique": ukey}})
+    assert 0 < r.pttl(ukey) <= 60_000
+
+
+def test_enqueue_unique_scheduled(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "e" * 32)
+    msg = make_msg("u1", q.queue)
+    assert scripts.enqueue(q, "u1", msg, now_ms=NOW, process_at_ms=NOW + 10, unique_key=ukey,
+                           unique_ttl_ms=5000) == 1
+    assert read_queue_state(r, q) == empty_state(
+        scheduled={"u1": NOW + 10}, unique={ukey: "u1"},
+        tasks={"u1": {"msg": msg, "state": "scheduled", "unique": ukey}})
+    assert 0 < r.pttl(ukey) <= 5000
+
+
+def test_enqueue_unique_key_without_ttl_is_not_unique(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "f" * 32)
+    msg = make_msg("u1", q.queue)
+    assert scripts.enqueue(q, "u1", msg, now_ms=NOW, unique_key=ukey, unique_ttl_ms=0) == 1
+    assert read_queue_state(r, q) == empty_state(
+        pending=["u1"], tasks={"u1": {"msg": msg, "state": "pending", "pending_since": str(NOW)}})
+
+
+def test_enqueue_id_conflict_changes_nothing(r, q, scripts: Scripts) -> None:
+    existing = seed_task(r, q, "t1", "retry", score=NOW + 1, retried=2, error="boom")
+    before = read_queue_state(r, q)
+    ukey = q.unique("test.task", "a" * 32)
+    reply = scripts.enqueue(q, "t1", make_msg("t1", q.queue, payload={"new": True}), now_ms=NOW,
+                            unique_key=ukey, unique_ttl_ms=60_000)
+    assert reply == 0
+    with pytest.raises(TaskIdConflict, match="t1"):
+        Scripts.check_enqueue(reply, "t1", q.queue)
+    assert read_queue_state(r, q) == before  # no lock taken, nothing pushed
+    assert before["tasks"]["t1"] == existing
+
+
+def test_enqueue_refused_while_unique_lock_is_held(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "b" * 32)
+    r.set(ukey, "holder", px=60_000)
+    reply = scripts.enqueue(q, "t2", make_msg("t2", q.queue), now_ms=NOW, unique_key=ukey, unique_ttl_ms=60_000)
+    assert reply == [-1, "holder"]
+    with pytest.raises(DuplicateTask, match="holder"):
+        Scripts.check_enqueue(reply, "t2", q.queue)
+    assert read_queue_state(r, q) == empty_state(unique={ukey: "holder"})
+
+
+# == dequeue ====================================================================================
+
+
+def test_dequeue_moves_oldest_pending_to_active_under_new_leases(r, q, scripts: Scripts) -> None:
+    ha = seed_task(r, q, "a", "pending", pending_since=NOW - 3)
+    hb = seed_task(r, q, "b", "pending", pending_since=NOW - 2, retried=3, lease=4, error="old")
+    hc = seed_task(r, q, "c", "pending", pending_since=NOW - 1)
+    got = scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=2)
+    assert got == [Dequeued("a", ha["msg"], 1, 0), Dequeued("b", hb["msg"], 5, 3)]
+    assert read_queue_state(r, q) == empty_state(
+        pending=["c"], active={"a": LEASE_UNTIL, "b": LEASE_UNTIL},
+        tasks={"a": {**ha, "state": "active", "started_at": str(NOW), "lease": "1"},
+               "b": {**hb, "state": "active", "started_at": str(NOW), "lease": "5"},
+               "c": hc})
+
+
+def test_dequeue_count_larger_than_pending(r, q, scripts: Scripts) -> None:
+    ha = seed_task(r, q, "a", "pending")
+    got = scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=10)
+    assert got == [Dequeued("a", ha["msg"], 1, 0)]
+    assert read_queue_state(r, q) == empty_state(
+        active={"a": LEASE_UNTIL}, tasks={"a": {**ha, "state": "active", "started_at": str(NOW), "lease": "1"}})
+
+
+def test_dequeue_empty_queue(r, q, scripts: Scripts) -> None:
+    assert scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=5) == []
+    assert read_queue_state(r, q) == empty_state()
+
+
+def test_dequeue_from_paused_queue_returns_nothing(r, q, scripts: Scripts) -> None:
+    seed_task(r, q, "a", "pending", pending_since=NOW)
+    r.set(q.paused, "1")
+    before = read_queue_state(r, q)
+    assert scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=5) == []
+    assert read_queue_state(r, q) == before
+    assert before["paused"] is True
+
+
+def test_dequeue_of_an_id_whose_hash_is_gone(r, q, scripts: Scripts) -> None:
+    add_id(r, q, "pending", "ghost")
+    hb = seed_task(r, q, "b", "pending")
+    got = scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=2)
+    assert got == [Dequeued("ghost", None, 0, 0), Dequeued("b", hb["msg"], 1, 0)]
+    assert read_queue_state(r, q) == empty_state(  # the ghost is dropped, and no hash is invented for it
+        active={"b": LEASE_UNTIL}, tasks={"b": {**hb, "state": "active", "started_at": str(NOW), "lease": "1"}})
+
+
+# == done / retry / archive / requeue ===========================================================
+
+
+def test_done_without_retention_deletes_the_task(r, q, scripts: Scripts) -> None:
+    seed_active(r, q, "a", lease=3)
+    hb = seed_active(r, q, "b", lease=1)
+    assert scripts.done(q, "a", 3, now_ms=NOW, retention_ms=0, result="", day=DAY, minute=MINUTE) is True
+    assert read_queue_state(r, q) == empty_state(active={"b": LEASE_UNTIL}, stats=STATS_PROCESSED,
+                                                 tasks={"b": hb})
+
+
+def test_done_with_retention_keeps_a_completed_task(r, q, scripts: Scripts) -> None:
+    ha = seed_active(r, q, "a", lease=3, cancel=1, retried=2)
+    r.hset(q.stats, mapping={"processed": 7, f"processed:{DAY}": 2})
+    assert scripts.done(q, "a", 3, now_ms=NOW, retention_ms=60_000, result='{"ok":1}', day=DAY,
+                        minute=MINUTE) is True
+    assert read_queue_state(r, q) == empty_state(
+        completed={"a": NOW + 60_000},
+        stats={"processed": "8", f"processed:{DAY}": "3", f"processed:{MINUTE}": "1"},
+        tasks={"a": {**without(ha, "cancel"), "state": "completed", "completed_at": str(NOW),
+                     "result": '{"ok":1}'}})
+
+
+def test_done_releases_its_own_unique_lock(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "1" * 32)
+    seed_active(r, q, "a", lease=1, unique=ukey)
+    r.set(ukey, "a", px=60_000)
+    assert scripts.done(q, "a", 1, now_ms=NOW, retention_ms=0, result="", day=DAY, minute=MINUTE,
+                        unique_key=ukey) is True
+    assert read_queue_state(r, q) == empty_state(stats=STATS_PROCESSED)
+
+
+def test_done_keeps_a_unique_lock_held_by_another_task(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "2" * 32)
+    seed_active(r, q, "a", lease=1, unique=ukey)
+    r.set(ukey, "newer", px=60_000)  # the lock expired and another task took it
+    assert scripts.done(q, "a", 1, now_ms=NOW, retention_ms=0, result="", day=DAY, minute=MINUTE,
+                        unique_key=ukey) is True
+    assert read_queue_state(r, q) == empty_state(stats=STATS_PROCESSED, unique={ukey: "newer"})
+
+
+def test_retry_schedules_the_next_attempt(r, q, scripts: Scripts) -> None:
+    ha = seed_active(r, q, "a", lease=2, retried=1, cancel=1, error="first")
+    assert scripts.retry(q, "a", 2, now_ms=NOW, retry_at_ms=NOW + 15_000, error="ValueError: second", day=DAY,
+                         minute=MINUTE) is True
+    assert read_queue_state(r, q) == empty_state(
+        retry={"a": NOW + 15_000}, stats=STATS_FAILED,
+        tasks={"a": {**without(ha, "started_at", "cancel"), "state": "retry", "retried": "2",
+                     "error": "ValueError: second", "failed_at": str(NOW)}})
+
+
+def test_retry_of_a_first_failure_sets_retried_to_one(r, q, scripts: Scripts) -> None:
+    ha = seed_active(r, q, "a", lease=1)
+    assert scripts.retry(q, "a", 1, now_ms=NOW, retry_at_ms=NOW + 1, error="e", day=DAY, minute=MINUTE) is True
+    assert read_queue_state(r, q)["tasks"]["a"] == {**without(ha, "started_at"), "state": "retry", "retried": "1",
+                                                    "error": "e", "failed_at": str(NOW)}
+
+
+@pytest.mark.parametrize("count_failure", [True, False])
+def test_archive_a_failed_task(r, q, scripts: Scripts, count_failure: bool) -> None:
+    ha = seed_active(r, q, "a", lease=4, retried=25, cancel=1)
+    assert scripts.archive(q, "a", 4, now_ms=NOW, error="boom", day=DAY, minute=MINUTE, max_archive_size=100,
+                           archive_cutoff_ms=NOW - 86_400_000, count_failure=count_failure) is True
+    assert read_queue_state(r, q) == empty_state(
+        archived={"a": NOW}, stats=STATS_FAILED if count_failure else {},
+        tasks={"a": {**without(ha, "started_at", "cancel"), "state": "archived", "error": "boom",
+                     "failed_at": str(NOW)}})
+
+
+def seed_archived(r, q, count: int, first_score: int, prefix: str = "o") -> dict[str, dict[str, str]]:
+    return {f"{prefix}{i:02d}": seed_task(r, q, f"{prefix}{i:02d}", "archived", score=first_score + i, error="old")
+            for i in range(count)}
+
+
+def test_archive_trims_the_oldest_over_the_size_limit_and_deletes_their_hashes(r, q, scripts: Scripts) -> None:
+    old = seed_archived(r, q, 12, NOW - 1000)
+    ha = seed_active(r, q, "a", lease=1)
+    assert scripts.archive(q, "a", 1, now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=5,
+                           archive_cutoff_ms=0) is True
+    kept = [f"o{i:02d}" for i in range(8, 12)]
+    assert read_queue_state(r, q) == empty_state(
+        archived={**{k: NOW - 1000 + int(k[1:]) for k in kept}, "a": NOW}, stats=STATS_FAILED,
+        tasks={**{k: old[k] for k in kept},
+               "a": {**without(ha, "started_at"), "state": "archived", "error": "e", "failed_at": str(NOW)}})
+
+
+def test_archive_trims_at_most_ten_per_call(r, q, scripts: Scripts) -> None:
+    old = seed_archived(r, q, 15, NOW - 1000)
+    seed_active(r, q, "a", lease=1)
+    assert scripts.archive(q, "a", 1, now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=1,
+                           archive_cutoff_ms=0) is True
+    state = read_queue_state(r, q)
+    kept = [f"o{i:02d}" for i in range(10, 15)]
+    assert state["archived"] == {**{k: NOW - 1000 + int(k[1:]) for k in kept}, "a": NOW}
+    assert set(state["tasks"]) == {*kept, "a"}
+    assert all(state["tasks"][k] == old[k] for k in kept)
+
+
+def test_archive_trims_by_age_and_deletes_the_hashes(r, q, scripts: Scripts) -> None:
+    cutoff = NOW - 86_400_000
+    seed_task(r, q, "too-old", "archived", score=cutoff - 1)
+    at_cutoff = seed_task(r, q, "at-cutoff", "archived", score=cutoff)
+    recent = seed_task(r, q, "recent", "archived", score=cutoff + 1)
+    ha = seed_active(r, q, "a", lease=1)
+    assert scripts.archive(q, "a", 1, now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=100,
+                           archive_cutoff_ms=cutoff) is True
+    assert read_queue_state(r, q) == empty_state(
+        archived={"at-cutoff": cutoff, "recent": cutoff + 1, "a": NOW}, stats=STATS_FAILED,
+        tasks={"at-cutoff": at_cutoff, "recent": recent,
+               "a": {**without(ha, "started_at"), "state": "archived", "error": "e", "failed_at": str(NOW)}})
+
+
+def test_requeue_puts_the_task_back_at_the_front_of_pending(r, q, scripts: Scripts) -> None:
+    hp = seed_task(r, q, "p", "pending", pending_since=NOW - 10)
+    ha = seed_active(r, q, "a", lease=2, retried=1)
+    with Subscription(r, q.wake_channel) as sub:
+        assert scripts.requeue(q, "a", 2, now_ms=NOW) is True
+        assert sub.messages() == []  # pending was not empty
+    assert read_queue_state(r, q) == empty_state(
+        pending=["a", "p"],  # "a" is popped next: a graceful shutdown is not a reason to wait in line again
+        tasks={"p": hp, "a": {**without(ha, "started_at"), "state": "pending", "pending_since": str(NOW)}})
+
+
+def test_requeue_into_an_empty_pending_list_wakes_workers(r, q, scripts: Scripts) -> None:
+    seed_active(r, q, "a", lease=2)
+    with Subscription(r, q.wake_channel) as sub:
+        assert scripts.requeue(q, "a", 2, now_ms=NOW) is True
+        assert sub.messages() == ["1"]
+
+
+FINISHERS: dict[str, Callable[[Scripts, QueueKeys, int], bool]] = {
+    "done": lambda s, q, lease: s.done(q, "a", lease, now_ms=NOW, retention_ms=60_000, result="1", day=DAY,
+                                       minute=MINUTE),
+    "retry": lambda s, q, lease: s.retry(q, "a", lease, now_ms=NOW, retry_at_ms=NOW + 1000, error="e", day=DAY,
+                                         minute=MINUTE),
+    "archive": lambda s, q, lease: s.archive(q, "a", lease, now_ms=NOW, error="e", day=DAY, minute=MINUTE,
+                                             max_archive_size=100, archive_cutoff_ms=0),
+    "requeue": lambda s, q, lease: s.requeue(q, "a", lease, now_ms=NOW),
+}
+
+
+@pytest.mark.parametrize("finisher", FINISHERS)
+@pytest.mark.parametrize("held", [3, 5, 0])
+def test_finishers_refuse_a_stale_lease(r, q, scripts: Scripts, finisher: str, held: int) -> None:
+    seed_active(r, q, "a", lease=4)  # someone else took the task over after our lease 3 expired
+    before = read_queue_state(r, q)
+    assert FINISHERS[finisher](scripts, q, held) is False
+    assert read_queue_state(r, q) == before
+
+
+@pytest.mark.parametrize("finisher", FINISHERS)
+@pytest.mark.parametrize("state", ["pending", "retry", "archived", "completed", "scheduled"])
+def test_finishers_refuse_a_task_that_left_active(r, q, scripts: Scripts, finisher: str, state: str) -> None:
+    seed_task(r, q, "a", state, score=NOW, lease=4)  # same lease number, but recovered/cancelled meanwhile
+    before = read_queue_state(r, q)
+    assert FINISHERS[finisher](scripts, q, 4) is False
+    assert read_queue_state(r, q) == before
+
+
+@pytest.mark.parametrize("finisher", FINISHERS)
+def test_finishers_refuse_a_deleted_task_and_create_nothing(r, q, scripts: Scripts, finisher: str) -> None:
+    add_id(r, q, "active", "a", LEASE_UNTIL)  # in active, but its hash was deleted
+    assert FINISHERS[finisher](scripts, q, 1) is False
+    assert read_queue_state(r, q) == empty_state(active={"a": LEASE_UNTIL})
+
+
+# == extend_lease ===============================================================================
+
+
+def test_extend_lease_codes(r, q, scripts: Scripts) -> None:
+    seed_active(r, q, "ok", lease=1)
+    seed_active(r, q, "cancel", lease=2, cancel=1)
+    seed_active(r, q, "stolen", lease=3)
+    add_id(r, q, "active", "gone", LEASE_UNTIL)
+    seed_task(r, q, "left", "retry", score=NOW, lease=5)
+    before = read_queue_state(r, q)
+    new_until = LEASE_UNTIL + 60_000
+    codes = scripts.extend_lease(q, [("ok", 1), ("cancel", 2), ("stolen", 2), ("gone", 1), ("left", 5)],
+                                 lease_until_ms=new_until)
+    assert codes == [1, 2, 0, 0, 0]
+    assert read_queue_state(r, q) == {
+        **before, "active": {"ok": new_until, "cancel": new_until, "stolen": LEASE_UNTIL, "gone": LEASE_UNTIL}}
+
+
+def test_extend_lease_with_nothing_held(r, q, scripts: Scripts) -> None:
+    assert scripts.extend_lease(q, [], lease_until_ms=LEASE_UNTIL) == []
+    assert read_queue_state(r, q) == empty_state()
+
+
+# == forward ====================================================================================
+
+
+@pytest.mark.parametrize("source", ["scheduled", "retry"])
+def test_forward_moves_due_tasks_only(r, q, scripts: Scripts, source: str) -> None:
+    hp = seed_task(r, q, "p0", "pending", pending_since=NOW - 100)
+    h1 = seed_task(r, q, "due-early", source, score=NOW - 1000, retried=1, error="e")
+    h2 = seed_task(r, q, "due-now", source, score=NOW)
+    h3 = seed_task(r, q, "not-due", source, score=NOW + 1)
+    assert scripts.forward(q, source, now_ms=NOW, limit=100) == 2
+    assert read_queue_state(r, q) == empty_state(**{
+        "pending": ["p0", "due-early", "due-now"],
+        source: {"not-due": NOW + 1},
+        "tasks": {"p0": hp, "not-due": h3,
+                  "due-early": {**h1, "state": "pending", "pending_since": str(NOW)},
+                  "due-now": {**h2, "state": "pending", "pending_since": str(NOW)}}})
+
+
+def test_forward_nothing_due(r, q, scripts: Scripts) -> None:
+    seed_task(r, q, "later", "scheduled", score=NOW + 5000)
+    before = read_queue_state(r, q)
+    with Subscription(r, q.wake_channel) as sub:
+        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=100) == 0
+        assert sub.messages() == []
+    assert read_queue_state(r, q) == before
+
+
+def test_forward_respects_the_limit_and_wakes_workers(r, q, scripts: Scripts) -> None:
+    for i in range(5):
+        seed_task(r, q, f"s{i}", "scheduled", score=NOW - 100 + i)
+    with Subscription(r, q.wake_channel) as sub:
+        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=2) == 2
+        assert sub.messages() == ["1"]
+    state = read_queue_state(r, q)
+    assert state["pending"] == ["s0", "s1"]
+    assert state["scheduled"] == {"s2": NOW - 98, "s3": NOW - 97, "s4": NOW - 96}
+
+
+# == recover ====================================================================================
+
+
+def test_recover_expired_leases(r, q, scripts: Scripts) -> None:
+    seed = dict(lease=2, started_at=STARTED)
+    garbled = seed_task(r, q, "garbled", "active", score=NOW - 5, msg="not json{", **seed)
+    add_id(r, q, "active", "orphan", NOW - 4)
+    cancelled = seed_task(r, q, "cancelled", "active", score=NOW - 3, max_retry=5, cancel=1, **seed)
+    spent = seed_task(r, q, "spent", "active", score=NOW - 2, max_retry=2, retried=2, **seed)
+    forever = seed_task(r, q, "forever", "active", score=NOW - 1, max_retry=-1, retried=100, **seed)
+    requeue = seed_task(r, q, "requeue-me", "active", score=NOW, max_retry=3, retried=1, **seed)
+    healthy = seed_task(r, q, "healthy", "active", score=NOW + 1, **seed)
+
+    assert scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE) == (2, 3, 1)
+
+    lost = "worker lost (lease expired)"
+
+    def archived(h: dict[str, str], error: str) -> dict[str, str]:
+        return {**without(h, "started_at", "cancel"), "state": "archived", "error": error, "failed_at": str(NOW)}
+
+    def requeued(h: dict[str, str], retried: int) -> dict[str, str]:
+        return {**without(h, "started_at", "cancel"), "state": "pending", "retried": str(retried), "error": lost,
+                "failed_at": str(NOW), "pending_since": str(NOW)}
+
+    assert read_queue_state(r, q) == empty_state(
+        pending=["requeue-me", "forever"],  # back at the front, in the order they were recovered (last first)
+        active={"healthy": NOW + 1},
+        archived={"garbled": NOW, "cancelled": NOW, "spent": NOW},
+        stats=stats(processed=5, failed=5),
+        tasks={"healthy": healthy,
+               "garbled": archived(garbled, f"{lost}; message undecodable"),
+               "cancelled": archived(cancelled, "cancelled by operator"),
+               "spent": archived(spent, lost),
+               "forever": requeued(forever, 101),
+               "requeue-me": requeued(requeue, 2)})
+
+
+def test_recover_respects_the_limit(r, q, scripts: Scripts) -> None:
+    for i in range(3):
+        seed_task(r, q, f"x{i}", "active", score=NOW - 10 + i, lease=1)
+    assert scripts.recover(q, now_ms=NOW, limit=2, day=DAY, minute=MINUTE) == (2, 0, 0)
+    state = read_queue_state(r, q)
+    assert state["active"] == {"x2": NOW - 8}
+    assert sorted(state["pending"]) == ["x0", "x1"]
+
+
+def test_recover_with_nothing_expired(r, q, scripts: Scripts) -> None:
+    seed_active(r, q, "a")
+    before = read_queue_state(r, q)
+    assert scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE) == (0, 0, 0)
+    assert read_queue_state(r, q) == before
+
+
+# == janitor ====================================================================================
+
+
+def test_janitor_deletes_expired_completed_and_old_archived(r, q, scripts: Scripts) -> None:
+    cutoff = NOW - 86_400_000
+    seed_task(r, q, "c-expired", "completed", score=NOW - 1, result="1")
+    seed_task(r, q, "c-now", "completed", score=NOW)
+    c_kept = seed_task(r, q, "c-kept", "completed", score=NOW + 1)
+    seed_task(r, q, "a-old", "archived", score=cutoff - 1)
+    a_cut = seed_task(r, q, "a-cutoff", "archived", score=cutoff)
+    a_new = seed_task(r, q, "a-new", "archived", score=NOW)
+    hp = seed_task(r, q, "p", "pending")
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=cutoff, limit=100) == 3
+    assert read_queue_state(r, q) == empty_state(
+        pending=["p"], completed={"c-kept": NOW + 1}, archived={"a-cutoff": cutoff, "a-new": NOW},
+        tasks={"c-kept": c_kept, "a-cutoff": a_cut, "a-new": a_new, "p": hp})
+
+
+def test_janitor_respects_the_limit_per_kind(r, q, scripts: Scripts) -> None:
+    for i in range(3):
+        seed_task(r, q, f"c{i}", "completed", score=NOW - 10 + i)
+        seed_task(r, q, f"a{i}", "archived", score=100 + i)
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, limit=2) == 4
+    state = read_queue_state(r, q)
+    assert state["completed"] == {"c2": NOW - 8}
+    assert state["archived"] == {"a2": 102}
+    assert set(state["tasks"]) == {"c2", "a2"}
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, limit=2) == 2
+    assert read_queue_state(r, q) == empty_state()
+
+
+# == admin_run_task =============================================================================
+
+
+@pytest.mark.parametrize("source", ["scheduled", "retry", "archived"])
+def test_admin_run_task(r, q, scripts: Scripts, source: str) -> None:
+    hp = seed_task(r, q, "p0", "pending", pending_since=NOW - 10)
+    ht = seed_task(r, q, "t", source, score=NOW + 99_000, retried=3, error="boom", failed_at=NOW - 50)
+    scripts.admin_run_task(q, "t", now_ms=NOW)
+    assert read_queue_state(r, q) == empty_state(
+        pending=["p0", "t"],
+        tasks={"p0": hp, "t": {**ht, "state": "pending", "pending_since": str(NOW)}})
+
+
+def test_admin_run_task_wakes_workers_when_pending_was_empty(r, q, scripts: Scripts) -> None:
+    seed_task(r, q, "t", "archived", score=NOW)
+    with Subscription(r, q.wake_channel) as sub:
+        scripts.admin_run_task(q, "t", now_ms=NOW)
+        assert sub.messages() == ["1"]
+
+
+@pytest.mark.parametrize("state", ["pending", "active", "completed"])
+def test_admin_run_task_refuses_other_states(r, q, scripts: Scripts, state: str) -> None:
+    seed_task(r, q, "t", state, score=NOW, lease=1)
+    before = read_queue_state(r, q)
+    with pytest.raises(InvalidTaskState, match=state):
+        scripts.admin_run_task(q, "t", now_ms=NOW)
+    assert read_queue_state(r, q) == before
+
+
+# == admin_archive_task =========================================================================
+
+
+@pytest.mark.parametrize("source", ["pending", "scheduled", "retry"])
+def test_admin_archive_task(r, q, scripts: Scripts, source: str) -> None:
+    h1 = seed_task(r, q, "other1", "pending")
+    ht = seed_task(r, q, "t", source, score=NOW + 5000, retried=1)
+    h2 = seed_task(r, q, "other2", "pending")
+    scripts.admin_archive_task(q, "t", now_ms=NOW)
+    assert read_queue_state(r, q) == empty_state(
+        pending=["other1", "other2"], archived={"t": NOW},
+        tasks={"other1": h1, "other2": h2, "t": {**ht, "state": "archived"}})
+
+
+@pytest.mark.parametrize("state", ["active", "archived", "completed"])
+def test_admin_archive_task_refuses_other_states(r, q, scripts: Scripts, state: str) -> None:
+    seed_task(r, q, "t", state, score=NOW, lease=1)
+    before = read_queue_state(r, q)
+    with pytest.raises(InvalidTaskState, match=state):
+        scripts.admin_archive_task(q, "t", now_ms=NOW)
+    assert read_queue_state(r, q) == before
+
+
+# == admin_delete_task ==========================================================================
+
+
+@pytest.mark.parametrize("state", ["pending", "scheduled", "retry", "archived", "completed"])
+def test_admin_delete_task(r, q, scripts: Scripts, state: str) -> None:
+    keep = seed_task(r, q, "keep", state, score=NOW)
+    seed_task(r, q, "t", state, score=NOW + 1)
+    scripts.admin_delete_task(q, "t")
+    expected = empty_state(tasks={"keep": keep})
+    if state == "pending":
+        expected["pending"] = ["keep"]
+    else:
+        expected[state] = {"keep": NOW}
+    assert read_queue_state(r, q) == expected
+
+
+def test_admin_delete_task_releases_its_unique_lock(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "3" * 32)
+    seed_task(r, q, "t", "retry", score=NOW, unique=ukey)
+    r.set(ukey, "t", px=60_000)
+    scripts.admin_delete_task(q, "t")
+    assert read_queue_state(r, q) == empty_state()
+
+
+def test_admin_delete_task_keeps_a_lock_it_does_not_own(r, q, scripts: Scripts, connection) -> None:
+    ukey = q.unique("test.task", "4" * 32)
+    foreign = connection.keys.queue("other").unique("test.task", "4" * 32)  # another slot: never touched
+    seed_task(r, q, "t", "scheduled", score=NOW, unique=ukey)
+    seed_task(r, q, "u", "scheduled", score=NOW, unique=foreign)
+    r.set(ukey, "someone-else", px=60_000)
+    r.set(foreign, "u", px=60_000)
+    scripts.admin_delete_task(q, "t")
+    scripts.admin_delete_task(q, "u")
+    assert read_queue_state(r, q) == empty_state(unique={ukey: "someone-else"})
+    assert r.get(foreign) == "u"
+
+
+def test_admin_delete_task_refuses_active(r, q, scripts: Scripts) -> None:
+    seed_active(r, q, "t")
+    before = read_queue_state(r, q)
+    with pytest.raises(InvalidTaskState, match="active"):
+        scripts.admin_delete_task(q, "t")
+    assert read_queue_state(r, q) == before
+
+
+# == admin_cancel_task ==========================================================================
+
+
+def test_admin_cancel_task_flags_and_publishes(r, q, scripts: Scripts, connection) -> None:
+    ha = seed_active(r, q, "t")
+    with Subscription(r, connection.keys.cancel_channel) as sub:
+        scripts.admin_cancel_task(q, "t")
+        assert sub.messages() == [f"{q.queue} t"]
+    assert read_queue_state(r, q) == empty_state(active={"t": LEASE_UNTIL}, tasks={"t": {**ha, "cancel": "1"}})
+
+
+@pytest.mark.parametrize("state", ["pending", "scheduled", "retry", "archived", "completed"])
+def test_admin_cancel_task_refuses_tasks_that_are_not_running(r, q, scripts: Scripts, connection,
+                                                              state: str) -> None:
+    seed_task(r, q, "t", state, score=NOW)
+    before = read_queue_state(r, q)
+    with Subscription(r, connection.keys.cancel_channel) as sub:
+        with pytest.raises(InvalidTaskState, match=state):
+            scripts.admin_cancel_task(q, "t")
+        assert sub.messages() == []
+    assert read_queue_state(r, q) == before
+
+
+# == not found ==================================================================================
+
+ADMIN_SINGLE: dict[str, Callable[[Scripts, QueueKeys], None]] = {
+    "run": lambda s, q: s.admin_run_task(q, "missing", now_ms=NOW),
+    "archive": lambda s, q: s.admin_archive_task(q, "missing", now_ms=NOW),
+    "delete": lambda s, q: s.admin_delete_task(q, "missing"),
+    "cancel": lambda s, q: s.admin_cancel_task(q, "missing"),
+}
+
+
+@pytest.mark.parametrize("action", ADMIN_SINGLE)
+def test_admin_actions_on_a_missing_task(r, q, scripts: Scripts, action: str) -> None:
+    add_id(r, q, "scheduled", "missing", NOW)  # even an orphan id does not make it "found"
+    with pytest.raises(TaskNotFound, match="missing"):
+        ADMIN_SINGLE[action](scripts, q)
+    assert read_queue_state(r, q) == empty_state(scheduled={"missing": NOW})
+
+
+# == bulk admin scripts =========================================================================
+
+
+@pytest.mark.parametrize("source", ["scheduled", "retry", "archived"])
+def test_admin_run_all_in_chunks(r, q, scripts: Scripts, source: str) -> None:
+    seeded = {f"s{i}": seed_task(r, q, f"s{i}", source, score=NOW - 100 + i, error="e") for i in range(5)}
+    with Subscription(r, q.wake_channel) as sub:
+        assert scripts.admin_run_all(q, source, now_ms=NOW, limit=3) == 3
+        assert sub.messages() == ["1"]
+    state = read_queue_state(r, q)
+    assert state["pending"] == ["s0", "s1", "s2"]
+    assert state[source] == {"s3": NOW - 97, "s4": NOW - 96}
+    assert scripts.admin_run_all(q, source, now_ms=NOW + 1, limit=3) == 2
+    assert scripts.admin_run_all(q, source, now_ms=NOW + 2, limit=3) == 0
+    since = {"s0": NOW, "s1": NOW, "s2": NOW, "s3": NOW + 1, "s4": NOW + 1}
+    assert read_queue_state(r, q) == empty_state(
+        pending=["s0", "s1", "s2", "s3", "s4"],
+        tasks={k: {**h, "state": "pending", "pending_since": str(since[k])} for k, h in seeded.items()})
+
+
+@pytest.mark.parametrize("source", ["pending", "scheduled", "retry"])
+def test_admin_archive_all_in_chunks(r, q, scripts: Scripts, source: str) -> None:
+    seeded = {f"s{i}": seed_task(r, q, f"s{i}", source, score=NOW - 100 + i) for i in range(5)}
+    assert scripts.admin_archive_all(q, source, now_ms=NOW, limit=3) == 3
+    state = read_queue_state(r, q)
+    assert state["archived"] == {"s0": NOW, "s1": NOW, "s2": NOW}  # oldest first
+    remaining = ["s3", "s4"]
+    assert (state["pending"] if source == "pending" else list(state[source])) == remaining
+    assert scripts.admin_archive_all(q, source, now_ms=NOW + 1, limit=3) == 2
+    assert scripts.admin_archive_all(q, source, now_ms=NOW + 2, limit=3) == 0
+    assert read_queue_state(r, q) == empty_state(
+        archived={"s0": NOW, "s1": NOW, "s2": NOW, "s3": NOW + 1, "s4": NOW + 1},
+        tasks={k: {**h, "state": "archived"} for k, h in seeded.items()})
+
+
+@pytest.mark.parametrize("source", ["pending", "scheduled", "retry", "archived", "completed"])
+def test_admin_delete_all_in_chunks_releasing_unique_locks(r, q, scripts: Scripts, source: str) -> None:
+    owned, foreign = q.unique("test.task", "5" * 32), q.unique("test.task", "6" * 32)
+    for i in range(5):
+        seed_task(r, q, f"s{i}", source, score=NOW - 100 + i, unique=owned if i == 0 else foreign if i == 1 else None)
+    r.set(owned, "s0", px=60_000)
+    r.set(foreign, "not-s1", px=60_000)
+    hp = seed_task(r, q, "other-state", "active" if source != "pending" else "retry", score=NOW, lease=1)
+    assert scripts.admin_delete_all(q, source, limit=3) == 3
+    state = read_queue_state(r, q)
+    assert set(state["tasks"]) == {"s3", "s4", "other-state"}
+    assert state["unique"] == {foreign: "not-s1"}
+    assert scripts.admin_delete_all(q, source, limit=3) == 2
+    assert scripts.admin_delete_all(q, source, limit=3) == 0
+    other_state = "active" if source != "pending" else "retry"
+    assert read_queue_state(r, q) == empty_state(**{other_state: {"other-state": NOW}},
+                                                 tasks={"other-state": hp}, unique={foreign: "not-s1"})
+
+
+# == ids whose task hash is gone (deleted or evicted) are dropped, never given a half hash ==========
+
+
+@pytest.mark.parametrize("source", ["scheduled", "retry"])
+def test_forward_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts, source: str) -> None:
+    add_id(r, q, source, "ghost", NOW - 10)
+    real = seed_task(r, q, "real", source, score=NOW - 5)
+    assert scripts.forward(q, source, now_ms=NOW, limit=100) == 2  # both taken off the ZSET
+    assert read_queue_state(r, q) == empty_state(
+        pending=["real"], tasks={"real": {**real, "state": "pending", "pending_since": str(NOW)}})
+
+
+def test_forward_of_only_orphans_does_not_wake_workers(r, q, scripts: Scripts) -> None:
+    add_id(r, q, "scheduled", "ghost", NOW - 10)
+    with Subscription(r, q.wake_channel) as sub:
+        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=100) == 1
+        assert sub.messages() == []
+    assert read_queue_state(r, q) == empty_state()
+
+
+@pytest.mark.parametrize("source", ["scheduled", "retry", "archived"])
+def test_admin_run_all_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts, source: str) -> None:
+    add_id(r, q, source, "ghost", NOW - 10)
+    real = seed_task(r, q, "real", source, score=NOW - 5)
+    assert scripts.admin_run_all(q, source, now_ms=NOW, limit=100) == 2
+    assert read_queue_state(r, q) == empty_state(
+        pending=["real"], tasks={"real": {**real, "state": "pending", "pending_since": str(NOW)}})
+
+
+@pytest.mark.parametrize("source", ["pending", "scheduled", "retry"])
+def test_admin_archive_all_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts, source: str) -> None:
+    add_id(r, q, source, "ghost", NOW - 10)
+    real = seed_task(r, q, "real", source, score=NOW - 5)
+    assert scripts.admin_archive_all(q, source, now_ms=NOW, limit=100) == 2
+    assert read_queue_state(r, q) == empty_state(archived={"real": NOW}, tasks={"real": {**real, "state": "archived"}})

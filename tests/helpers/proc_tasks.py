@@ -1,0 +1,110 @@
+"""Task handlers for the process-level tests (``tests/core/test_processes.py``).
+
+A plain module: importing it registers the handlers in queuecore's default registry, so a worker
+started by ``tests/helpers/worker_proc.py`` can run them. Every handler appends JSON lines to the
+log file named by ``configure()`` (or ``$QC_PROC_LOG``), which gives the tests an oracle that does
+not live in Redis:
+
+- ``{"event": "start", ...}`` when the handler starts,
+- ``{"event": "end", ...}`` when it returns normally,
+- ``{"event": "abort", "error": "<exception type>", ...}`` when it raises (for example when a
+  shutdown interrupts it).
+
+Each line also carries the task ``id``, the ``attempt`` (``current_task().retried``), the worker
+``pid`` and the wall-clock time ``t``. Lines are written with one ``write`` call on a file opened in
+append mode, so concurrent handlers (and processes) never interleave within a line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+from queuecore import current_task, task
+
+STEP = 0.02  # seconds per sleep step: short, so an interrupt lands quickly
+
+_log_path: str | None = None
+
+
+def configure(log_path: str) -> None:
+    """Write handler events to ``log_path``."""
+    global _log_path
+    _log_path = log_path
+
+
+def record(event: str, **extra: Any) -> None:
+    """Append one event line for the running task."""
+    path = _log_path or os.environ.get("QC_PROC_LOG")
+    if not path:
+        raise RuntimeError("proc_tasks: no log file configured")
+    ctx = current_task()
+    line = json.dumps({"id": ctx.id, "attempt": ctx.retried, "pid": os.getpid(), "event": event,
+                       "t": time.time(), **extra})
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line + "\n")
+        f.flush()
+
+
+class _logged:
+    """Log start, then end (normal return) or abort (any exception, which is re-raised)."""
+
+    def __init__(self, **extra: Any) -> None:
+        self.extra = extra
+
+    def __enter__(self) -> None:
+        record("start", **self.extra)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is None:
+            record("end", **self.extra)
+        else:
+            record("abort", error=exc_type.__name__, **self.extra)
+
+
+@task(name="proc.sleep")
+def sleep(seconds: float, tag: str = "") -> None:
+    """Sleep ``seconds`` in small steps."""
+    with _logged(tag=tag):
+        until = time.monotonic() + seconds
+        while True:
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(STEP, left))
+
+
+@task(name="proc.noop")
+def noop(tag: str = "") -> None:
+    """Do nothing (but log it)."""
+    with _logged(tag=tag):
+        pass
+
+
+@task(name="proc.block")
+def block(tag: str = "") -> None:
+    """Block forever in small sleeps: only an interrupt (shutdown, cancel, timeout) ends it."""
+    with _logged(tag=tag):
+        while True:
+            time.sleep(STEP)
+
+
+@task(name="proc.busy")
+def busy(seconds: float, tag: str = "") -> int:
+    """Burn CPU in a pure-Python loop for ``seconds``; returns the number of iterations."""
+    with _logged(tag=tag):
+        until = time.monotonic() + seconds
+        n = 0
+        while time.monotonic() < until:
+            n += 1
+        return n
+
+
+@task(name="proc.gate")
+def gate(path: str, tag: str = "") -> None:
+    """Wait (in small sleeps) until the file ``path`` exists: lets a test decide when a task ends."""
+    with _logged(tag=tag):
+        while not os.path.exists(path):
+            time.sleep(STEP)

@@ -1,0 +1,58 @@
+"""Run a queuecore worker as a plain Python program (no Django) for the process-level tests.
+
+    python -m tests.helpers.worker_proc --redis-url URL --prefix P --log FILE \
+        [--concurrency N] [--lease S] [--heartbeat S] [--recover S] [--shutdown-timeout S] [--queues SPEC]
+
+It registers the handlers of ``tests.helpers.proc_tasks`` (default registry), writes one ``boot``
+line to the log, then calls ``Worker(...).run()`` (which installs the SIGTERM/SIGINT/SIGTSTP
+handlers) and exits with its return code. Worker logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+
+from queuecore import Worker, default_registry
+from tests.helpers import proc_tasks
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.helpers.worker_proc", description=__doc__.split("\n")[0])
+    parser.add_argument("--redis-url", required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--log", required=True, help="file the handlers append JSON event lines to")
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--lease", type=float, default=2.0, help="lease duration, seconds")
+    parser.add_argument("--heartbeat", type=float, default=0.2, help="heartbeat interval, seconds")
+    parser.add_argument("--recover", type=float, default=0.3, help="recover interval, seconds")
+    parser.add_argument("--shutdown-timeout", type=float, default=5.0, help="seconds")
+    parser.add_argument("--queues", default="default", help="e.g. critical=6,default=3,low")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    proc_tasks.configure(args.log)
+    worker = Worker(
+        redis_url=args.redis_url, key_prefix=args.prefix, registry=default_registry,
+        queues=args.queues, concurrency=args.concurrency, lease_duration=args.lease,
+        heartbeat_interval=args.heartbeat, recover_interval=args.recover, shutdown_timeout=args.shutdown_timeout,
+        forward_interval=0.1, janitor_interval=0.5, fetch_poll_interval=0.2,
+    )
+    boot = {"event": "boot", "pid": os.getpid(), "t": time.time(), "server_id": worker.server_id,
+            "django_imported": "django" in sys.modules, "tasks": default_registry.names()}
+    with open(args.log, "a", encoding="utf-8") as f:
+        f.write(json.dumps(boot) + "\n")
+        f.flush()
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
