@@ -8,6 +8,7 @@ from collections import defaultdict
 from queuecore.core.clock import to_ms
 from queuecore.core.component import Periodic
 from queuecore.core.message import dumps
+from queuecore.core.processor import LEASE_LOST as LEASE_LOST_REASON
 from queuecore.core.scripts import LEASE_CANCEL_REQUESTED, LEASE_LOST
 
 logger = logging.getLogger("queuecore.worker")
@@ -32,15 +33,17 @@ class Heartbeater(Periodic):
         """Extend the lease of every task this process runs; stop lost ones, cancel flagged ones."""
         processor = self.worker.processor
         by_queue: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        # Every attempt still in ``running`` keeps its lease, including one whose outcome waits to
+        # be written while Redis is away; only attempts that already lost theirs are left out.
         for running in processor.snapshot():
-            if not running.finalized:
+            if running.ctx.cancel_reason != LEASE_LOST_REASON:
                 by_queue[running.queue].append((running.id, running.lease))
         lease_until = to_ms(self.worker.clock.now() + self.worker.config.lease_duration)
         for queue, held in by_queue.items():
             codes = self.worker.scripts.extend_lease(self.worker.keys.queue(queue), held, lease_until_ms=lease_until)
-            for (task_id, _), code in zip(held, codes, strict=True):
+            for (task_id, lease), code in zip(held, codes, strict=True):
                 if code == LEASE_LOST:
-                    processor.lease_lost(task_id)
+                    processor.lease_lost(task_id, lease)
                 elif code == LEASE_CANCEL_REQUESTED:
                     processor.cancel(task_id)
 
@@ -61,7 +64,7 @@ class Heartbeater(Periodic):
             "workers": [
                 {"task_id": r.id, "queue": r.queue, "type": r.message.type, "started_at": r.started,
                  "deadline": r.deadline}
-                for r in worker.processor.snapshot() if not r.finalized
+                for r in worker.processor.snapshot() if not r.finalized and r.ctx.cancel_reason != LEASE_LOST_REASON
             ],
         }
         keys = worker.keys

@@ -515,7 +515,7 @@ class Inspector:
                     started_at=seconds_to_datetime(d["started_at"]),  # type: ignore[arg-type]
                     status=d["status"], heartbeat_at=seconds_to_datetime(d["heartbeat_at"]),  # type: ignore[arg-type]
                     workers=workers))
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, OverflowError):
                 continue  # a malformed heartbeat is not a live server we can describe
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))
 

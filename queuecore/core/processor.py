@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import logging
+import math
 import queue as queue_module
 import random
 import threading
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("queuecore.worker")
 
 MAX_ERROR_CHARS = 8000
+MAX_RETRY_DELAY = 365 * 24 * 3600.0
 CANCELLED_BY_OPERATOR = "cancelled by operator"
 SHUTDOWN = "worker shutting down"
 LEASE_LOST = "lease lost"
@@ -160,12 +162,15 @@ class Processor:
         self.keys = worker.keys
         self.clock = worker.clock
         self.registry = worker.registry
-        self.running: dict[str, Running] = {}
+        # Keyed by (task id, lease): after losing a lease this process may run the same task again
+        # while the stale attempt is still going, and the two must not be mixed up.
+        self.running: dict[tuple[str, int], Running] = {}
         self._running_lock = threading.Lock()
         self._slots = threading.Condition()
         self._free = self.config.concurrency
         self.wake = threading.Event()
         self._quiet = threading.Event()
+        self._fetch_lock = threading.Lock()  # held across each quiet check + dequeue, so stop() is final
         self._stopping = threading.Event()
         self._done = threading.Event()
         self._pool = HandlerPool("queuecore-handler")
@@ -184,8 +189,12 @@ class Processor:
             self._threads.append(thread)
 
     def stop(self) -> None:
-        """Stop fetching new tasks (quiet mode); running tasks go on."""
-        self._quiet.set()
+        """Stop fetching new tasks (quiet mode); running tasks go on.
+
+        Once this returns no dequeue is in flight, so no task enqueued afterwards is taken.
+        """
+        with self._fetch_lock:
+            self._quiet.set()
         self.wake.set()
 
     @property
@@ -197,7 +206,7 @@ class Processor:
 
         Returns how many tasks were handed back to pending.
         """
-        self._quiet.set()
+        self.stop()
         self._stopping.set()
         self.wake.set()
         with self._slots:
@@ -228,6 +237,8 @@ class Processor:
             self._loop.call_soon_threadsafe(self._loop.stop)
             if self._loop_thread is not None:
                 self._loop_thread.join(timeout=2)
+            if not self._loop.is_running():
+                self._loop.close()
         return handed_back
 
     def snapshot(self) -> list[Running]:
@@ -289,12 +300,13 @@ class Processor:
         """Dequeue up to ``free`` tasks from the queues in priority order and start them."""
         got = 0
         for name in self.queue_order():
-            if got >= free or self._quiet.is_set():
-                break
-            now = self.clock.now()
-            items = self.scripts.dequeue(self._queue_keys[name], now_ms=to_ms(now),
-                                         lease_until_ms=to_ms(now + self.config.lease_duration),
-                                         count=free - got)
+            with self._fetch_lock:
+                if got >= free or self._quiet.is_set():
+                    break
+                now = self.clock.now()
+                items = self.scripts.dequeue(self._queue_keys[name], now_ms=to_ms(now),
+                                             lease_until_ms=to_ms(now + self.config.lease_duration),
+                                             count=free - got)
             for item in items:
                 if item.msg is None:
                     logger.error("task %s of queue %s was pending but its data is gone; nothing to run", item.id,
@@ -337,7 +349,7 @@ class Processor:
         with self._slots:
             self._free -= 1
         with self._running_lock:
-            self.running[task_id] = running
+            self.running[(task_id, lease)] = running
         return running
 
     def _call_chain(self, ctx: TaskContext, call: Callable[[], Any]) -> Any:
@@ -355,6 +367,8 @@ class Processor:
                         return
                     running.thread_ident = threading.get_ident()
                     running.in_handler = True
+                if running.ctx.cancelled:  # interrupted (deadline, cancel, shutdown) before it started
+                    raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
                 if func is None:
                     raise LookupError(f"no handler is registered for task type {running.message.type!r} "
                                       "in this worker")
@@ -438,20 +452,20 @@ class Processor:
         Async handlers are cancelled at once (at their next ``await``); sync handlers see
         ``ctx.cancelled`` and are interrupted after ``cancel_grace`` seconds if still running.
         """
-        running = self.running.get(task_id)
-        if running is None:
-            return False
-        running.ctx.request_cancel(reason)
-        if running.async_task is not None:
-            self._interrupt(running, TaskCancelled)
-        return True
+        found = [r for r in self.snapshot() if r.id == task_id]
+        for running in found:
+            running.ctx.request_cancel(reason)
+            if running.async_task is not None:
+                self._interrupt(running, TaskCancelled)
+        return bool(found)
 
     def _interrupt(self, running: Running, exc_type: type[BaseException]) -> None:
+        """Interrupt the handler once. Repeating it (each lease renewal reports a cancel flag or a lost
+        lease again) would break into the handler's cleanup; one that ignores it is abandoned instead."""
         with running.lock:
-            if running.finalized:
+            if running.finalized or running.interrupted_at is not None:
                 return
-            if running.interrupted_at is None:
-                running.interrupted_at = time.monotonic()
+            running.interrupted_at = time.monotonic()
             if running.async_task is not None and self._loop is not None:
                 self._loop.call_soon_threadsafe(running.async_task.cancel)
             elif running.in_handler and running.thread_ident is not None:
@@ -495,10 +509,10 @@ class Processor:
         else:
             self._finalize(running, Outcome("failure", error=error))
 
-    def lease_lost(self, task_id: str) -> None:
-        """The lease renewal found that this task no longer belongs to us: stop it, write nothing."""
-        running = self.running.get(task_id)
-        if running is not None:
+    def lease_lost(self, task_id: str, lease: int) -> None:
+        """The lease renewal found that this attempt no longer owns its task: stop it, write nothing."""
+        running = self.running.get((task_id, lease))
+        if running is not None and running.ctx.cancel_reason != LEASE_LOST:
             logger.warning("lost the lease of task %s (%s); it will run elsewhere", task_id, running.message.type)
             running.ctx.request_cancel(LEASE_LOST)
             self._interrupt(running, TaskCancelled)
@@ -517,16 +531,22 @@ class Processor:
                 self._write_outcome(running, outcome)
         finally:
             with self._running_lock:
-                self.running.pop(running.id, None)
+                if self.running.get((running.id, running.lease)) is running:
+                    del self.running[(running.id, running.lease)]
             self._release_slot()
         return True
 
     def _write_outcome(self, running: Running, outcome: Outcome) -> None:
         if outcome.kind == "lost":
             return
-        if outcome.kind == "failure" and outcome.error is not None:
+        if outcome.kind in ("failure", "skip_retry") and outcome.error is not None \
+                and not isinstance(outcome.error, TaskDecodeError):
             self._call_error_handler(running, outcome.error)
         backoff = 0.05
+        # The lease of an unwritten outcome is still renewed (the attempt stays in ``running``);
+        # retrying at least once per heartbeat writes it soon after Redis is back.
+        max_backoff = min(5.0, self.config.heartbeat_interval)
+        failed = False
         while True:
             try:
                 accepted = self._write_once(running, outcome)
@@ -537,12 +557,18 @@ class Processor:
                     logger.error("could not record the outcome of task %s (%s): %s; its lease will expire "
                                  "and it will run again", running.id, outcome.kind, exc)
                     return
+                failed = True
                 self.worker.report_redis_error("ack", exc)
                 time.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, max_backoff)
+        if failed:
+            self.worker.note_redis_ok()
         if not accepted:
             logger.warning("task %s finished (%s) after its lease was lost; another worker owns it, the result is "
                            "discarded", running.id, outcome.kind)
+        elif logger.isEnabledFor(logging.DEBUG):
+            logger.debug("task %s (%s) in %s: %s after %.3fs", running.id, running.message.type, running.queue,
+                         _OUTCOME_WORDS.get(outcome.kind, outcome.kind), self.clock.now() - running.started)
 
     def _call_error_handler(self, running: Running, error: BaseException) -> None:
         hook = self.config.error_handler
@@ -583,7 +609,10 @@ class Processor:
         handler = self.registry.get(running.message.type)
         policy = handler.retry_delay if handler is not None and handler.retry_delay else self.config.retry_delay
         try:
-            return max(0.0, float(policy(running.retried, error)))
+            delay = float(policy(running.retried, error))
+            if not math.isfinite(delay):
+                raise ValueError(f"retry delay {delay} is not finite")
+            return min(max(0.0, delay), MAX_RETRY_DELAY)
         except Exception:
             logger.exception("retry_delay raised for task %s; using the default", running.id)
             from queuecore.core.config import default_retry_delay
@@ -598,6 +627,10 @@ class Processor:
         except (TypeError, ValueError):
             logger.warning("task %s returned a value that is not JSON; keeping its repr()", running.id)
             return dumps(repr(outcome.result))
+
+
+_OUTCOME_WORDS = {"success": "done", "failure": "failed", "skip_retry": "archived (SkipRetry)",
+                  "cancelled": "cancelled", "requeue": "handed back"}
 
 
 class TaskTimeoutError(Exception):

@@ -20,6 +20,10 @@ class Recoverer(Periodic):
 
     def run_once(self) -> tuple[int, int, int]:
         """Recover expired leases in every queue: returns (requeued, archived, orphans)."""
+        # Renew this process's own leases first, so that after a Redis outage longer than the lease
+        # the worker does not take back tasks it is still running or about to acknowledge.
+        if self.worker.processor.running:
+            self.worker.heartbeater.renew_leases()
         totals = [0, 0, 0]
         now = self.worker.clock.now()
         for name in self.worker.config.queues:

@@ -78,6 +78,7 @@ class Worker:
         self.stopped = threading.Event()
         self._force = threading.Event()
         self._shutdown_requested = threading.Event()
+        self._quiet_requested = threading.Event()
         self._shutdown_lock = threading.Lock()
         self._redis_down_since: float | None = None
         self._error_lock = threading.Lock()
@@ -120,6 +121,7 @@ class Worker:
         with self._shutdown_lock:
             if self.stopped.is_set():
                 return
+            self.processor.stop()  # before "stopping" is announced: from then on nothing new is fetched
             self._status = "stopping"
             self._beat_now()
             limit = self.config.shutdown_timeout if timeout is None else timeout
@@ -158,10 +160,12 @@ class Worker:
             signal.signal(signal.SIGTERM, lambda *_: self.request_shutdown())
             signal.signal(signal.SIGINT, lambda *_: self.request_shutdown())
             if hasattr(signal, "SIGTSTP"):
-                signal.signal(signal.SIGTSTP, lambda *_: self.stop())
+                signal.signal(signal.SIGTSTP, lambda *_: self._quiet_requested.set())
         self.start()
-        while not self._shutdown_requested.wait(0.2):
-            pass
+        while not self._shutdown_requested.wait(0.1):
+            if self._quiet_requested.is_set():
+                self._quiet_requested.clear()
+                self.stop()  # here, not in the signal handler: stop() waits for a dequeue and does I/O
         self.shutdown()
         return 0
 

@@ -30,12 +30,14 @@ for _, id in ipairs(ids) do
         end
         local retried = tonumber(fields[2] or "0")
         redis.call("HDEL", key, "started_at", "cancel")
-        redis.call("HINCRBY", KEYS[4], "processed", 1)
-        redis.call("HINCRBY", KEYS[4], "failed", 1)
-        redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[3], 1)
-        redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[3], 1)
-        redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[4], 1)
-        redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[4], 1)
+        if not fields[3] then  -- a cancelled task is not a failure, as when its worker archives it
+            redis.call("HINCRBY", KEYS[4], "processed", 1)
+            redis.call("HINCRBY", KEYS[4], "failed", 1)
+            redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[3], 1)
+            redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[3], 1)
+            redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[4], 1)
+            redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[4], 1)
+        end
         local reason
         if fields[3] then
             reason = "cancelled by operator"

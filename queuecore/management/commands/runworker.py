@@ -30,8 +30,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         config = get_config()
         verbosity = options.get("verbosity", 1)
-        logging.basicConfig(level=logging.DEBUG if verbosity > 1 else logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if verbosity > 1:  # -v 2: one line per task outcome
+            logging.getLogger("queuecore").setLevel(logging.DEBUG)
         try:
             worker_config = config.worker_config(
                 queues=parse_queues(options["queues"]) if options.get("queues") else None,

@@ -1,0 +1,406 @@
+"""Worker: cancelling, timing out and abandoning handlers; leases and fencing.
+
+Handlers here block on events or spin in pure Python; every wait is on a condition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from queuecore import TaskState, current_task, task
+from tests.conftest import wait_until
+from tests.core.worker_support import SOON, Gates, let_worker_run, task_hash, wait_state
+
+CANCELLED = "cancelled by operator"
+
+
+@pytest.fixture
+def gates() -> Iterator[Gates]:
+    with Gates() as g:
+        yield g
+
+
+def spin_forever() -> None:
+    """A pure Python busy loop that checks nothing: only an asynchronous exception stops it."""
+    x = 0
+    while True:
+        x += 1
+
+
+# -- cancel -----------------------------------------------------------------------------------------
+
+
+def test_operator_cancel_stops_a_busy_sync_handler(make_worker, client, inspector, registry):
+    started = threading.Event()
+
+    @task(name="t.spin", registry=registry, max_retry=5)
+    def spin():
+        started.set()
+        spin_forever()
+
+    info = client.enqueue(spin)
+    make_worker()
+    assert started.wait(SOON)
+    wait_state(inspector, "default", info.id, "active")
+
+    inspector.cancel_task("default", info.id)
+
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert archived.last_error == CANCELLED
+    assert archived.retried == 0  # not retried, whatever max_retry says
+    stats = inspector.queue_info("default")
+    assert (stats.active, stats.retry, stats.failed_today) == (0, 0, 0)  # a cancel is not a failure
+
+
+def test_sync_handler_can_poll_for_cancel_and_stop_itself(make_worker, client, inspector, registry):
+    started = threading.Event()
+    saw = []
+
+    @task(name="t.poll", registry=registry)
+    def poll():
+        ctx = current_task()
+        started.set()
+        deadline = time.monotonic() + SOON
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        saw.append((ctx.cancelled, ctx.cancel_reason))
+        ctx.raise_if_cancelled()
+        return "not cancelled"
+
+    info = client.enqueue(poll)
+    make_worker(cancel_grace=60)  # the supervisor would wait a minute: only the handler's own check counts
+    assert started.wait(SOON)
+
+    inspector.cancel_task("default", info.id)
+
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert archived.last_error == CANCELLED
+    assert saw == [(True, CANCELLED)]
+
+
+def test_operator_cancel_stops_an_async_handler_promptly(make_worker, client, inspector, registry):
+    started = threading.Event()
+    cancelled = threading.Event()
+
+    @task(name="t.async_sleep", registry=registry)
+    async def sleeper():
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    info = client.enqueue(sleeper)
+    make_worker(cancel_grace=60)  # an async handler is cancelled at once, without the grace
+    assert started.wait(SOON)
+    wait_state(inspector, "default", info.id, "active")
+
+    inspector.cancel_task("default", info.id)
+
+    archived = wait_state(inspector, "default", info.id, "archived", timeout=3)
+    assert archived.last_error == CANCELLED
+    assert cancelled.is_set()
+
+
+def test_async_handler_cleanup_after_cancel_is_not_cancelled_again(make_worker, client, inspector, registry):
+    """One cancel request interrupts once: later lease renewals must not cancel the handler's cleanup."""
+    started = threading.Event()
+    cleanup = []
+
+    @task(name="t.async_cleanup", registry=registry)
+    async def tidy():
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cleanup.append("begun")
+            await asyncio.sleep(0.6)  # several heartbeats (0.2 s) happen meanwhile
+            cleanup.append("finished")
+            raise
+
+    info = client.enqueue(tidy)
+    make_worker(abandon_grace=5)
+    assert started.wait(SOON)
+    wait_state(inspector, "default", info.id, "active")
+
+    inspector.cancel_task("default", info.id)
+
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert archived.last_error == CANCELLED
+    assert cleanup == ["begun", "finished"]
+
+
+def test_cancel_flag_is_picked_up_by_lease_renewal_without_pubsub(make_worker, client, inspector, registry,
+                                                                   redis_client):
+    started = threading.Event()
+    stopped = []
+
+    @task(name="t.spin2", registry=registry)
+    def spin2():
+        started.set()
+        try:
+            spin_forever()
+        except BaseException as exc:
+            stopped.append(type(exc).__name__)
+            raise
+
+    info = client.enqueue(spin2)
+    worker = make_worker(lease_duration=60)  # the lease never expires here: the recoverer plays no part
+    assert started.wait(SOON)
+    wait_state(inspector, "default", info.id, "active")
+
+    # What admin_cancel_task does, minus the PUBLISH: as if the worker missed the message.
+    redis_client.hset(worker.keys.queue("default").task(info.id), "cancel", "1")
+
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert archived.last_error == CANCELLED
+    assert stopped == ["TaskCancelled"]
+
+
+# -- timeouts and deadlines -------------------------------------------------------------------------
+
+
+def test_timeout_interrupts_a_busy_handler_and_retries_it(make_worker, client, inspector, registry):
+    attempts = []
+
+    @task(name="t.slowpoke", registry=registry, timeout=0.3, max_retry=1)
+    def slowpoke():
+        attempts.append(current_task().retried)
+        spin_forever()
+
+    info = client.enqueue(slowpoke)
+    make_worker(retry_delay=lambda n, e: 0.05)
+
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert attempts == [0, 1]
+    assert archived.retried == 1
+    assert archived.last_error.startswith("TaskTimeoutError: timed out after 0.3s")
+    assert inspector.queue_info("default").failed_today == 2
+
+
+def test_timeout_with_no_retries_left_archives_at_once(make_worker, client, inspector, registry):
+    runs = []
+
+    @task(name="t.slowpoke0", registry=registry, timeout=0.3, max_retry=0)
+    def slowpoke0():
+        runs.append(1)
+        spin_forever()
+
+    info = client.enqueue(slowpoke0)
+    make_worker(retry_delay=lambda n, e: 0.05)
+
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert runs == [1]
+    assert "timed out after 0.3s" in archived.last_error
+
+
+def test_async_handler_times_out(make_worker, client, inspector, registry):
+    @task(name="t.async_slow", registry=registry, timeout=0.3, max_retry=0)
+    async def async_slow():
+        await asyncio.sleep(60)
+
+    info = client.enqueue(async_slow)
+    make_worker()
+
+    archived = wait_state(inspector, "default", info.id, "archived", timeout=5)
+    assert archived.last_error.startswith("TaskTimeoutError: timed out after 0.3s")
+
+
+def test_deadline_bounds_an_attempt(make_worker, client, inspector, registry):
+    seen = []
+
+    @task(name="t.deadline", registry=registry, max_retry=0)
+    def deadline_bound():
+        seen.append(current_task().deadline)
+        spin_forever()
+
+    deadline = time.time() + 0.5
+    info = client.enqueue(deadline_bound, deadline=deadline)
+    make_worker()
+
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert seen == [pytest.approx(deadline, abs=1e-3)]
+    assert archived.last_error.startswith("TaskTimeoutError: timed out after")
+
+
+def test_handler_blocked_in_c_is_abandoned_and_its_slot_freed(make_worker, client, inspector, registry, gates):
+    release = gates.new()
+    finished = threading.Event()
+
+    @task(name="t.stuck", registry=registry, timeout=0.3, max_retry=0)
+    def stuck():
+        try:
+            release.wait(30)  # blocks in C: the timeout's asynchronous exception cannot land
+        finally:
+            finished.set()
+
+    @task(name="t.next", registry=registry)
+    def next_one():
+        return "ran"
+
+    blocked = client.enqueue(stuck)
+    worker = make_worker(concurrency=1, abandon_grace=0.5)
+    wait_state(inspector, "default", blocked.id, "active")
+    after = client.enqueue(next_one, retention=60)
+
+    archived = wait_state(inspector, "default", blocked.id, "archived")
+    assert "timed out after 0.3s" in archived.last_error
+    assert "abandoned" in archived.last_error
+    assert not finished.is_set()  # its thread still runs, but no longer holds the slot
+    assert wait_state(inspector, "default", after.id, "completed").result == "ran"
+
+    release.set()  # the abandoned handler returns at last: its outcome is ignored
+    assert finished.wait(SOON)
+    pool = worker.processor._pool  # the abandoned thread leaves the pool once its (ignored) outcome is handled
+    wait_until(lambda: len(pool._threads) == 1, SOON, message="the abandoned thread to exit")
+    assert inspector.get_task("default", blocked.id).state == TaskState.ARCHIVED
+    assert inspector.queue_info("default").failed_today == 1
+
+
+# -- leases and fencing -----------------------------------------------------------------------------
+
+
+def test_long_cpu_bound_handler_keeps_its_lease_and_completes_once(make_worker, client, inspector, registry):
+    runs = []
+
+    @task(name="t.cpu", registry=registry)
+    def cpu():
+        runs.append(current_task().retried)
+        end = time.monotonic() + 2.5
+        x = 0
+        while time.monotonic() < end:
+            x += 1
+        return "done"
+
+    info = client.enqueue(cpu, retention=60)
+    make_worker(lease_duration=1.0, heartbeat_interval=0.2, recover_interval=0.1)
+
+    done = wait_state(inspector, "default", info.id, "completed")
+    assert done.result == "done"
+    assert runs == [0]
+    assert done.retried == 0 and done.last_error is None
+    stats = inspector.queue_info("default")
+    assert (stats.processed_today, stats.failed_today) == (1, 0)
+
+
+def test_ack_after_a_stolen_lease_is_refused(make_worker, client, inspector, registry, redis_client, gates):
+    first_release = gates.new()
+    second_release = gates.new()
+    runs = []
+    attempts = iter(range(1, 100))
+
+    @task(name="t.fenced", registry=registry)
+    def fenced():
+        n = next(attempts)
+        runs.append(f"start {n} retried={current_task().retried}")
+        (first_release if n == 1 else second_release).wait(SOON)
+        runs.append(f"end {n}")
+        return f"run {n}"
+
+    info = client.enqueue(fenced, retention=60)
+    # Slow heartbeats: the worker does not notice the theft itself, so its first ack reaches Redis.
+    worker = make_worker(concurrency=1, heartbeat_interval=30, lease_duration=60)
+    q = worker.keys.queue("default")
+    wait_until(lambda: runs == ["start 1 retried=0"], SOON, message="first run")
+    assert task_hash(redis_client, worker, "default", info.id)["lease"] == "1"
+
+    # The lease "expires": the recoverer hands the task back to pending (as it would for a dead worker).
+    redis_client.zadd(q.active, {info.id: 0}, xx=True)
+    worker.recoverer.run_once()
+    stolen = task_hash(redis_client, worker, "default", info.id)
+    assert (stolen["state"], stolen["retried"]) == ("pending", "1")
+
+    first_release.set()  # the first run returns; its ack carries lease 1 and must be refused
+    wait_until(lambda: "start 2 retried=1" in runs, SOON, message="second run")
+    assert runs[:3] == ["start 1 retried=0", "end 1", "start 2 retried=1"]
+    during = task_hash(redis_client, worker, "default", info.id)
+    assert (during["state"], during["lease"]) == ("active", "2")
+    assert "result" not in during and "completed_at" not in during
+    assert redis_client.zcard(q.completed) == 0
+
+    second_release.set()
+    done = wait_state(inspector, "default", info.id, "completed")
+    assert done.result == "run 2"
+    assert runs == ["start 1 retried=0", "end 1", "start 2 retried=1", "end 2"]
+    stats = inspector.queue_info("default")
+    assert (stats.processed_today, stats.failed_today) == (2, 1)  # the recovery counted as a failure
+
+
+def test_lease_lost_is_noticed_by_renewal_and_the_handler_is_stopped(make_worker, client, inspector, registry,
+                                                                      redis_client):
+    runs = []
+
+    @task(name="t.lost", registry=registry)
+    def lost():
+        ctx = current_task()
+        runs.append(("start", ctx.retried))
+        if ctx.retried == 0:
+            try:
+                ctx.wait_cancelled(SOON)  # interrupted (TaskCancelled) as soon as the loss is noticed
+                runs.append("not interrupted")
+            finally:
+                runs.append(("stopped", ctx.cancel_reason))
+        return f"retried {ctx.retried}"
+
+    info = client.enqueue(lost, retention=60)
+    worker = make_worker(concurrency=1, lease_duration=60, recover_interval=60)
+    wait_until(lambda: runs == [("start", 0)], SOON, message="first run")
+
+    redis_client.zadd(worker.keys.queue("default").active, {info.id: 0}, xx=True)
+    worker.recoverer.run_once()
+
+    done = wait_state(inspector, "default", info.id, "completed")
+    assert done.result == "retried 1"
+    assert runs == [("start", 0), ("stopped", "lease lost"), ("start", 1)]
+    stats = inspector.queue_info("default")
+    assert (stats.processed_today, stats.failed_today) == (2, 1)  # the recovered attempt, then the success
+
+
+def test_a_rerun_on_the_same_worker_is_tracked_apart_from_its_stale_run(make_worker, client, inspector, registry,
+                                                                         redis_client, gates):
+    """After losing a lease, the same worker may fetch the task again while the stale run still goes on.
+
+    The stale run finishing must not make the worker forget the new run (whose lease it must renew).
+    """
+    first_release = gates.new()
+    second_release = gates.new()
+    runs = []
+    attempts = iter(range(1, 100))
+
+    @task(name="t.rerun", registry=registry)
+    def rerun():
+        n = next(attempts)
+        runs.append(("start", n))
+        try:
+            (first_release if n == 1 else second_release).wait(SOON)
+        finally:
+            runs.append(("end", n))
+        return f"run {n}"
+
+    info = client.enqueue(rerun, retention=60)
+    worker = make_worker(concurrency=2, lease_duration=1.0, recover_interval=0.1)
+    wait_until(lambda: runs == [("start", 1)], SOON, message="first run")
+
+    redis_client.zadd(worker.keys.queue("default").active, {info.id: 0}, xx=True)
+    worker.recoverer.run_once()
+    wait_until(lambda: ("start", 2) in runs, SOON, message="the same worker to fetch the task again")
+
+    first_release.set()
+    wait_until(lambda: ("end", 1) in runs, SOON, message="the stale run to end")
+    let_worker_run(inspector, worker, beats=8)  # 1.6 s: past the 1 s lease unless it is renewed
+
+    assert [entry for entry in runs if entry[0] == "start"] == [("start", 1), ("start", 2)]
+    current = task_hash(redis_client, worker, "default", info.id)
+    assert (current["state"], current["lease"], current["retried"]) == ("active", "2", "1")
+    assert [w.task_id for w in inspector.workers()] == [info.id]
+
+    second_release.set()
+    done = wait_state(inspector, "default", info.id, "completed")
+    assert done.result == "run 2"
+    assert [entry for entry in runs if entry[0] == "start"] == [("start", 1), ("start", 2)]
