@@ -14,7 +14,7 @@ import pytest
 
 from queuecore import TaskState, current_task, task
 from tests.conftest import wait_until
-from tests.core.worker_support import SOON, Gates, let_worker_run, task_hash, wait_state
+from tests.core.worker_support import SOON, Gates, let_worker_run, steal_lease, task_hash, wait_state
 
 CANCELLED = "cancelled by operator"
 
@@ -311,8 +311,7 @@ def test_ack_after_a_stolen_lease_is_refused(make_worker, client, inspector, reg
     assert task_hash(redis_client, worker, "default", info.id)["lease"] == "1"
 
     # The lease "expires": the recoverer hands the task back to pending (as it would for a dead worker).
-    redis_client.zadd(q.active, {info.id: 0}, xx=True)
-    worker.recoverer.run_once()
+    steal_lease(redis_client, worker, "default", info.id)
     stolen = task_hash(redis_client, worker, "default", info.id)
     assert (stolen["state"], stolen["retried"]) == ("pending", "1")
 
@@ -352,8 +351,7 @@ def test_lease_lost_is_noticed_by_renewal_and_the_handler_is_stopped(make_worker
     worker = make_worker(concurrency=1, lease_duration=60, recover_interval=60)
     wait_until(lambda: runs == [("start", 0)], SOON, message="first run")
 
-    redis_client.zadd(worker.keys.queue("default").active, {info.id: 0}, xx=True)
-    worker.recoverer.run_once()
+    steal_lease(redis_client, worker, "default", info.id)
 
     done = wait_state(inspector, "default", info.id, "completed")
     assert done.result == "retried 1"
@@ -387,8 +385,7 @@ def test_a_rerun_on_the_same_worker_is_tracked_apart_from_its_stale_run(make_wor
     worker = make_worker(concurrency=2, lease_duration=1.0, recover_interval=0.1)
     wait_until(lambda: runs == [("start", 1)], SOON, message="first run")
 
-    redis_client.zadd(worker.keys.queue("default").active, {info.id: 0}, xx=True)
-    worker.recoverer.run_once()
+    steal_lease(redis_client, worker, "default", info.id)
     wait_until(lambda: ("start", 2) in runs, SOON, message="the same worker to fetch the task again")
 
     first_release.set()
@@ -404,3 +401,26 @@ def test_a_rerun_on_the_same_worker_is_tracked_apart_from_its_stale_run(make_wor
     done = wait_state(inspector, "default", info.id, "completed")
     assert done.result == "run 2"
     assert [entry for entry in runs if entry[0] == "start"] == [("start", 1), ("start", 2)]
+
+
+def test_own_recoverer_renews_instead_of_taking_back_its_running_task(make_worker, client, inspector, registry,
+                                                                       redis_client):
+    release = threading.Event()
+    runs = []
+
+    @task(name="t.own_lease", registry=registry)
+    def own_lease():
+        runs.append("start")
+        release.wait(SOON)
+        return "done"
+
+    info = client.enqueue(own_lease, retention=60)
+    worker = make_worker(concurrency=1, heartbeat_interval=30, lease_duration=60, recover_interval=60)
+    wait_until(lambda: runs == ["start"], SOON, message="the run to start")
+    q = worker.keys.queue("default")
+    redis_client.zadd(q.active, {info.id: 0}, xx=True)  # as if an outage had outlasted the lease
+    assert worker.recoverer.run_once() == (0, 0, 0)
+    assert redis_client.zscore(q.active, info.id) > 0  # renewed, not taken back
+    release.set()
+    assert wait_state(inspector, "default", info.id, "completed").retried == 0
+    assert runs == ["start"]

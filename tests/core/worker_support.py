@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import redis
 
@@ -73,3 +74,17 @@ class Gates:
     def __exit__(self, *exc: object) -> None:
         for event in self._events:
             event.set()
+
+
+def steal_lease(redis_client, worker, queue: str, task_id: str) -> None:
+    """Expire a task's lease and let *another* process's recoverer take it back, as happens when this
+    worker stalls past its lease (the worker's own recoverer renews its leases first)."""
+    from queuecore.core.clock import to_ms
+    from queuecore.core.keys import stats_day, stats_minute
+    from queuecore.core.scripts import Scripts
+
+    q = worker.keys.queue(queue)
+    redis_client.zadd(q.active, {task_id: 0}, xx=True)
+    now = time.time()
+    Scripts(redis_client, worker.keys).recover(q, now_ms=to_ms(now), limit=100, day=stats_day(now),
+                                               minute=stats_minute(now))
