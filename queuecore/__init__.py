@@ -27,12 +27,12 @@ from queuecore.core.errors import (
     TaskTimeout,
 )
 from queuecore.core.inspector import Inspector
-from queuecore.core.message import DailyStats, QueueInfo, ServerInfo, TaskInfo, TaskState, WorkerInfo
+from queuecore.core.message import AuditEntry, DailyStats, QueueInfo, ServerInfo, TaskInfo, TaskState, WorkerInfo
 from queuecore.core.registry import TaskFunction, TaskRegistry, TaskRequest, default_registry, task
 from queuecore.core.worker import Worker
 
 __all__ = [
-    "BatchEnqueueError",
+    "AuditEntry", "BatchEnqueueError",
     "BrokerError",
     "Client",
     "Clock",

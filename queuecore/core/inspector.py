@@ -14,9 +14,17 @@ import redis
 
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import ConnectionConfig
-from queuecore.core.errors import ConfigurationError, QueueNotEmpty, QueueNotFound, TaskDecodeError, TaskNotFound
+from queuecore.core.errors import (
+    ConfigurationError,
+    InvalidTaskState,
+    QueueNotEmpty,
+    QueueNotFound,
+    TaskDecodeError,
+    TaskNotFound,
+)
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute, validate_task_id
 from queuecore.core.message import (
+    AuditEntry,
     DailyStats,
     QueueInfo,
     ServerInfo,
@@ -24,6 +32,7 @@ from queuecore.core.message import (
     TaskMessage,
     TaskState,
     WorkerInfo,
+    dumps,
     loads,
     ms_to_datetime,
     seconds_to_datetime,
@@ -34,6 +43,8 @@ from queuecore.core.scripts import Scripts
 STATES = tuple(s.value for s in TaskState)
 ZSET_STATES = ("active", "scheduled", "retry", "archived", "completed")
 BULK_CHUNK = 500
+AUDIT_MAX_ENTRIES = 10_000
+AUDIT_MAX_IDS = 100
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
 _TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since", "started_at", "completed_at",
                 "result", "cancel")
@@ -109,13 +120,19 @@ class Inspector:
 
     def __init__(self, redis_url: str | None = None, key_prefix: str | None = None, *,
                  connection: ConnectionConfig | None = None, redis_client: redis.Redis | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, actor: str = "api") -> None:
         self.connection = connection or ConnectionConfig.from_env(redis_url=redis_url, key_prefix=key_prefix)
         self.keys = self.connection.keys
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else self.connection.connect()
         self.scripts = Scripts(self.redis, self.keys)
         self.clock = clock or SystemClock()
+        self.actor = actor
+
+    def as_actor(self, actor: str) -> Inspector:
+        """The same inspector (same connection) recording its actions in the audit log as ``actor``."""
+        other = Inspector(connection=self.connection, redis_client=self.redis, clock=self.clock, actor=actor)
+        return other
 
     def close(self) -> None:
         if self._owns_redis:
@@ -256,6 +273,7 @@ class Inspector:
     def pause_queue(self, name: str) -> None:
         """Stop every worker from fetching this queue's tasks (running ones go on)."""
         self.redis.set(self._require_queue(name).paused, "1")
+        self._audit("queue.pause", name)
 
     @translate
     def unpause_queue(self, name: str) -> None:
@@ -263,6 +281,7 @@ class Inspector:
         q = self._require_queue(name)
         self.redis.delete(q.paused)
         self.redis.publish(q.wake_channel, "1")
+        self._audit("queue.unpause", name)
 
     @translate
     def remove_queue(self, name: str, force: bool = False) -> int:
@@ -280,6 +299,7 @@ class Inspector:
         for batch in self._scan_batches(q.all_pattern):
             deleted += self.redis.unlink(*batch)
         self.redis.srem(self.keys.queues, name)
+        self._audit("queue.remove", name, count=info.size)
         return deleted
 
     def _scan_batches(self, pattern: str, count: int = 500) -> Iterator[list[str]]:
@@ -430,25 +450,39 @@ class Inspector:
         validate_task_id(task_id)
         return self._queue(queue)
 
-    @translate
+    def _task_action(self, action: str, queue: str, task_id: str) -> None:
+        q = self._task_keys(queue, task_id)
+        now_ms = to_ms(self.clock.now())
+        try:
+            with broker_errors():
+                if action == "run":
+                    self.scripts.admin_run_task(q, task_id, now_ms=now_ms)
+                elif action == "archive":
+                    self.scripts.admin_archive_task(q, task_id, now_ms=now_ms)
+                elif action == "delete":
+                    self.scripts.admin_delete_task(q, task_id)
+                else:
+                    self.scripts.admin_cancel_task(q, task_id)
+        except (TaskNotFound, InvalidTaskState) as exc:
+            self._audit(f"task.{action}", queue, task_ids=[task_id], outcome=str(exc))
+            raise
+        self._audit(f"task.{action}", queue, task_ids=[task_id], count=1)
+
     def run_task(self, queue: str, task_id: str) -> None:
         """Run a scheduled, retry or archived task now (move it to pending)."""
-        self.scripts.admin_run_task(self._task_keys(queue, task_id), task_id, now_ms=to_ms(self.clock.now()))
+        self._task_action("run", queue, task_id)
 
-    @translate
     def archive_task(self, queue: str, task_id: str) -> None:
         """Archive ("kill") a pending, scheduled or retry task."""
-        self.scripts.admin_archive_task(self._task_keys(queue, task_id), task_id, now_ms=to_ms(self.clock.now()))
+        self._task_action("archive", queue, task_id)
 
-    @translate
     def delete_task(self, queue: str, task_id: str) -> None:
         """Delete a task that is not running."""
-        self.scripts.admin_delete_task(self._task_keys(queue, task_id), task_id)
+        self._task_action("delete", queue, task_id)
 
-    @translate
     def cancel_task(self, queue: str, task_id: str) -> None:
         """Cancel a running task: it stops and is archived as "cancelled by operator"."""
-        self.scripts.admin_cancel_task(self._task_keys(queue, task_id), task_id)
+        self._task_action("cancel", queue, task_id)
 
     def _bulk(self, queue: str, state: str, action: str, allowed: tuple[str, ...]) -> BulkResult:
         state = self._check_state(state)
@@ -468,6 +502,7 @@ class Inspector:
                 total += n
                 if n < BULK_CHUNK:
                     break
+        self._audit(f"tasks.{action}_all", queue, state=state, count=total)
         return BulkResult(queue, state, action, total)
 
     def run_all(self, queue: str, state: str) -> BulkResult:
@@ -540,3 +575,32 @@ class Inspector:
             maxmemory_policy=info.get("maxmemory_policy"), connected_clients=info.get("connected_clients"),
             uptime_seconds=info.get("uptime_in_seconds"), key_count=key_count, queues=len(self.queues()),
         )
+
+    # -- audit log --------------------------------------------------------------------------------
+
+    def _audit(self, action: str, queue: str | None, *, task_ids: list[str] | None = None, state: str | None = None,
+               count: int = 0, outcome: str = "ok") -> None:
+        entry = {"at": self.clock.now(), "actor": self.actor, "action": action, "queue": queue,
+                 "task_ids": list(task_ids or [])[:AUDIT_MAX_IDS], "state": state, "count": count, "outcome": outcome}
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.lpush(self.keys.audit, dumps(entry))
+            pipe.ltrim(self.keys.audit, 0, AUDIT_MAX_ENTRIES - 1)
+            pipe.execute()
+        except redis.RedisError:
+            pass  # the action itself already succeeded or raised; a lost audit line must not undo it
+
+    @translate
+    def audit_log(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
+        """Operator actions, newest first (the log keeps the last ``AUDIT_MAX_ENTRIES``)."""
+        out = []
+        for raw in self.redis.lrange(self.keys.audit, offset, offset + limit - 1):
+            try:
+                d = loads(raw)
+                out.append(AuditEntry(at=seconds_to_datetime(d["at"]), actor=str(d["actor"]),  # type: ignore[arg-type]
+                                      action=str(d["action"]), queue=d.get("queue"),
+                                      task_ids=[str(t) for t in d.get("task_ids") or []], state=d.get("state"),
+                                      count=int(d.get("count") or 0), outcome=str(d.get("outcome") or "ok")))
+            except (ValueError, KeyError, TypeError, OverflowError):
+                continue
+        return out

@@ -152,6 +152,11 @@ class Keys:
         return f"{self.prefix}:servers:{{{server_id}}}"
 
     @property
+    def audit(self) -> str:
+        """LIST of operator actions (JSON, newest first), capped."""
+        return f"{self.prefix}:audit"
+
+    @property
     def cancel_channel(self) -> str:
         """Pub/sub channel carrying ``<queue> <task id>`` cancel requests."""
         return f"{self.prefix}:cancel"

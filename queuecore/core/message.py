@@ -296,3 +296,22 @@ class ServerInfo:
         out["heartbeat_at"] = self.heartbeat_at.isoformat()
         out["workers"] = [w.to_dict() for w in self.workers]
         return out
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One operator action: who did what to which tasks, when, and how it ended."""
+
+    at: datetime
+    actor: str
+    action: str  # e.g. "task.run", "queue.pause", "tasks.archive_all"
+    queue: str | None
+    task_ids: list[str] = field(default_factory=list)
+    state: str | None = None
+    count: int = 0
+    outcome: str = "ok"  # "ok", or the error's message
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["at"] = self.at.isoformat()
+        return out

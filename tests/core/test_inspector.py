@@ -601,3 +601,23 @@ def test_read_pending_helper_agrees_with_the_inspector(fi: Inspector, fc_client:
     ids = [fc_client.enqueue("t").id for _ in range(3)]
     q = connection.keys.queue("default")
     assert read_pending(redis_client, q) == ids == [t.id for t in fi.list_tasks("default", "pending").tasks]
+
+
+def test_operator_actions_are_written_to_the_audit_log(client, inspector, redis_client) -> None:
+    ops = inspector.as_actor("alice")
+    first = client.enqueue("audit.job", {"n": 1}, process_in=3600)
+    client.enqueue("audit.job", {"n": 2}, process_in=3600)
+    ops.archive_task("default", first.id)
+    with pytest.raises(TaskNotFound):
+        ops.run_task("default", "no-such-task")
+    ops.pause_queue("default")
+    result = ops.run_all("default", "scheduled")
+    entries = inspector.audit_log()
+    assert [(e.actor, e.action, e.queue) for e in entries] == [
+        ("alice", "tasks.run_all", "default"), ("alice", "queue.pause", "default"),
+        ("alice", "task.run", "default"), ("alice", "task.archive", "default")]
+    assert entries[0].state == "scheduled" and entries[0].count == result.count == 1
+    assert entries[2].task_ids == ["no-such-task"] and "no task" in entries[2].outcome
+    assert entries[3].task_ids == [first.id] and entries[3].outcome == "ok"
+    assert inspector.audit_log(limit=1, offset=1)[0].action == "queue.pause"
+    assert inspector.actor == "api"  # as_actor leaves the original alone
