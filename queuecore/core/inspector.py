@@ -604,3 +604,83 @@ class Inspector:
             except (ValueError, KeyError, TypeError, OverflowError):
                 continue
         return out
+
+    # -- chosen tasks (the dashboard's selections) ------------------------------------------------
+
+    def _admin_script(self, action: str, q: QueueKeys, task_id: str) -> None:
+        now_ms = to_ms(self.clock.now())
+        if action == "run":
+            self.scripts.admin_run_task(q, task_id, now_ms=now_ms)
+        elif action == "archive":
+            self.scripts.admin_archive_task(q, task_id, now_ms=now_ms)
+        elif action == "delete":
+            self.scripts.admin_delete_task(q, task_id)
+        else:
+            self.scripts.admin_cancel_task(q, task_id)
+
+    def act_on_tasks(self, queue: str, action: str, task_ids: list[str] | tuple[str, ...]) -> TaskBatchResult:
+        """Run, archive, delete or cancel each of ``task_ids`` of ``queue``, as one audited action.
+
+        Tasks that are gone, or in a state the action does not apply to, are left as they are and
+        reported in ``failed`` (id -> reason); the others are done. One audit entry records the
+        batch (``tasks.<action>``). ``BrokerError`` stops the batch; what was done is still audited.
+        """
+        from queuecore.core.errors import BrokerError
+
+        if action not in TASK_ACTIONS:
+            raise ConfigurationError(f"invalid action {action!r}: choose from {', '.join(TASK_ACTIONS)}")
+        ids = list(dict.fromkeys(task_ids))
+        for task_id in ids:
+            validate_task_id(task_id)
+        q = self._queue(queue)
+        done: list[str] = []
+        failed: dict[str, str] = {}
+        try:
+            with broker_errors():
+                for task_id in ids:
+                    try:
+                        self._admin_script(action, q, task_id)
+                    except (TaskNotFound, InvalidTaskState) as exc:
+                        failed[task_id] = str(exc)
+                    else:
+                        done.append(task_id)
+        except BrokerError as exc:
+            self._audit(f"tasks.{action}", queue, task_ids=ids, count=len(done), outcome=str(exc))
+            raise
+        outcome = "ok" if not failed else f"{len(failed)} of {len(ids)} not done; first: {next(iter(failed.values()))}"
+        self._audit(f"tasks.{action}", queue, task_ids=ids, count=len(done), outcome=outcome)
+        return TaskBatchResult(queue, action, done, failed)
+
+    def cancel_all(self, queue: str) -> BulkResult:
+        """Ask every running task of the queue to stop; each is archived as "cancelled by operator".
+
+        Tasks that finish before the request reaches them are not counted.
+        """
+        with broker_errors():
+            q = self._require_queue(queue)
+            ids = self.redis.zrange(q.active, 0, -1)
+            cancelled = []
+            for task_id in ids:
+                try:
+                    self.scripts.admin_cancel_task(q, task_id)
+                except (TaskNotFound, InvalidTaskState):
+                    continue  # finished meanwhile
+                cancelled.append(task_id)
+        self._audit("tasks.cancel_all", queue, task_ids=cancelled, state="active", count=len(cancelled))
+        return BulkResult(queue, "active", "cancel", len(cancelled))
+
+
+TASK_ACTIONS = ("run", "archive", "delete", "cancel")
+
+
+@dataclass(frozen=True)
+class TaskBatchResult:
+    """What ``Inspector.act_on_tasks`` did: the ids done, and the ids left alone with the reason."""
+
+    queue: str
+    action: str
+    done: list[str]
+    failed: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queue": self.queue, "action": self.action, "done": list(self.done), "failed": dict(self.failed)}

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from queuecore.core.clock import to_ms
 from queuecore.core.context import TaskContext, reset_current, set_current
 from queuecore.core.errors import SkipRetry, TaskCancelled, TaskDecodeError, TaskTimeout
-from queuecore.core.keys import stats_day, stats_minute
+from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.message import TaskMessage, dumps
 from queuecore.core.redis_errors import is_connection_error
+from queuecore.core.scripts import DoneItem
 
 if TYPE_CHECKING:
     from queuecore.core.worker import Worker
@@ -179,10 +180,12 @@ class Processor:
         self._threads: list[threading.Thread] = []
         self._queue_keys = {name: self.keys.queue(name) for name in self.config.queues}
         self._write_deadline: float | None = None  # monotonic; past it, unwritable outcomes are given up
+        self._acker = Acker(self)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._acker.start()
         for target, name in ((self._fetch_loop, "fetcher"), (self._supervise_loop, "supervisor")):
             thread = threading.Thread(target=target, name=f"queuecore-{name}", daemon=True)
             thread.start()
@@ -229,6 +232,7 @@ class Processor:
         for running in remaining:
             if self._finalize(running, Outcome("requeue")):
                 handed_back += 1
+        self._acker.stop()  # writes every acknowledgement still queued (bounded by the write deadline)
         self._done.set()
         for thread in self._threads:
             thread.join(timeout=2)
@@ -520,21 +524,61 @@ class Processor:
     # -- finishing --------------------------------------------------------------------------------
 
     def _finalize(self, running: Running, outcome: Outcome | None) -> bool:
-        """Write the outcome to Redis exactly once and free the slot. True if this call did it."""
+        """Write the outcome to Redis exactly once and free the slot. True if this call did it.
+
+        A success is handed to the acker, which acknowledges many tasks in one round-trip; its slot
+        is freed at once, while the attempt stays in ``running`` (so its lease is renewed) until
+        the acknowledgement is written.
+        """
         with running.lock:
             if running.finalized:
                 return False
             running.finalized = True
+        if outcome is not None and outcome.kind == "success":
+            result = self._encode_result(running, outcome)
+            self._release_slot()
+            self._acker.put(running, result)
+            return True
         try:
             if outcome is not None:
                 running.handed_back = outcome.kind == "requeue"
                 self._write_outcome(running, outcome)
         finally:
-            with self._running_lock:
-                if self.running.get((running.id, running.lease)) is running:
-                    del self.running[(running.id, running.lease)]
+            self.forget(running)
             self._release_slot()
         return True
+
+    def forget(self, running: Running) -> None:
+        """Drop a finished attempt whose outcome is written (or given up)."""
+        with self._running_lock:
+            if self.running.get((running.id, running.lease)) is running:
+                del self.running[(running.id, running.lease)]
+
+    def with_retries(self, what: str, write: Callable[[], Any]) -> tuple[bool, Any]:
+        """Run ``write`` until Redis takes it: ``(True, reply)``, or ``(False, None)`` when given up.
+
+        Connection errors are retried with backoff (at least once per heartbeat, so outcomes are
+        written soon after Redis is back); other errors, or the shutdown write deadline, give up.
+        """
+        backoff = 0.05
+        max_backoff = min(5.0, self.config.heartbeat_interval)
+        failed = False
+        while True:
+            try:
+                reply = write()
+                break
+            except Exception as exc:
+                if not is_connection_error(exc) or (
+                        self._write_deadline is not None and time.monotonic() > self._write_deadline):
+                    logger.error("could not record %s: %s; the lease will expire and the task run again", what, exc)
+                    return False, None
+                failed = True
+                self.worker.report_redis_error("ack", exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, max_backoff)
+        if failed:
+            self.worker.note_redis_ok()
+        return True, reply
 
     def _write_outcome(self, running: Running, outcome: Outcome) -> None:
         if outcome.kind == "lost":
@@ -542,33 +586,18 @@ class Processor:
         if outcome.kind in ("failure", "skip_retry") and outcome.error is not None \
                 and not isinstance(outcome.error, TaskDecodeError):
             self._call_error_handler(running, outcome.error)
-        backoff = 0.05
-        # The lease of an unwritten outcome is still renewed (the attempt stays in ``running``);
-        # retrying at least once per heartbeat writes it soon after Redis is back.
-        max_backoff = min(5.0, self.config.heartbeat_interval)
-        failed = False
-        while True:
-            try:
-                accepted = self._write_once(running, outcome)
-                break
-            except Exception as exc:
-                if not is_connection_error(exc) or (
-                        self._write_deadline is not None and time.monotonic() > self._write_deadline):
-                    logger.error("could not record the outcome of task %s (%s): %s; its lease will expire "
-                                 "and it will run again", running.id, outcome.kind, exc)
-                    return
-                failed = True
-                self.worker.report_redis_error("ack", exc)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, max_backoff)
-        if failed:
-            self.worker.note_redis_ok()
+        written, accepted = self.with_retries(f"the outcome of task {running.id} ({outcome.kind})",
+                                              lambda: self._write_once(running, outcome))
+        if written:
+            self.log_outcome(running, outcome.kind, accepted)
+
+    def log_outcome(self, running: Running, kind: str, accepted: bool) -> None:
         if not accepted:
             logger.warning("task %s finished (%s) after its lease was lost; another worker owns it, the result is "
-                           "discarded", running.id, outcome.kind)
+                           "discarded", running.id, kind)
         elif logger.isEnabledFor(logging.DEBUG):
             logger.debug("task %s (%s) in %s: %s after %.3fs", running.id, running.message.type, running.queue,
-                         _OUTCOME_WORDS.get(outcome.kind, outcome.kind), self.clock.now() - running.started)
+                         _OUTCOME_WORDS.get(kind, kind), self.clock.now() - running.started)
 
     def _call_error_handler(self, running: Running, error: BaseException) -> None:
         hook = self.config.error_handler
@@ -585,10 +614,6 @@ class Processor:
         now_ms = to_ms(now)
         day, minute = stats_day(now), stats_minute(now)
         message = running.message
-        if outcome.kind == "success":
-            result = self._encode_result(running, outcome)
-            return self.scripts.done(q, running.id, running.lease, now_ms=now_ms, retention_ms=to_ms(message.retention),
-                                     result=result, day=day, minute=minute, unique_key=message.unique_key)
         if outcome.kind == "requeue":
             return self.scripts.requeue(q, running.id, running.lease, now_ms=now_ms)
         error = outcome.error or RuntimeError("unknown error")
@@ -627,6 +652,73 @@ class Processor:
         except (TypeError, ValueError):
             logger.warning("task %s returned a value that is not JSON; keeping its repr()", running.id)
             return dumps(repr(outcome.result))
+
+
+ACK_BATCH = 500
+
+
+class Acker:
+    """Acknowledges succeeded tasks in batches: all that finished during the previous round-trip go
+    in one ``done`` call per queue (group commit), with retries while Redis is away."""
+
+    def __init__(self, processor: Processor) -> None:
+        self.processor = processor
+        self._items: list[tuple[Running, str]] = []
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="queuecore-acker", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, running: Running, result: str) -> None:
+        with self._cond:
+            self._items.append((running, result))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """Write what is queued, then end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items and not self._stopping:
+                    self._cond.wait()
+                if not self._items:
+                    return
+                batch, self._items = self._items[:ACK_BATCH], self._items[ACK_BATCH:]
+            try:
+                self._write(batch)
+            except Exception:  # never let the acker die: the leases will bring the tasks back
+                logger.exception("acknowledging %d task(s) failed", len(batch))
+                for running, _ in batch:
+                    self.processor.forget(running)
+
+    def _write(self, batch: list[tuple[Running, str]]) -> None:
+        processor = self.processor
+        by_queue: dict[str, list[tuple[Running, str]]] = {}
+        for running, result in batch:
+            by_queue.setdefault(running.queue, []).append((running, result))
+        for queue, group in by_queue.items():
+            q = processor.keys.queue(queue)
+            items = [DoneItem(r.id, r.lease, to_ms(r.message.retention), result, r.message.unique_key)
+                     for r, result in group]
+
+            def write(q: QueueKeys = q, items: list[DoneItem] = items) -> list[bool]:
+                now = processor.clock.now()
+                return processor.scripts.done_many(q, items, now_ms=to_ms(now), day=stats_day(now),
+                                                   minute=stats_minute(now))
+
+            written, codes = processor.with_retries(f"the acknowledgement of {len(items)} task(s)", write)
+            for index, (running, _) in enumerate(group):
+                if written:
+                    processor.log_outcome(running, "success", codes[index])
+                processor.forget(running)
 
 
 _OUTCOME_WORDS = {"success": "done", "failure": "failed", "skip_retry": "archived (SkipRetry)",

@@ -49,6 +49,17 @@ class Dequeued:
     retried: int
 
 
+@dataclass(frozen=True)
+class DoneItem:
+    """One succeeded task to acknowledge: its id, lease, retention (ms), result (JSON) and unique lock."""
+
+    id: str
+    lease: int
+    retention_ms: int
+    result: str
+    unique_key: str | None = None
+
+
 class Scripts:
     """Runs the Lua scripts against one Redis client, registered lazily (NOSCRIPT is handled)."""
 
@@ -100,9 +111,22 @@ class Scripts:
     def done(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, retention_ms: int, result: str,
              day: str, minute: str, unique_key: str | None = None) -> bool:
         """Finish a task that succeeded; False when the lease was lost (fencing)."""
-        keys = [q.task(task_id), q.active, q.completed, q.stats] + ([unique_key] if unique_key else [])
-        args = [task_id, lease, now_ms, retention_ms, result, day, minute]
-        return self._call("done", keys, args) == OK
+        item = DoneItem(task_id, lease, retention_ms, result, unique_key)
+        return self.done_many(q, [item], now_ms=now_ms, day=day, minute=minute)[0]
+
+    def done_many(self, q: QueueKeys, items: list[DoneItem], *, now_ms: int, day: str, minute: str) -> list[bool]:
+        """Finish many succeeded tasks of one queue in one call; per task, False when its lease was lost."""
+        if not items:
+            return []
+        keys = [q.active, q.completed, q.stats] + [q.task(item.id) for item in items]
+        args: list[Any] = [now_ms, day, minute, len(items)]
+        for item in items:
+            unique_index = 0
+            if item.unique_key:
+                keys.append(item.unique_key)
+                unique_index = len(keys)
+            args += [item.id, item.lease, item.retention_ms, item.result, unique_index]
+        return [code == OK for code in self._call("done", keys, args)]
 
     def retry(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, retry_at_ms: int, error: str,
               day: str, minute: str) -> bool:

@@ -621,3 +621,47 @@ def test_operator_actions_are_written_to_the_audit_log(client, inspector, redis_
     assert entries[3].task_ids == [first.id] and entries[3].outcome == "ok"
     assert inspector.audit_log(limit=1, offset=1)[0].action == "queue.pause"
     assert inspector.actor == "api"  # as_actor leaves the original alone
+
+
+def test_act_on_tasks_does_what_fits_and_audits_one_batch(client, inspector, redis_client, connection) -> None:
+    ops = inspector.as_actor("dashboard:bob")
+    a = client.enqueue("batch.job", {"n": 1}, process_in=3600)
+    b = client.enqueue("batch.job", {"n": 2})  # pending: cannot be run
+    c = client.enqueue("batch.job", {"n": 3}, process_in=3600)
+    result = ops.act_on_tasks("default", "run", [a.id, b.id, "no-such", c.id, a.id])
+    assert result.done == [a.id, c.id]
+    assert set(result.failed) == {b.id, "no-such"}
+    assert "pending" in result.failed[b.id] and "no task" in result.failed["no-such"]
+    q = connection.keys.queue("default")
+    assert read_pending(redis_client, q) == [b.id, a.id, c.id]
+    assert redis_client.zcard(q.scheduled) == 0
+    (entry,) = inspector.audit_log()
+    assert (entry.actor, entry.action, entry.queue, entry.count) == ("dashboard:bob", "tasks.run", "default", 2)
+    assert entry.task_ids == [a.id, b.id, "no-such", c.id]
+    assert entry.outcome.startswith("2 of 4 not done")
+    assert ops.act_on_tasks("default", "delete", [b.id]).to_dict() == {
+        "queue": "default", "action": "delete", "done": [b.id], "failed": {}}
+    assert inspector.audit_log()[0].outcome == "ok"
+    assert read_task(redis_client, q, b.id) == {}
+    with pytest.raises(ConfigurationError):
+        ops.act_on_tasks("default", "explode", [a.id])
+    with pytest.raises(ConfigurationError):
+        ops.act_on_tasks("default", "run", ["bad id"])
+
+
+def test_cancel_all_flags_every_active_task(client, inspector, redis_client, connection) -> None:
+    q = connection.keys.queue("default")
+    client.enqueue("t")  # registers the queue
+    seed_task(redis_client, q, "run-1", "active", score=NOW_MS + 30_000, lease=1)
+    seed_task(redis_client, q, "run-2", "active", score=NOW_MS + 30_000, lease=1)
+    redis_client.zadd(q.active, {"gone": NOW_MS})  # an id whose hash is already gone
+    with Subscription(redis_client, connection.keys.cancel_channel) as sub:
+        result = inspector.as_actor("ops").cancel_all("default")
+        assert result.to_dict() == {"queue": "default", "state": "active", "action": "cancel", "count": 2}
+        assert sorted(sub.messages()) == ["default run-1", "default run-2"]
+    assert read_task(redis_client, q, "run-1")["cancel"] == "1"
+    entry = inspector.audit_log()[0]
+    assert (entry.actor, entry.action, entry.state, entry.count) == ("ops", "tasks.cancel_all", "active", 2)
+    assert sorted(entry.task_ids) == ["run-1", "run-2"]
+    with pytest.raises(QueueNotFound):
+        inspector.cancel_all("nope")

@@ -11,7 +11,7 @@ import redis
 
 from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
-from queuecore.core.scripts import Dequeued, Scripts
+from queuecore.core.scripts import Dequeued, DoneItem, Scripts
 from tests.helpers.state import (
     Subscription,
     add_id,
@@ -224,6 +224,22 @@ def test_done_keeps_a_unique_lock_held_by_another_task(r, q, scripts: Scripts) -
     assert scripts.done(q, "a", 1, now_ms=NOW, retention_ms=0, result="", day=DAY, minute=MINUTE,
                         unique_key=ukey) is True
     assert read_queue_state(r, q) == empty_state(stats=STATS_PROCESSED, unique={ukey: "newer"})
+
+
+def test_done_many_acknowledges_a_mixed_batch_in_one_call(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "3" * 32)
+    seed_active(r, q, "plain", lease=1)
+    hk = seed_active(r, q, "kept", lease=2)
+    hs = seed_active(r, q, "stale", lease=5)  # the worker holds lease 4: lost
+    seed_active(r, q, "uniq", lease=1, unique=ukey)
+    r.set(ukey, "uniq", px=60_000)
+    items = [DoneItem("plain", 1, 0, ""), DoneItem("kept", 2, 30_000, '"r"'), DoneItem("stale", 4, 0, ""),
+             DoneItem("uniq", 1, 0, "", ukey)]
+    assert scripts.done_many(q, items, now_ms=NOW, day=DAY, minute=MINUTE) == [True, True, False, True]
+    assert read_queue_state(r, q) == empty_state(
+        active={"stale": LEASE_UNTIL}, completed={"kept": NOW + 30_000},
+        stats={"processed": "3", f"processed:{DAY}": "3", f"processed:{MINUTE}": "3"},
+        tasks={"stale": hs, "kept": {**hk, "state": "completed", "completed_at": str(NOW), "result": '"r"'}})
 
 
 def test_retry_schedules_the_next_attempt(r, q, scripts: Scripts) -> None:

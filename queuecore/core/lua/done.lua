@@ -1,35 +1,49 @@
--- done: a handler succeeded; drop the task or keep it as completed for its retention.
+-- done: handlers succeeded; drop each task, or keep it as completed for its retention.
+-- Takes a batch of tasks of one queue, so a worker acknowledges many in one round-trip.
 --
--- KEYS[1] <prefix>:{<q>}:t:<id>          task HASH
--- KEYS[2] <prefix>:{<q>}:active          ZSET
--- KEYS[3] <prefix>:{<q>}:completed       ZSET  id -> expiry (unix ms)
--- KEYS[4] <prefix>:{<q>}:stats           HASH  counters
--- KEYS[5] <prefix>:{<q>}:unique:<t>:<d>  STRING (only when the task is unique)
--- ARGV[1] task id
--- ARGV[2] lease number the worker holds (fencing token)
--- ARGV[3] now, unix ms
--- ARGV[4] retention, ms; 0 = delete the task now
--- ARGV[5] result (JSON text)
--- ARGV[6] stats day suffix ("YYYY-MM-DD")
--- ARGV[7] stats minute suffix ("YYYY-MM-DDTHH:MM")
--- Returns 1 done, 0 the lease was lost (the task now belongs to someone else or is gone).
-local state = redis.call("HMGET", KEYS[1], "state", "lease")
-if state[1] ~= "active" or state[2] ~= ARGV[2] then
-    return 0
+-- KEYS[1]    <prefix>:{<q>}:active          ZSET
+-- KEYS[2]    <prefix>:{<q>}:completed       ZSET  id -> expiry (unix ms)
+-- KEYS[3]    <prefix>:{<q>}:stats           HASH  counters
+-- KEYS[4..]  <prefix>:{<q>}:t:<id>          task HASH of each task, in ARGV order; then the
+--            <prefix>:{<q>}:unique:<t>:<d>  STRING uniqueness locks that ARGV points at
+-- ARGV[1] now, unix ms
+-- ARGV[2] stats day suffix ("YYYY-MM-DD")
+-- ARGV[3] stats minute suffix ("YYYY-MM-DDTHH:MM")
+-- ARGV[4] n, the number of tasks
+-- ARGV[5 + 5(i-1) ...] for task i: id, lease number held (fencing token), retention ms (0 = delete
+--         the task now), result (JSON text), index into KEYS of its unique lock (0 = none)
+-- Returns one code per task: 1 done, 0 the lease was lost (the task now belongs to someone else or is gone).
+local n = tonumber(ARGV[4])
+local out = {}
+local done = 0
+for i = 1, n do
+    local base = 5 + 5 * (i - 1)
+    local id, lease = ARGV[base], ARGV[base + 1]
+    local key = KEYS[3 + i]
+    local state = redis.call("HMGET", key, "state", "lease")
+    if state[1] ~= "active" or state[2] ~= lease then
+        out[i] = 0
+    else
+        redis.call("ZREM", KEYS[1], id)
+        local retention = tonumber(ARGV[base + 2])
+        if retention > 0 then
+            redis.call("HSET", key, "state", "completed", "completed_at", ARGV[1], "result", ARGV[base + 3])
+            redis.call("HDEL", key, "cancel")
+            redis.call("ZADD", KEYS[2], tonumber(ARGV[1]) + retention, id)
+        else
+            redis.call("DEL", key)
+        end
+        local unique = tonumber(ARGV[base + 4])
+        if unique > 0 and redis.call("GET", KEYS[unique]) == id then
+            redis.call("DEL", KEYS[unique])
+        end
+        out[i] = 1
+        done = done + 1
+    end
 end
-redis.call("ZREM", KEYS[2], ARGV[1])
-local retention = tonumber(ARGV[4])
-if retention > 0 then
-    redis.call("HSET", KEYS[1], "state", "completed", "completed_at", ARGV[3], "result", ARGV[5])
-    redis.call("HDEL", KEYS[1], "cancel")
-    redis.call("ZADD", KEYS[3], tonumber(ARGV[3]) + retention, ARGV[1])
-else
-    redis.call("DEL", KEYS[1])
+if done > 0 then
+    redis.call("HINCRBY", KEYS[3], "processed", done)
+    redis.call("HINCRBY", KEYS[3], "processed:" .. ARGV[2], done)
+    redis.call("HINCRBY", KEYS[3], "processed:" .. ARGV[3], done)
 end
-if KEYS[5] and redis.call("GET", KEYS[5]) == ARGV[1] then
-    redis.call("DEL", KEYS[5])
-end
-redis.call("HINCRBY", KEYS[4], "processed", 1)
-redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[6], 1)
-redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[7], 1)
-return 1
+return out
