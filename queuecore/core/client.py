@@ -20,9 +20,10 @@ from queuecore.core.keys import validate_queue_name, validate_task_id, validate_
 from queuecore.core.message import TaskInfo, TaskMessage, TaskState, encode_payload, seconds_to_datetime
 from queuecore.core.redis_errors import broker_errors
 from queuecore.core.registry import ENQUEUE_OPTIONS, TaskFunction, TaskRegistry, TaskRequest, default_registry
-from queuecore.core.scripts import Scripts
+from queuecore.core.scripts import EnqueueItem, Scripts
 
 _QUEUE_REGISTRATION_TTL = 10.0  # seconds a client trusts that a queue is in the registry set
+ENQUEUE_CHUNK = 1000  # tasks per script call: keeps each call to Redis short
 
 
 def _finite(value: int | float, name: str) -> float:
@@ -171,12 +172,45 @@ class Client:
                               enqueued_at=now)
         return _Prepared(message, message.encode(payload_json), process_at, unique_key, unique_ttl)
 
-    def _queue_script(self, prepared: _Prepared, now_ms: int, pipe: Any) -> Any:
-        m = prepared.message
-        return self.scripts.enqueue(
-            self.keys.queue(m.queue), m.id, prepared.encoded, now_ms=now_ms,
-            process_at_ms=to_ms(prepared.process_at) if prepared.process_at else 0,
-            unique_key=prepared.unique_key, unique_ttl_ms=to_ms(prepared.unique_ttl), client=pipe)
+    def _send(self, prepared: list[_Prepared], now: float) -> list[Any]:
+        """Store prepared tasks: one ``enqueue`` call per queue and chunk, all in one round-trip.
+
+        Returns the script's reply for each task, in order.
+        """
+        register = self._queues_to_register({p.message.queue for p in prepared})
+        by_queue: dict[str, list[int]] = {}
+        for index, p in enumerate(prepared):
+            by_queue.setdefault(p.message.queue, []).append(index)
+        calls: list[tuple[str, list[int]]] = []
+        for queue, indexes in by_queue.items():
+            for start in range(0, len(indexes), ENQUEUE_CHUNK):
+                calls.append((queue, indexes[start:start + ENQUEUE_CHUNK]))
+        now_ms = to_ms(now)
+        with broker_errors():
+            try:
+                if not register and len(calls) == 1:  # the common case: one call, no pipeline
+                    queue, indexes = calls[0]
+                    groups = [self._enqueue_call(queue, [prepared[i] for i in indexes], now_ms, None)]
+                else:
+                    pipe = self.redis.pipeline(transaction=False)
+                    if register:
+                        pipe.sadd(self.keys.queues, *register)
+                    for queue, indexes in calls:
+                        self._enqueue_call(queue, [prepared[i] for i in indexes], now_ms, pipe)
+                    groups = pipe.execute()[1 if register else 0:]
+            except BaseException:
+                self._forget_registration(register)
+                raise
+        replies: list[Any] = [None] * len(prepared)
+        for (_, indexes), group in zip(calls, groups, strict=True):
+            for index, reply in zip(indexes, group, strict=True):
+                replies[index] = reply
+        return replies
+
+    def _enqueue_call(self, queue: str, prepared: list[_Prepared], now_ms: int, pipe: Any) -> Any:
+        items = [EnqueueItem(p.message.id, p.encoded, to_ms(p.process_at) if p.process_at else 0, p.unique_key,
+                             to_ms(p.unique_ttl)) for p in prepared]
+        return self.scripts.enqueue_many(self.keys.queue(queue), items, now_ms=now_ms, client=pipe)
 
     def _queues_to_register(self, queues: Iterable[str]) -> list[str]:
         now = time.monotonic()
@@ -201,19 +235,7 @@ class Client:
         """
         now = self.clock.now()
         prepared = self._prepare(task, payload, options, now)
-        register = self._queues_to_register([prepared.message.queue])
-        with broker_errors():
-            try:
-                if register:
-                    pipe = self.redis.pipeline(transaction=False)
-                    pipe.sadd(self.keys.queues, *register)
-                    self._queue_script(prepared, to_ms(now), pipe)
-                    reply = pipe.execute()[1]
-                else:
-                    reply = self._queue_script(prepared, to_ms(now), None)
-            except BaseException:
-                self._forget_registration(register)
-                raise
+        reply = self._send([prepared], now)[0]
         Scripts.check_enqueue(reply, prepared.message.id, prepared.message.queue)
         return prepared.info()
 
@@ -235,21 +257,7 @@ class Client:
                 raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {req!r}")
         if not prepared:
             return []
-        register = self._queues_to_register(p.message.queue for p in prepared)
-        with broker_errors():
-            try:
-                pipe = self.redis.pipeline(transaction=False)
-                if register:
-                    pipe.sadd(self.keys.queues, *register)
-                now_ms = to_ms(now)
-                for p in prepared:
-                    self._queue_script(p, now_ms, pipe)
-                replies = pipe.execute(raise_on_error=True)
-            except BaseException:
-                self._forget_registration(register)
-                raise
-        if register:
-            replies = replies[1:]
+        replies = self._send(prepared, now)
         enqueued: list[TaskInfo] = []
         errors: dict[int, QueuecoreError] = {}
         for index, (p, reply) in enumerate(zip(prepared, replies, strict=True)):

@@ -50,6 +50,17 @@ class Dequeued:
 
 
 @dataclass(frozen=True)
+class EnqueueItem:
+    """One task to store: id, encoded message, due time (unix ms, 0 = now) and uniqueness lock/TTL."""
+
+    id: str
+    msg: str
+    process_at_ms: int = 0
+    unique_key: str | None = None
+    unique_ttl_ms: int = 0
+
+
+@dataclass(frozen=True)
 class DoneItem:
     """One succeeded task to acknowledge: its id, lease, retention (ms), result (JSON) and unique lock."""
 
@@ -81,11 +92,22 @@ class Scripts:
     # -- client -----------------------------------------------------------------------------------
 
     def enqueue(self, q: QueueKeys, task_id: str, msg: str, *, now_ms: int, process_at_ms: int = 0,
-                unique_key: str | None = None, unique_ttl_ms: int = 0, client: Any = None) -> Any:
-        """Store a new task as pending (or scheduled when ``process_at_ms``). See ``check_enqueue``."""
-        target = q.scheduled if process_at_ms else q.pending
-        keys = [q.task(task_id), target] + ([unique_key] if unique_key else [])
-        args = [task_id, msg, process_at_ms, unique_ttl_ms if unique_key else 0, now_ms, q.wake_channel]
+                unique_key: str | None = None, unique_ttl_ms: int = 0) -> Any:
+        """Store one new task as pending (or scheduled when ``process_at_ms``). See ``check_enqueue``."""
+        item = EnqueueItem(task_id, msg, process_at_ms, unique_key, unique_ttl_ms)
+        return self.enqueue_many(q, [item], now_ms=now_ms)[0]
+
+    def enqueue_many(self, q: QueueKeys, items: list[EnqueueItem], *, now_ms: int, client: Any = None) -> Any:
+        """Store new tasks of one queue in one call: a reply per task (see ``check_enqueue``); with a
+        pipeline as ``client`` the call is queued and its reply comes from ``execute()``."""
+        keys = [q.pending, q.scheduled] + [q.task(item.id) for item in items]
+        args: list[Any] = [now_ms, q.wake_channel, len(items)]
+        for item in items:
+            unique_index = 0
+            if item.unique_key and item.unique_ttl_ms > 0:
+                keys.append(item.unique_key)
+                unique_index = len(keys)
+            args += [item.id, item.msg, item.process_at_ms, item.unique_ttl_ms if unique_index else 0, unique_index]
         return self._call("enqueue", keys, args, client)
 
     @staticmethod

@@ -13,7 +13,7 @@ import redis
 
 from queuecore.core import scripts as scripts_module
 from queuecore.core.keys import Keys, QueueKeys, stats_day, stats_minute
-from queuecore.core.scripts import SCRIPT_NAMES, Scripts
+from queuecore.core.scripts import SCRIPT_NAMES, EnqueueItem, Scripts
 from tests.conftest import free_port
 from tests.helpers.state import seed_task
 
@@ -120,7 +120,8 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
                   unique_key=unique if i == 0 else None, unique_ttl_ms=60_000 if i == 0 else 0)
     s.enqueue(q, "later", '{"type":"test.task"}', now_ms=NOW, process_at_ms=NOW + 10)
     pipe = r.pipeline(transaction=False)
-    s.enqueue(q, "piped", '{"type":"test.task"}', now_ms=NOW, client=pipe)
+    s.enqueue_many(q, [EnqueueItem("piped", '{"type":"test.task"}'), EnqueueItem("piped2", '{"type":"test.task"}')],
+                   now_ms=NOW, client=pipe)
     pipe.execute()
     got = {d.id: d.lease for d in s.dequeue(q, now_ms=NOW, lease_until_ms=NOW + 30_000, count=5)}
     assert len(got) == 5
@@ -213,8 +214,9 @@ def test_every_lua_file_is_a_known_script_and_every_script_has_a_file() -> None:
     assert len(SCRIPT_NAMES) == len(set(SCRIPT_NAMES))
 
 
-# done.lua acknowledges a batch: Scripts.done_many runs it, and Scripts.done is the one-task form.
-BATCH_WRAPPERS = {"done": "done_many"}
+# enqueue.lua and done.lua take batches: Scripts.enqueue_many/done_many run them, and Scripts.enqueue/
+# done are the one-task forms.
+BATCH_WRAPPERS = {"done": "done_many", "enqueue": "enqueue_many"}
 
 
 def test_every_lua_file_and_only_those_have_a_wrapper_of_the_same_name() -> None:

@@ -11,7 +11,7 @@ import redis
 
 from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
-from queuecore.core.scripts import Dequeued, DoneItem, Scripts
+from queuecore.core.scripts import Dequeued, DoneItem, EnqueueItem, Scripts
 from tests.helpers.state import (
     Subscription,
     add_id,
@@ -77,6 +77,23 @@ def test_enqueue_publishes_wake_only_when_pending_turns_non_empty(r, q, scripts:
         scripts.enqueue(q, "t2", make_msg("t2", q.queue), now_ms=NOW)
         scripts.enqueue(q, "t3", make_msg("t3", q.queue), now_ms=NOW, process_at_ms=NOW + 5000)
         assert sub.messages() == []
+
+
+def test_enqueue_many_stores_a_mixed_batch_and_wakes_once(r, q, scripts: Scripts) -> None:
+    ukey = q.unique("test.task", "e" * 32)
+    r.set(ukey, "holder", px=60_000)
+    old = seed_task(r, q, "dup", "archived", score=NOW - 1)
+    m = {i: make_msg(i, q.queue) for i in ("a", "b", "s", "dup", "u")}
+    items = [EnqueueItem("a", m["a"]), EnqueueItem("s", m["s"], process_at_ms=NOW + 500), EnqueueItem("dup", m["dup"]),
+             EnqueueItem("u", m["u"], unique_key=ukey, unique_ttl_ms=60_000), EnqueueItem("b", m["b"])]
+    with Subscription(r, q.wake_channel) as sub:
+        assert scripts.enqueue_many(q, items, now_ms=NOW) == [1, 1, 0, [-1, "holder"], 1]
+        assert sub.messages() == ["1"]
+    assert read_queue_state(r, q) == empty_state(
+        pending=["a", "b"], scheduled={"s": NOW + 500}, archived={"dup": NOW - 1}, unique={ukey: "holder"},
+        tasks={"a": {"msg": m["a"], "state": "pending", "pending_since": str(NOW)},
+               "b": {"msg": m["b"], "state": "pending", "pending_since": str(NOW)},
+               "s": {"msg": m["s"], "state": "scheduled"}, "dup": old})
 
 
 def test_enqueue_scheduled(r, q, scripts: Scripts) -> None:

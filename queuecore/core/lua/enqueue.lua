@@ -1,40 +1,47 @@
--- enqueue: store a new task and make it pending, or scheduled when it has a due time.
+-- enqueue: store new tasks of one queue, each pending, or scheduled when it has a due time.
+-- Takes a batch, so a client enqueues many tasks in one round-trip.
 --
--- KEYS[1] <prefix>:{<q>}:t:<id>          task HASH
--- KEYS[2] <prefix>:{<q>}:pending         LIST  (or <prefix>:{<q>}:scheduled ZSET when ARGV[3] > 0)
--- KEYS[3] <prefix>:{<q>}:unique:<t>:<d>  STRING uniqueness lock (only when ARGV[4] > 0)
--- ARGV[1] task id
--- ARGV[2] encoded message (JSON)
--- ARGV[3] process at, unix ms; 0 = pending now
--- ARGV[4] uniqueness TTL, ms; 0 = not unique
--- ARGV[5] now, unix ms
--- ARGV[6] wake channel, published when the pending list turns non-empty
--- Returns 1 enqueued, 0 the id already exists, -1 a unique lock is held (value: holder id in reply[2]).
-if redis.call("EXISTS", KEYS[1]) == 1 then
-    return 0
-end
-local unique_ttl = tonumber(ARGV[4])
-if unique_ttl > 0 then
-    if not redis.call("SET", KEYS[3], ARGV[1], "NX", "PX", unique_ttl) then
-        return {-1, redis.call("GET", KEYS[3])}
-    end
-end
-local process_at = tonumber(ARGV[3])
-if process_at > 0 then
-    if unique_ttl > 0 then
-        redis.call("HSET", KEYS[1], "msg", ARGV[2], "state", "scheduled", "unique", KEYS[3])
+-- KEYS[1]    <prefix>:{<q>}:pending         LIST
+-- KEYS[2]    <prefix>:{<q>}:scheduled       ZSET  id -> due (unix ms)
+-- KEYS[3..]  <prefix>:{<q>}:t:<id>          task HASH of each task, in ARGV order; then the
+--            <prefix>:{<q>}:unique:<t>:<d>  STRING uniqueness locks that ARGV points at
+-- ARGV[1] now, unix ms
+-- ARGV[2] wake channel, published when the pending list turns non-empty
+-- ARGV[3] n, the number of tasks
+-- ARGV[4 + 5(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
+--         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique)
+-- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
+local n = tonumber(ARGV[3])
+local out = {}
+local woke = false
+for i = 1, n do
+    local base = 4 + 5 * (i - 1)
+    local id, msg = ARGV[base], ARGV[base + 1]
+    local key = KEYS[2 + i]
+    local unique = tonumber(ARGV[base + 4])
+    local holder = nil
+    if redis.call("EXISTS", key) == 1 then
+        out[i] = 0
+    elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", tonumber(ARGV[base + 3])) then
+        out[i] = {-1, redis.call("GET", KEYS[unique])}
     else
-        redis.call("HSET", KEYS[1], "msg", ARGV[2], "state", "scheduled")
+        local process_at = tonumber(ARGV[base + 2])
+        if process_at > 0 then
+            redis.call("HSET", key, "msg", msg, "state", "scheduled")
+            redis.call("ZADD", KEYS[2], process_at, id)
+        else
+            redis.call("HSET", key, "msg", msg, "state", "pending", "pending_since", ARGV[1])
+            if redis.call("LPUSH", KEYS[1], id) == 1 then
+                woke = true
+            end
+        end
+        if unique > 0 then
+            redis.call("HSET", key, "unique", KEYS[unique])
+        end
+        out[i] = 1
     end
-    redis.call("ZADD", KEYS[2], process_at, ARGV[1])
-    return 1
 end
-if unique_ttl > 0 then
-    redis.call("HSET", KEYS[1], "msg", ARGV[2], "state", "pending", "pending_since", ARGV[5], "unique", KEYS[3])
-else
-    redis.call("HSET", KEYS[1], "msg", ARGV[2], "state", "pending", "pending_since", ARGV[5])
+if woke then
+    redis.call("PUBLISH", ARGV[2], "1")
 end
-if redis.call("LPUSH", KEYS[2], ARGV[1]) == 1 then
-    redis.call("PUBLISH", ARGV[6], "1")
-end
-return 1
+return out
