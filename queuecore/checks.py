@@ -7,15 +7,11 @@ from typing import Any
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
+from queuecore.conf import DEFAULTS
 from queuecore.core.config import ConnectionConfig, parse_queues
 from queuecore.core.errors import ConfigurationError
 
-KNOWN_KEYS = {
-    "REDIS_URL", "KEY_PREFIX", "QUEUES", "STRICT_PRIORITY", "CONCURRENCY", "SHUTDOWN_TIMEOUT", "DEFAULT_MAX_RETRY",
-    "DEFAULT_TIMEOUT", "RETRY_DELAY", "ERROR_HANDLER", "MIDDLEWARE", "TASK_MODULES", "LEASE_DURATION",
-    "HEARTBEAT_INTERVAL", "RECOVER_INTERVAL", "FORWARD_INTERVAL", "JANITOR_INTERVAL", "MAX_ARCHIVE_SIZE",
-    "ARCHIVE_MAX_AGE", "MAX_PAYLOAD_BYTES", "DASHBOARD",
-}
+KNOWN_KEYS = frozenset(DEFAULTS)
 
 
 @register(Tags.compatibility)

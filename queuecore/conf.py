@@ -24,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "QUEUES": {"default": 1},
     "STRICT_PRIORITY": False,
     "CONCURRENCY": 10,
+    "PREFETCH": None,  # tasks fetched ahead of free handlers; None = same as CONCURRENCY
     "SHUTDOWN_TIMEOUT": 25.0,
     "DEFAULT_MAX_RETRY": 25,
     "DEFAULT_TIMEOUT": 1800.0,
@@ -43,7 +44,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _WORKER_KEYS = {
-    "QUEUES": "queues", "STRICT_PRIORITY": "strict_priority", "CONCURRENCY": "concurrency",
+    "QUEUES": "queues", "STRICT_PRIORITY": "strict_priority", "CONCURRENCY": "concurrency", "PREFETCH": "prefetch",
     "SHUTDOWN_TIMEOUT": "shutdown_timeout", "DEFAULT_MAX_RETRY": "default_max_retry",
     "DEFAULT_TIMEOUT": "default_timeout", "LEASE_DURATION": "lease_duration",
     "HEARTBEAT_INTERVAL": "heartbeat_interval", "RECOVER_INTERVAL": "recover_interval",

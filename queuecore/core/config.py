@@ -131,6 +131,7 @@ class WorkerConfig:
     queues: Mapping[str, int] = field(default_factory=lambda: {DEFAULT_QUEUE: 1})
     strict_priority: bool = False
     concurrency: int = 10
+    prefetch: int | None = None  # tasks fetched ahead of free handlers; None = same as concurrency
     shutdown_timeout: float = 25.0
     lease_duration: float = 30.0
     heartbeat_interval: float = 5.0
@@ -153,6 +154,10 @@ class WorkerConfig:
         object.__setattr__(self, "middleware", tuple(self.middleware))
         if not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be a positive whole number, got {self.concurrency!r}")
+        if self.prefetch is None:
+            object.__setattr__(self, "prefetch", self.concurrency)
+        if not isinstance(self.prefetch, int) or self.prefetch < 0:
+            raise ConfigurationError(f"prefetch must be a whole number >= 0, got {self.prefetch!r}")
         for name in ("shutdown_timeout", "lease_duration", "heartbeat_interval", "recover_interval",
                      "forward_interval", "janitor_interval", "fetch_poll_interval", "archive_max_age"):
             value = getattr(self, name)

@@ -95,12 +95,19 @@ def format_error(error: BaseException) -> str:
 
 
 class HandlerPool:
-    """Threads for sync handlers; grows past its size only to replace abandoned threads."""
+    """At most ``size`` threads running sync handlers; work beyond that waits in the pool's queue.
 
-    def __init__(self, name: str) -> None:
+    An abandoned thread (a handler that ignored its interrupt) no longer counts, so a replacement
+    is started in its place.
+    """
+
+    def __init__(self, name: str, size: int) -> None:
         self._work: queue_module.SimpleQueue[Callable[[], None] | None] = queue_module.SimpleQueue()
         self._lock = threading.Lock()
-        self._idle = 0
+        self._size = size
+        self._working = 0  # live threads that take work
+        self._idle = 0  # of those, how many wait for work
+        self._queued = 0  # submitted and not yet taken
         self._threads: set[threading.Thread] = set()
         self._abandoned: set[int] = set()
         self._name = name
@@ -108,29 +115,42 @@ class HandlerPool:
 
     def submit(self, fn: Callable[[], None]) -> None:
         with self._lock:
-            spawn = self._idle == 0
-            if not spawn:
-                self._idle -= 1
-        if spawn:
-            self._count += 1
-            thread = threading.Thread(target=self._run, name=f"{self._name}-{self._count}", daemon=True)
-            with self._lock:
+            self._queued += 1
+            spawn = self._queued > self._idle and self._working < self._size
+            if spawn:
+                self._working += 1
+                self._count += 1
+                thread = threading.Thread(target=self._run, name=f"{self._name}-{self._count}", daemon=True)
                 self._threads.add(thread)
+        self._work.put(fn)
+        if spawn:
             thread.start()
-            self._work.put(fn)
-        else:
-            self._work.put(fn)
 
     def abandon(self, ident: int) -> None:
-        """Let the thread run on, but never give it work again."""
+        """Let the thread run on, but never give it work again; another takes its place."""
         with self._lock:
             self._abandoned.add(ident)
+            self._working -= 1
+            spawn = self._queued > self._idle and self._working < self._size
+            if spawn:
+                self._working += 1
+                self._count += 1
+                thread = threading.Thread(target=self._run, name=f"{self._name}-{self._count}", daemon=True)
+                self._threads.add(thread)
+        if spawn:
+            thread.start()
 
     def _run(self) -> None:
         me = threading.current_thread()
         try:
             while True:
+                with self._lock:
+                    self._idle += 1
                 fn = self._work.get()
+                with self._lock:
+                    self._idle -= 1
+                    if fn is not None:
+                        self._queued -= 1
                 if fn is None:
                     return
                 try:
@@ -141,7 +161,6 @@ class HandlerPool:
                     if me.ident in self._abandoned:
                         self._abandoned.discard(me.ident)
                         return
-                    self._idle += 1
         finally:
             with self._lock:
                 self._threads.discard(me)
@@ -168,13 +187,16 @@ class Processor:
         self.running: dict[tuple[str, int], Running] = {}
         self._running_lock = threading.Lock()
         self._slots = threading.Condition()
-        self._free = self.config.concurrency
+        # Tasks held (leased) at once: the running ones plus a few fetched ahead, so a handler
+        # thread never waits for a dequeue round-trip.
+        self._free = self.config.concurrency + self.config.prefetch
         self.wake = threading.Event()
         self._quiet = threading.Event()
         self._fetch_lock = threading.Lock()  # held across each quiet check + dequeue, so stop() is final
         self._stopping = threading.Event()
         self._done = threading.Event()
-        self._pool = HandlerPool("queuecore-handler")
+        self._pool = HandlerPool("queuecore-handler", self.config.concurrency)
+        self._async_slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
         self._threads: list[threading.Thread] = []
@@ -342,19 +364,26 @@ class Processor:
 
     def _register(self, queue: str, task_id: str, lease: int, retried: int, message: TaskMessage,
                   now: float) -> Running:
-        timeout = message.timeout if message.timeout is not None else self.config.default_timeout
-        deadline = now + timeout if timeout else None
-        if message.deadline is not None:
-            deadline = message.deadline if deadline is None else min(deadline, message.deadline)
         ctx = TaskContext(id=task_id, queue=queue, type=message.type, retried=retried,
-                          max_retry=message.max_retry, payload=message.payload, deadline=deadline)
+                          max_retry=message.max_retry, payload=message.payload)
         running = Running(id=task_id, queue=queue, lease=lease, retried=retried, message=message, ctx=ctx,
-                          started=now, deadline=deadline)
+                          started=now, deadline=message.deadline)
         with self._slots:
             self._free -= 1
         with self._running_lock:
             self.running[(task_id, lease)] = running
         return running
+
+    def _begin(self, running: Running) -> None:
+        """The handler starts now: its timeout counts from here (not from when it was fetched)."""
+        now = self.clock.now()
+        message = running.message
+        timeout = message.timeout if message.timeout is not None else self.config.default_timeout
+        deadline = now + timeout if timeout else None
+        if message.deadline is not None:
+            deadline = message.deadline if deadline is None else min(deadline, message.deadline)
+        running.started = now
+        running.deadline = running.ctx.deadline = deadline
 
     def _call_chain(self, ctx: TaskContext, call: Callable[[], Any]) -> Any:
         for middleware in reversed(self.config.middleware):
@@ -371,6 +400,7 @@ class Processor:
                         return
                     running.thread_ident = threading.get_ident()
                     running.in_handler = True
+                    self._begin(running)
                 if running.ctx.cancelled:  # interrupted (deadline, cancel, shutdown) before it started
                     raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
                 if func is None:
@@ -431,9 +461,15 @@ class Processor:
         async def run() -> None:
             token = set_current(running.ctx)
             try:
-                result = self._call_chain(running.ctx, lambda: func(**running.message.payload))
-                if asyncio.iscoroutine(result):
-                    result = await result
+                if self._async_slots is None:
+                    self._async_slots = asyncio.Semaphore(self.config.concurrency)
+                async with self._async_slots:
+                    self._begin(running)
+                    if running.ctx.cancelled:
+                        raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
+                    result = self._call_chain(running.ctx, lambda: func(**running.message.payload))
+                    if asyncio.iscoroutine(result):
+                        result = await result
                 outcome = Outcome("success", result)
             except BaseException as exc:  # includes CancelledError
                 outcome = self._classify(running, exc)

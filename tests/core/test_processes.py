@@ -239,7 +239,7 @@ def test_kill9_with_many_tasks_loses_none_and_reruns_only_unfinished(spawn, clie
     ended_by_a = {e["id"] for e in task_events(log, "end", pid=a.pid)}
     unfinished_by_a = started_by_a - ended_by_a
     assert held_at_kill, "A was killed between tasks; the test did not kill it mid-way"
-    assert len(held_at_kill) <= 4
+    assert len(held_at_kill) <= 4 + 4  # concurrency running, plus as many fetched ahead (prefetch)
     assert unfinished_by_a <= held_at_kill  # a task whose handler was running is still leased to A
     assert len(ended_by_a) < len(ids)
 

@@ -435,7 +435,9 @@ def test_pending_id_without_a_hash_is_logged_and_skipped(make_worker, client, in
 # -- more handler outcomes --------------------------------------------------------------------------
 
 
-def test_concurrency_limits_how_many_tasks_run_at_once(make_worker, client, inspector, registry):
+@pytest.mark.parametrize(("prefetch", "held"), [(0, 2), (None, 4), (1, 3)])
+def test_concurrency_limits_how_many_tasks_run_at_once(make_worker, client, inspector, registry, prefetch, held):
+    """At most ``concurrency`` handlers run; the worker leases ``prefetch`` more (default: as many)."""
     release = threading.Event()
     lock = threading.Lock()
     running = []
@@ -453,17 +455,43 @@ def test_concurrency_limits_how_many_tasks_run_at_once(make_worker, client, insp
                 running.remove(i)
 
     infos = [client.enqueue(limited, {"i": i}, retention=60) for i in range(5)]
-    worker = make_worker(concurrency=2)
+    worker = make_worker(concurrency=2, prefetch=prefetch)
     try:
         wait_until(lambda: len(running) == 2, SOON, message="two tasks running")
+        wait_until(lambda: inspector.queue_info("default").active == held, SOON, message=f"{held} tasks held")
         let_worker_run(inspector, worker)
         stats = inspector.queue_info("default")
-        assert (stats.active, stats.pending) == (2, 3)
+        assert (stats.active, stats.pending) == (held, 5 - held)
+        assert len(running) == 2
     finally:
         release.set()
     for info in infos:
         wait_state(inspector, "default", info.id, "completed")
     assert max(most) == 2
+
+
+def test_timeout_counts_from_when_the_handler_starts_not_when_it_was_fetched(make_worker, client, inspector,
+                                                                              registry):
+    """A task fetched ahead waits for a free handler; its timeout must not tick while it waits."""
+    release = threading.Event()
+
+    @task(name="t.hog", registry=registry)
+    def hog():
+        release.wait(SOON)
+
+    @task(name="t.quick", registry=registry, timeout=0.5)
+    def quick():
+        return "ok"
+
+    client.enqueue(hog)
+    waiting = client.enqueue(quick, retention=60)
+    make_worker(concurrency=1, prefetch=1)
+    wait_until(lambda: inspector.queue_info("default").active == 2, SOON, message="both tasks held")
+    start = time.monotonic()
+    wait_until(lambda: time.monotonic() - start > 1.0, 5, message="longer than the waiting task's timeout")
+    release.set()
+    done = wait_state(inspector, "default", waiting.id, "completed")
+    assert (done.retried, done.last_error) == (0, None)
 
 
 def test_middleware_wraps_sync_and_async_handlers(make_worker, client, inspector, registry):

@@ -1,0 +1,49 @@
+"""``manage.py adminctl ...``: the operator CLI, connected from the project's ``QUEUECORE`` settings.
+
+It runs the same click group as the ``adminctl`` console script; only the connection defaults
+come from ``queuecore.conf.get_config()`` (so ``QUEUECORE['REDIS_URL']`` and ``KEY_PREFIX``, with
+their environment fallbacks). ``--redis-url``/``--prefix`` on the command line still win. Every
+argument after ``adminctl`` goes to the CLI: ``manage.py adminctl task ls default archived``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from queuecore.conf import get_config
+
+
+def _defaults() -> Any:
+    from adminctl.app import ConnectionDefaults
+
+    connection = get_config().connection
+    return ConnectionDefaults(redis_url=connection.redis_url, prefix=connection.key_prefix)
+
+
+class Command(BaseCommand):
+    help = ("The operator CLI (adminctl) with the connection from QUEUECORE: stats [--watch], queue, task, "
+            "enqueue, server, worker. Run `manage.py adminctl --help` for its commands.")
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # Bypass argparse: click parses everything after the command name, including --help.
+        try:
+            from adminctl.cli import main
+        except ImportError as exc:  # click or rich missing
+            raise CommandError(f"adminctl needs the cli extra: pip install 'queuecore[cli]' ({exc})") from None
+        main(argv[2:], prog_name=f"{os.path.basename(argv[0])} {argv[1]}", defaults=_defaults())
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("args", nargs="*", help="arguments for adminctl (see `manage.py adminctl --help`)")
+
+    def handle(self, *args: str, **options: Any) -> None:
+        """``call_command("adminctl", "queue", "ls")``: run the CLI; a non-zero exit is a ``CommandError``."""
+        from adminctl.cli import cli
+
+        try:
+            cli.main(args=list(args), prog_name="manage.py adminctl", obj=_defaults(), standalone_mode=True)
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise CommandError(f"adminctl exited with code {exc.code}", returncode=int(exc.code)) from None
