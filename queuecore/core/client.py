@@ -63,10 +63,11 @@ def _in_range(timestamp: float, name: str) -> float:
 
 
 class _Prepared:
-    __slots__ = ("encoded", "message", "process_at", "unique_key", "unique_ttl")
+    __slots__ = ("chosen_id", "encoded", "message", "process_at", "unique_key", "unique_ttl")
 
     def __init__(self, message: TaskMessage, encoded: str, process_at: float | None, unique_key: str | None,
-                 unique_ttl: float) -> None:
+                 unique_ttl: float, chosen_id: bool) -> None:
+        self.chosen_id = chosen_id  # a caller-chosen id must be checked for duplicates; a random one cannot clash
         self.message = message
         self.encoded = encoded
         self.process_at = process_at
@@ -170,7 +171,8 @@ class Client:
         message = TaskMessage(id=task_id, type=type_name, payload=payload, queue=queue, max_retry=max_retry,
                               timeout=timeout, deadline=deadline, retention=retention, unique_key=unique_key,
                               enqueued_at=now)
-        return _Prepared(message, message.encode(payload_json), process_at, unique_key, unique_ttl)
+        return _Prepared(message, message.encode(payload_json), process_at, unique_key, unique_ttl,
+                         chosen_id=options.get("task_id") is not None)
 
     def _send(self, prepared: list[_Prepared], now: float) -> list[Any]:
         """Store prepared tasks: one ``enqueue`` call per queue and chunk, all in one round-trip.
@@ -209,7 +211,7 @@ class Client:
 
     def _enqueue_call(self, queue: str, prepared: list[_Prepared], now_ms: int, pipe: Any) -> Any:
         items = [EnqueueItem(p.message.id, p.encoded, to_ms(p.process_at) if p.process_at else 0, p.unique_key,
-                             to_ms(p.unique_ttl)) for p in prepared]
+                             to_ms(p.unique_ttl), check_id=p.chosen_id) for p in prepared]
         return self.scripts.enqueue_many(self.keys.queue(queue), items, now_ms=now_ms, client=pipe)
 
     def _queues_to_register(self, queues: Iterable[str]) -> list[str]:

@@ -58,6 +58,7 @@ class EnqueueItem:
     process_at_ms: int = 0
     unique_key: str | None = None
     unique_ttl_ms: int = 0
+    check_id: bool = True  # False for generated random ids, which cannot collide
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ class Scripts:
             if item.unique_key and item.unique_ttl_ms > 0:
                 keys.append(item.unique_key)
                 unique_index = len(keys)
-            args += [item.id, item.msg, item.process_at_ms, item.unique_ttl_ms if unique_index else 0, unique_index]
+            args += [item.id, item.msg, item.process_at_ms, item.unique_ttl_ms if unique_index else 0, unique_index,
+                     1 if item.check_id else 0]
         return self._call("enqueue", keys, args, client)
 
     @staticmethod

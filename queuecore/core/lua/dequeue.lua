@@ -22,11 +22,11 @@ for _ = 1, tonumber(ARGV[3]) do
         break
     end
     local key = task_prefix .. id
-    local fields = redis.call("HMGET", key, "msg", "retried")
+    local fields = redis.call("HMGET", key, "msg", "retried", "lease")
     local msg = fields[1]
     if msg then
-        local lease = redis.call("HINCRBY", key, "lease", 1)
-        redis.call("HSET", key, "state", "active", "started_at", ARGV[1])
+        local lease = tonumber(fields[3] or "0") + 1  -- never reset: each dequeue gets a new number
+        redis.call("HSET", key, "state", "active", "started_at", ARGV[1], "lease", lease)
         redis.call("ZADD", KEYS[2], ARGV[2], id)
         out[#out + 1] = id
         out[#out + 1] = msg

@@ -8,19 +8,20 @@
 -- ARGV[1] now, unix ms
 -- ARGV[2] wake channel, published when the pending list turns non-empty
 -- ARGV[3] n, the number of tasks
--- ARGV[4 + 5(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
---         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique)
+-- ARGV[4 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
+--         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and 1 to check
+--         that the id is new (a caller-chosen id) or 0 to skip the check (a generated random id)
 -- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
 local n = tonumber(ARGV[3])
 local out = {}
 local woke = false
 for i = 1, n do
-    local base = 4 + 5 * (i - 1)
+    local base = 4 + 6 * (i - 1)
     local id, msg = ARGV[base], ARGV[base + 1]
     local key = KEYS[2 + i]
     local unique = tonumber(ARGV[base + 4])
     local holder = nil
-    if redis.call("EXISTS", key) == 1 then
+    if ARGV[base + 5] == "1" and redis.call("EXISTS", key) == 1 then
         out[i] = 0
     elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", tonumber(ARGV[base + 3])) then
         out[i] = {-1, redis.call("GET", KEYS[unique])}
