@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -105,6 +105,7 @@ class Client:
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self._registered_queues: dict[str, float] = {}
+        self._valid_names: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -124,7 +125,7 @@ class Client:
         unknown = set(options) - ENQUEUE_OPTIONS
         if unknown:
             raise ConfigurationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
-        handler = task if isinstance(task, TaskFunction) else self.registry.get(validate_type_name(task))
+        handler = task if isinstance(task, TaskFunction) else self.registry.get(self._valid_name(task, "type"))
         type_name = task.name if isinstance(task, TaskFunction) else task
         if handler is not None:
             options = {**handler.options, **options}
@@ -132,8 +133,8 @@ class Client:
         payload = payload or {}
         if handler is not None:
             handler.check_payload(payload)
-        queue = validate_queue_name(DEFAULT_QUEUE if options.get("queue") is None else options["queue"])
-        task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else uuid.uuid4().hex
+        queue = self._valid_name(DEFAULT_QUEUE if options.get("queue") is None else options["queue"], "queue")
+        task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else os.urandom(16).hex()
         max_retry = options.get("max_retry")
         if max_retry is None:
             max_retry = 25
@@ -173,6 +174,15 @@ class Client:
                               enqueued_at=now)
         return _Prepared(message, message.encode(payload_json), process_at, unique_key, unique_ttl,
                          chosen_id=options.get("task_id") is not None)
+
+    def _valid_name(self, name: Any, kind: str) -> str:
+        """Validate a queue or type name once per client; later uses are a set lookup."""
+        if (kind, name) in self._valid_names:
+            return name
+        checked = validate_queue_name(name) if kind == "queue" else validate_type_name(name)
+        if len(self._valid_names) < 10_000:
+            self._valid_names.add((kind, checked))
+        return checked
 
     def _send(self, prepared: list[_Prepared], now: float) -> list[Any]:
         """Store prepared tasks: one ``enqueue`` call per queue and chunk, all in one round-trip.
