@@ -1,4 +1,4 @@
-"""Settings of the bundled queuecore site: SQLite, the queuecore app and the demo tasks.
+"""Settings of the bundled queuecore site: SQLite, the queuecore app, its dashboard and the demo tasks.
 
 Environment: ``QUEUECORE_REDIS_URL`` (takes precedence over the default Redis URL),
 ``QUEUECORE_KEY_PREFIX``, ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``.
@@ -24,7 +24,9 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django_htmx",
     "queuecore",
+    "dashboard",
     "demo",
 ]
 
@@ -36,6 +38,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -68,6 +71,9 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "queuecore_dashboard:overview"
+LOGOUT_REDIRECT_URL = "login"
 
 QUEUECORE = {
     "REDIS_URL": os.environ.get("QUEUECORE_REDIS_URL", "redis://127.0.0.1:6379/0"),
