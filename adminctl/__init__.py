@@ -1,0 +1,7 @@
+"""adminctl: the operator's command line for queuecore (click + rich).
+
+It talks to Redis only through ``queuecore.core`` (the ``Inspector`` for every read and operator
+action, the ``Client`` for ``enqueue``) and never needs Django.
+"""
+
+__version__ = "0.1.0"

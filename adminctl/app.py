@@ -1,0 +1,169 @@
+"""The application object every command receives: options, terminal, and a lazily built Inspector.
+
+Nothing here touches Redis until a command asks for ``app.inspector`` or ``app.client``, so
+``--help`` and usage errors never need a server.
+"""
+
+from __future__ import annotations
+
+import getpass
+import importlib
+import os
+import socket
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+from urllib.parse import urlsplit
+
+from adminctl.terminal import Terminal
+from queuecore.core.client import Client
+from queuecore.core.config import DEFAULT_REDIS_URL, ConnectionConfig, redact_url
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.inspector import Inspector
+from queuecore.core.keys import DEFAULT_PREFIX
+from queuecore.core.registry import TaskRegistry
+
+
+@dataclass
+class GlobalOptions:
+    """The root group's options, as given on the command line (``None`` = not given)."""
+
+    redis_url: str | None = None
+    prefix: str | None = None
+    settings: str | None = None
+    json: bool = False
+    color: bool | None = None
+    debug: bool = False
+
+
+@dataclass(frozen=True)
+class ConnectionDefaults:
+    """Connection values filled in by a host program (``manage.py adminctl`` reads ``QUEUECORE``).
+
+    They replace the environment and Django-settings lookup; command-line flags still win.
+    """
+
+    redis_url: str | None = None
+    prefix: str | None = None
+
+
+def read_django_settings(module: str) -> dict[str, Any]:
+    """``QUEUECORE`` of a Django settings module, read by importing the module (Django itself is not set up).
+
+    The current directory is put on ``sys.path`` first, as ``manage.py`` would have it.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        mod = importlib.import_module(module)
+    except Exception as exc:  # ImportError, or the settings module itself failing
+        raise ConfigurationError(f"cannot load Django settings {module!r}: {type(exc).__name__}: {exc}") from None
+    value = getattr(mod, "QUEUECORE", {})
+    return value if isinstance(value, dict) else {}
+
+
+def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],
+                       injected: ConnectionDefaults | None = None) -> ConnectionConfig:
+    """Where Redis is: flag, else host defaults, else env, else Django settings, else the default."""
+    url = options.redis_url
+    prefix = options.prefix
+    if injected is not None:
+        url = url or injected.redis_url
+        prefix = prefix or injected.prefix
+    else:
+        url = url or environ.get("QUEUECORE_REDIS_URL") or None
+        prefix = prefix or environ.get("QUEUECORE_KEY_PREFIX") or None
+        module = options.settings or environ.get("DJANGO_SETTINGS_MODULE")
+        if module and (url is None or prefix is None):
+            queuecore_settings = read_django_settings(module)
+            url = url or queuecore_settings.get("REDIS_URL")
+            prefix = prefix or queuecore_settings.get("KEY_PREFIX")
+    return ConnectionConfig(redis_url=url or DEFAULT_REDIS_URL, key_prefix=prefix or DEFAULT_PREFIX)
+
+
+def default_actor() -> str:
+    """``cli:<user>@<host>``, the name under which actions are written to the audit log."""
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name (some containers)
+        user = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    return f"cli:{user}@{socket.gethostname()}"
+
+
+class App:
+    """What a command needs: the options, the terminal, the Inspector (and a Client for enqueue)."""
+
+    def __init__(self, options: GlobalOptions, terminal: Terminal, *, injected: ConnectionDefaults | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.options = options
+        self.terminal = terminal
+        self.injected = injected
+        self.environ = os.environ if environ is None else environ
+        self._base: Inspector | None = None
+        self._client: Client | None = None
+
+    @property
+    def json(self) -> bool:
+        return self.options.json
+
+    @json.setter
+    def json(self, value: bool) -> None:
+        self.options.json = value
+
+    @cached_property
+    def connection(self) -> ConnectionConfig:
+        return resolve_connection(self.options, self.environ, self.injected)
+
+    @property
+    def redacted_url(self) -> str | None:
+        """The Redis URL in use, password replaced by ``***``; ``None`` before it is resolved."""
+        if "connection" not in self.__dict__:
+            return None
+        return redact_url(self.connection.redis_url)
+
+    def secrets(self) -> list[str]:
+        """Strings that must never be printed (the Redis password of every URL we may have seen)."""
+        urls = [self.options.redis_url, self.injected.redis_url if self.injected else None,
+                self.environ.get("QUEUECORE_REDIS_URL")]
+        if "connection" in self.__dict__:
+            urls.append(self.connection.redis_url)
+        found = []
+        for url in urls:
+            if not url:
+                continue
+            try:
+                password = urlsplit(url).password
+            except ValueError:
+                continue
+            if password:
+                found.append(password)
+        return found
+
+    def scrub(self, text: str) -> str:
+        for secret in self.secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    @cached_property
+    def inspector(self) -> Inspector:
+        """The Inspector, recording actions in the audit log as ``cli:<user>@<host>``."""
+        self._base = Inspector(connection=self.connection)
+        return self._base.as_actor(default_actor())
+
+    @property
+    def client(self) -> Client:
+        """A Client sharing the Inspector's connection; it knows no handlers, so payloads are not checked
+        against a handler's signature."""
+        if self._client is None:
+            self._client = Client(connection=self.connection, redis_client=self.inspector.redis,
+                                  registry=TaskRegistry())
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._base is not None:
+            self._base.close()

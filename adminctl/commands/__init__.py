@@ -1,0 +1,1 @@
+"""One module per noun: stats, queue, task, enqueue, server, worker."""

@@ -1,0 +1,170 @@
+"""``adminctl queue ls|inspect|history|pause|unpause|remove``."""
+
+from __future__ import annotations
+
+import click
+
+from adminctl.app import App
+from adminctl.fmt import escape, human_count
+from adminctl.options import json_option, yes_option
+from adminctl.render import HistoryChart, queue_detail, queue_list_table
+from queuecore.core.errors import QueueNotEmpty
+
+
+@click.group()
+def queue() -> None:
+    """List, inspect, pause and remove queues.
+
+    \b
+    Examples:
+      adminctl queue ls
+      adminctl queue inspect default
+      adminctl queue history default --days 14
+      adminctl queue pause low
+    """
+
+
+@queue.command("ls")
+@json_option
+@click.pass_obj
+def queue_ls(app: App) -> None:
+    """List every queue with its tasks per state.
+
+    \b
+    Examples:
+      adminctl queue ls
+      adminctl queue ls --json | jq -r '.[] | select(.paused) | .name'
+    """
+    infos = app.inspector.all_queue_info()
+    if app.json:
+        app.terminal.json([q.to_dict() for q in infos])
+    elif not infos:
+        app.terminal.info("no queues yet (a queue appears when its first task is enqueued)")
+    else:
+        app.terminal.print(queue_list_table(infos))
+
+
+@queue.command("inspect")
+@click.argument("name", metavar="QUEUE")
+@json_option
+@click.pass_obj
+def queue_inspect(app: App, name: str) -> None:
+    """Show one queue in detail, with the last hour.
+
+    Sizes per state, latency, memory, today's and all-time counters, and a
+    sparkline of tasks processed per minute.
+
+    \b
+    Examples:
+      adminctl queue inspect default
+      adminctl queue inspect default --json
+    """
+    info = app.inspector.queue_info(name)
+    if app.json:
+        app.terminal.json(info.to_dict())
+        return
+    minutes = app.inspector.minute_history(name, 60)
+    app.terminal.print(queue_detail(info, minutes, color=app.terminal.color))
+
+
+@queue.command("history")
+@click.argument("name", metavar="QUEUE")
+@click.option("--days", "-d", type=click.IntRange(1, 90), default=7, show_default=True,
+              help="How many UTC days, up to 90.")
+@json_option
+@click.pass_obj
+def queue_history(app: App, name: str, days: int) -> None:
+    """Show tasks processed and failed per day, as a bar chart.
+
+    \b
+    Examples:
+      adminctl queue history default
+      adminctl queue history default --days 30
+      adminctl queue history default --json | jq '.[-1]'
+    """
+    history = app.inspector.history(name, days)
+    if app.json:
+        app.terminal.json([d.to_dict() for d in history])
+    else:
+        app.terminal.print(HistoryChart(history))
+
+
+@queue.command("pause")
+@click.argument("name", metavar="QUEUE")
+@json_option
+@click.pass_obj
+def queue_pause(app: App, name: str) -> None:
+    """Pause a queue (running tasks finish).
+
+    Workers stop taking its tasks until `queue unpause`.
+
+    \b
+    Example:
+      adminctl queue pause low
+    """
+    app.inspector.pause_queue(name)
+    if app.json:
+        app.terminal.json({"queue": name, "paused": True})
+    else:
+        app.terminal.success(f"paused queue {escape(name)}: workers take no new tasks from it")
+
+
+@queue.command("unpause")
+@click.argument("name", metavar="QUEUE")
+@json_option
+@click.pass_obj
+def queue_unpause(app: App, name: str) -> None:
+    """Let workers take a paused queue's tasks again.
+
+    \b
+    Example:
+      adminctl queue unpause low
+    """
+    app.inspector.unpause_queue(name)
+    if app.json:
+        app.terminal.json({"queue": name, "paused": False})
+    else:
+        app.terminal.success(f"unpaused queue {escape(name)}")
+
+
+@queue.command("remove")
+@click.argument("name", metavar="QUEUE")
+@click.option("--force", is_flag=True, help="Also delete the tasks it holds (never running ones).")
+@yes_option
+@json_option
+@click.pass_obj
+def queue_remove(app: App, name: str, force: bool, yes: bool) -> None:
+    """Forget a queue; --force also deletes its tasks.
+
+    The queue must be empty, unless --force.
+
+    A queue with running tasks is never removed. With --force and tasks to
+    delete, asks for confirmation unless --yes.
+
+    \b
+    Examples:
+      adminctl queue remove old-queue
+      adminctl queue remove old-queue --force --yes
+    """
+    ins = app.inspector
+    info = ins.queue_info(name)
+    if info.size and force and not info.active and not yes:
+        question = (f"Remove queue {escape(name)} and delete its {human_count(info.size)} task(s) "
+                    f"({info.pending} pending, {info.scheduled} scheduled, {info.retry} retry, "
+                    f"{info.archived} archived)?")
+        if not app.terminal.confirm(question):
+            app.terminal.error("aborted: nothing was changed")
+            raise click.exceptions.Exit(1)
+    try:
+        deleted = ins.remove_queue(name, force=force)
+    except QueueNotEmpty:
+        if info.active:
+            raise
+        raise QueueNotEmpty(f"queue {name!r} holds {human_count(info.size)} task(s); "
+                            "add --force to delete them too") from None
+    if app.json:
+        app.terminal.json({"queue": name, "removed": True, "tasks_deleted": info.size if force else 0,
+                           "keys_deleted": deleted})
+    else:
+        app.terminal.success(f"removed queue {escape(name)}"
+                             + (f" and its {human_count(info.size)} task(s)" if force and info.size else ""))

@@ -1,0 +1,53 @@
+"""``adminctl server ls``: the live worker processes, from their heartbeats."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from adminctl.app import App
+from adminctl.options import json_option
+from adminctl.render import server_table, worker_table
+
+
+@click.group()
+def server() -> None:
+    """Worker processes (asynq calls them servers).
+
+    \b
+    Example:
+      adminctl server ls
+    """
+
+
+@server.command("ls")
+@json_option
+@click.pass_obj
+def server_ls(app: App) -> None:
+    """List every live worker process and the tasks it is running.
+
+    Each row comes from the process's heartbeat: host, pid, concurrency,
+    queues with weights, status (active, quiet, stopping) and when it
+    started; then each running task with how long it has run. Processes
+    whose heartbeat expired are not shown.
+
+    \b
+    Examples:
+      adminctl server ls
+      adminctl server ls --json | jq '.[] | {host, pid, status}'
+    """
+    servers = app.inspector.servers()
+    term = app.terminal
+    if app.json:
+        term.json([s.to_dict() for s in servers])
+        return
+    if not servers:
+        term.info("no worker process is running (no live heartbeat)")
+        return
+    now = time.time()
+    term.print(server_table(servers, now))
+    workers = [w for s in servers for w in s.workers]
+    if workers:
+        term.print("")
+        term.print(worker_table(workers, now, title="Running tasks"))

@@ -1,0 +1,255 @@
+"""``adminctl task ls|inspect|run|archive|kill|delete|cancel|run-all|archive-all|delete-all``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+
+from adminctl.app import App
+from adminctl.fmt import escape, human_count, human_duration
+from adminctl.options import STATES, json_option, yes_option
+from adminctl.render import page_footer, task_detail, task_table
+from queuecore.core.errors import ConfigurationError, InvalidTaskState, TaskNotFound
+from queuecore.core.message import TaskInfo
+
+
+@click.group()
+def task() -> None:
+    """List, inspect and act on tasks.
+
+    Task ids are positional after the queue: `task inspect QUEUE ID`.
+    Several ids may be given to act on each; the command then exits 1 if
+    any of them failed. Bulk actions (run-all, archive-all, delete-all) show
+    how many tasks they will touch and ask first unless --yes.
+
+    \b
+    Examples:
+      adminctl task ls default pending
+      adminctl task inspect default 3f2a9c...
+      adminctl task run default ID1 ID2
+      adminctl task archive-all low retry --yes
+    """
+
+
+@task.command("ls")
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("state", type=click.Choice(STATES), metavar="STATE")
+@click.option("--page", "-p", type=click.IntRange(min=1), default=1, show_default=True, help="Page number.")
+@click.option("--size", "-s", type=click.IntRange(1, 1000), default=20, show_default=True, help="Tasks per page.")
+@click.option("--type", "-t", "type_name", metavar="TYPE", help="Only tasks of this type.")
+@click.option("--search", metavar="TEXT",
+              help="Only tasks whose id, payload or last error contains TEXT (case-insensitive).")
+@json_option
+@click.pass_obj
+def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_name: str | None,
+            search: str | None) -> None:
+    """List the tasks of QUEUE in STATE, a page at a time.
+
+    Oldest first.
+
+    STATE is one of pending, active, scheduled, retry, archived, completed.
+    Payloads and errors are shown escaped and truncated; use `task inspect`
+    for the whole of them.
+
+    \b
+    Examples:
+      adminctl task ls default pending
+      adminctl task ls default archived --page 2 --size 50
+      adminctl task ls default retry --type emails.send --search SMTPError
+      adminctl task ls default scheduled --json | jq -r '.tasks[].id'
+    """
+    result = app.inspector.list_tasks(queue_name, state, page, size, type=type_name, search=search)
+    term = app.terminal
+    if app.json:
+        term.json(result.to_dict())
+        return
+    if not result.tasks:
+        if page > 1 and page > result.pages:
+            term.info(f"page {page} is past the end: {result.pages} page(s) of {size}")
+        elif result.matched is not None:
+            term.info(f"no {state} task in queue {escape(queue_name)} matches "
+                      f"(among {human_count(result.total)})")
+        else:
+            term.info(f"no {state} tasks in queue {escape(queue_name)}")
+        return
+    term.print(task_table(result.tasks, state, time.time()))
+    term.print(page_footer(result, queue_name, state))
+
+
+@task.command("inspect")
+@click.argument("queue_name", metavar="QUEUE")
+@click.argument("task_ids", metavar="ID...", nargs=-1, required=True)
+@json_option
+@click.pass_obj
+def task_inspect(app: App, queue_name: str, task_ids: tuple[str, ...]) -> None:
+    """Show every field of tasks, payloads and errors whole.
+
+    The whole payload, last error (with its traceback) and result.
+
+    With --json: one object for one id, a list for several.
+
+    \b
+    Examples:
+      adminctl task inspect default 3f2a9c41d0e84b7f9d2c1b0a5e6f7d8c
+      adminctl task inspect default ID1 ID2 --json
+    """
+    found: list[TaskInfo] = []
+    failed = 0
+    for task_id in task_ids:
+        try:
+            found.append(app.inspector.get_task(queue_name, task_id))
+        except (TaskNotFound, ConfigurationError) as exc:
+            app.terminal.error(str(exc))
+            failed += 1
+    if app.json:
+        if len(task_ids) == 1:
+            if found:
+                app.terminal.json(found[0].to_dict())
+        else:
+            app.terminal.json([t.to_dict() for t in found])
+    else:
+        now = time.time()
+        for i, info in enumerate(found):
+            if i:
+                app.terminal.print("")
+            app.terminal.print(task_detail(info, now))
+    if failed:
+        raise click.exceptions.Exit(1)
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    method: str
+    done: str  # what to print after the id
+    summary: str
+    states: str
+
+
+ACTIONS = {
+    "run": Action("run", "run_task", "moved to pending", "Run tasks now: move them to pending.",
+                  "scheduled, retry or archived"),
+    "archive": Action("archive", "archive_task", "archived", "Archive tasks: they stay, and are not run.",
+                      "pending, scheduled or retry"),
+    "delete": Action("delete", "delete_task", "deleted", "Delete tasks for good.", "any state but active"),
+    "cancel": Action("cancel", "cancel_task", "cancel requested (the worker stops it and archives it)",
+                     "Cancel running tasks (they are archived).\n\n"
+                     "    Each is stopped and archived as \"cancelled by operator\".",
+                     "active"),
+}
+
+
+def _action_command(action: Action, name: str | None = None) -> click.Command:
+    command_name = name or action.name
+    alias = f"\n\n    An alias of `task {action.name}`." if command_name != action.name else ""
+
+    @click.command(command_name)
+    @click.argument("queue_name", metavar="QUEUE")
+    @click.argument("task_ids", metavar="ID...", nargs=-1, required=True)
+    @json_option
+    @click.pass_obj
+    def command(app: App, queue_name: str, task_ids: tuple[str, ...]) -> None:
+        method: Callable[[str, str], None] = getattr(app.inspector, action.method)
+        results = []
+        for task_id in task_ids:
+            try:
+                method(queue_name, task_id)
+            except (TaskNotFound, InvalidTaskState, ConfigurationError) as exc:
+                results.append({"id": task_id, "ok": False, "error": str(exc), "error_type": type(exc).__name__})
+                if not app.json:
+                    app.terminal.error(f"{escape(task_id)}: {exc}")
+                continue
+            results.append({"id": task_id, "ok": True, "error": None, "error_type": None})
+            if not app.json:
+                app.terminal.success(f"{task_id}: {action.done}")
+        failed = sum(1 for r in results if not r["ok"])
+        if app.json:
+            app.terminal.json({"queue": queue_name, "action": action.name, "results": results})
+        elif len(task_ids) > 1:
+            app.terminal.info(f"{len(task_ids) - failed} of {len(task_ids)} done, {failed} failed")
+        if failed:
+            raise click.exceptions.Exit(1)
+
+    command.help = (f"{action.summary}{alias}\n\n    Applies to {action.states} tasks; each ID is reported, and the "
+                    f"exit code is 1 if any failed.\n\n    \b\n    Examples:\n      adminctl task {command_name} "
+                    f"default 3f2a9c41d0e84b7f9d2c1b0a5e6f7d8c\n      adminctl task {command_name} default ID1 ID2 ID3"
+                    f" --json")
+    if command_name != action.name:
+        command.short_help = f"An alias of `task {action.name}`."
+    return command
+
+
+for _action in ACTIONS.values():
+    task.add_command(_action_command(_action))
+task.add_command(_action_command(ACTIONS["archive"], "kill"))
+
+
+@dataclass(frozen=True)
+class BulkAction:
+    name: str
+    method: str
+    states: tuple[str, ...]
+    verb: str  # "archive"
+    done: str  # "archived {count} {state} task(s) of queue {queue}"
+    summary: str
+
+
+BULK_ACTIONS = (
+    BulkAction("run-all", "run_all", ("scheduled", "retry", "archived"), "run",
+               "moved {count} {state} task(s) of queue {queue} to pending",
+               "Run every task of QUEUE in STATE now (move them to pending)."),
+    BulkAction("archive-all", "archive_all", ("pending", "scheduled", "retry"), "archive",
+               "archived {count} {state} task(s) of queue {queue}",
+               "Archive every task of QUEUE in STATE."),
+    BulkAction("delete-all", "delete_all", ("pending", "scheduled", "retry", "archived", "completed"), "delete",
+               "deleted {count} {state} task(s) of queue {queue}", "Delete every task of QUEUE in STATE, for good."),
+)
+
+
+def _bulk_command(bulk: BulkAction) -> click.Command:
+    @click.command(bulk.name)
+    @click.argument("queue_name", metavar="QUEUE")
+    @click.argument("state", type=click.Choice(bulk.states), metavar="STATE")
+    @yes_option
+    @json_option
+    @click.pass_obj
+    def command(app: App, queue_name: str, state: str, yes: bool) -> None:
+        ins = app.inspector
+        term = app.terminal
+        count = ins.count(queue_name, state)
+        if count == 0:
+            if app.json:
+                term.json({"queue": queue_name, "state": state, "action": bulk.verb, "count": 0})
+            else:
+                term.info(f"no {state} tasks in queue {escape(queue_name)}: nothing to do")
+            return
+        if not yes:
+            term.info(f"This will {bulk.verb} {human_count(count)} {state} task(s) of queue {escape(queue_name)}.")
+            if not term.confirm("Continue?"):
+                term.error("aborted: nothing was changed")
+                raise click.exceptions.Exit(1)
+        started = time.monotonic()
+        with term.status(f"{bulk.verb} {human_count(count)} {state} tasks… (in chunks of 500)"):
+            result = getattr(ins, bulk.method)(queue_name, state)
+        if app.json:
+            term.json(result.to_dict())
+        else:
+            done = bulk.done.format(count=human_count(result.count), state=state, queue=escape(queue_name))
+            term.success(f"{done} in {human_duration(time.monotonic() - started)}")
+
+    allowed = ", ".join(bulk.states)
+    command.help = (f"{bulk.summary}\n\n    STATE is one of: {allowed}. Shows how many tasks it will touch and asks "
+                    f"first unless --yes. Works in chunks of 500 tasks per Redis call, so even 100,000 tasks never "
+                    f"block Redis.\n\n    \b\n    Examples:\n      adminctl task {bulk.name} default {bulk.states[-1]}"
+                    f"\n      adminctl task {bulk.name} default {bulk.states[0]} --yes --json")
+    return command
+
+
+for _bulk in BULK_ACTIONS:
+    task.add_command(_bulk_command(_bulk))
+
+
+__all__ = ["ACTIONS", "BULK_ACTIONS", "task"]

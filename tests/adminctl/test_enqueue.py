@@ -1,0 +1,58 @@
+"""``adminctl enqueue``: options, output, and every way it refuses."""
+
+from __future__ import annotations
+
+import re
+
+from queuecore import Inspector
+from tests.adminctl.test_task import TASK_KEYS
+
+
+def test_enqueue_prints_the_id_and_stores_the_task(adminctl, inspector: Inspector) -> None:
+    run = adminctl("enqueue", "demo.echo", "--payload", '{"greeting": "hi", "n": [1, 2]}')
+    assert run.code == 0
+    task_id = run.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{32}", task_id) and run.stdout == task_id + "\n"  # the id alone on stdout
+    assert "enqueued demo.echo in queue default (pending)" in run.stderr
+    info = inspector.get_task("default", task_id)
+    assert (info.type, info.payload, info.state, info.max_retry) == ("demo.echo", {"greeting": "hi", "n": [1, 2]},
+                                                                     "pending", 25)
+
+
+def test_enqueue_with_every_option_and_json(adminctl, inspector: Inspector) -> None:
+    data = adminctl("enqueue", "reports.build", "-p", '{"id": 3}', "--queue", "low", "--process-in", "5m",
+                    "--max-retry", "3", "--timeout", "1m30s", "--unique", "1h", "--task-id", "report-3",
+                    "--retention", "2h", "--json").json()
+    assert set(data) == TASK_KEYS
+    assert (data["id"], data["queue"], data["type"], data["state"], data["max_retry"], data["timeout"],
+            data["retention"]) == ("report-3", "low", "reports.build", "scheduled", 3, 90.0, 7200.0)
+    assert data["unique_key"]
+    info = inspector.get_task("low", "report-3")
+    assert info.state == "scheduled" and info.payload == {"id": 3}
+    assert 290 <= (info.next_process_at - info.enqueued_at).total_seconds() <= 310
+    # the same unique task again: refused
+    dup = adminctl("enqueue", "reports.build", "-p", '{"id": 3}', "--queue", "low", "--unique", "1h")
+    assert dup.code == 1 and dup.stdout == "" and len(dup.stderr.splitlines()) == 1 and "error:" in dup.stderr
+    # the same task id again: refused
+    taken = adminctl("enqueue", "other", "--queue", "low", "--task-id", "report-3")
+    assert taken.code == 1 and "report-3" in taken.stderr
+
+
+def test_enqueue_payload_from_stdin_and_file(adminctl, inspector: Inspector, tmp_path) -> None:
+    from_stdin = adminctl("enqueue", "t", "--payload", "-", input='{"from": "stdin"}')
+    assert inspector.get_task("default", from_stdin.stdout.strip()).payload == {"from": "stdin"}
+    path = tmp_path / "payload.json"
+    path.write_text('{"from": "file"}')
+    from_file = adminctl("enqueue", "t", "--payload", f"@{path}")
+    assert inspector.get_task("default", from_file.stdout.strip()).payload == {"from": "file"}
+
+
+def test_enqueue_refuses_bad_payloads_with_exit_1(adminctl, inspector: Inspector, tmp_path) -> None:
+    for payload, message in (("{not json", "is not valid JSON"), ("[1, 2]", "must be a JSON object"),
+                             ('"text"', "must be a JSON object"), (f"@{tmp_path}/missing.json", "cannot read")):
+        run = adminctl("enqueue", "t", "--payload", payload)
+        assert run.code == 1, payload
+        assert run.stdout == "" and message in run.stderr and len(run.stderr.splitlines()) == 1
+    bad_type = adminctl("enqueue", "has space")
+    assert bad_type.code == 2 and "invalid task type" in bad_type.stderr
+    assert inspector.queues() == []  # nothing was enqueued
