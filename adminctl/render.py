@@ -222,7 +222,9 @@ def render_stats(snap: StatsSnapshot, *, color: bool = True, problem: str | None
     r = snap.redis
     redis_bits = [f"v{r.version}" if r.version else "version unknown",
                   f"{human_bytes(r.used_memory)} used" + (f" of {human_bytes(r.maxmemory)}" if r.maxmemory else ""),
-                  plural(r.connected_clients, "client"), plural(r.key_count, "key")]
+                  plural(r.connected_clients, "client")]
+    if r.key_count is not None:
+        redis_bits.append(plural(r.key_count, "key"))
     lines = [
         ("Today (UTC)", Text.assemble(
             "processed ", (human_count(snap.processed_today), "bold"), " · failed ",

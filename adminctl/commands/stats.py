@@ -19,7 +19,7 @@ def take_snapshot(app: App) -> StatsSnapshot:
     ins = app.inspector
     queues = ins.all_queue_info()
     servers = ins.servers()
-    info = ins.redis_info()
+    info = ins.redis_info(count_keys=False)
     return StatsSnapshot(taken_at=time.time(), redis_url=app.redacted_url or "", prefix=app.connection.key_prefix,
                          queues=queues, servers=servers, redis=info)
 

@@ -96,7 +96,7 @@ class RedisInfo:
     maxmemory_policy: str | None
     connected_clients: int | None
     uptime_seconds: int | None
-    key_count: int  # keys under our prefix
+    key_count: int | None  # keys under our prefix; None when not counted
     queues: int
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -561,14 +561,20 @@ class Inspector:
     # -- redis ------------------------------------------------------------------------------------
 
     @translate
-    def redis_info(self) -> RedisInfo:
-        """Server version, memory and clients (None where INFO is denied) and our key count."""
+    def redis_info(self, count_keys: bool = True) -> RedisInfo:
+        """Server version, memory and clients (None where INFO is denied) and our key count.
+
+        Counting keys SCANs the whole database, so frequent callers (a watch loop) pass
+        ``count_keys=False``.
+        """
         info: dict[str, Any] = {}
         try:
             info = self.redis.info()
         except redis.ResponseError:
             info = {}
-        key_count = sum(1 for _ in self.redis.scan_iter(match=self.keys.all_pattern, count=1000))
+        key_count = None
+        if count_keys:
+            key_count = sum(1 for _ in self.redis.scan_iter(match=self.keys.all_pattern, count=1000))
         return RedisInfo(
             version=info.get("redis_version"), mode=info.get("redis_mode"), used_memory=info.get("used_memory"),
             used_memory_human=info.get("used_memory_human"), maxmemory=info.get("maxmemory"),

@@ -665,3 +665,11 @@ def test_cancel_all_flags_every_active_task(client, inspector, redis_client, con
     assert sorted(entry.task_ids) == ["run-1", "run-2"]
     with pytest.raises(QueueNotFound):
         inspector.cancel_all("nope")
+
+
+def test_redis_info_can_skip_the_key_scan(inspector: Inspector, client: Client) -> None:
+    client.enqueue("info.job")
+    assert inspector.redis_info().key_count >= 2  # the task hash and the pending list at least
+    quick = inspector.redis_info(count_keys=False)
+    assert quick.key_count is None
+    assert quick.version and quick.queues == 1
