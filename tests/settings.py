@@ -8,6 +8,7 @@ SECRET_KEY = "tests-only-not-secret"
 DEBUG = False
 ALLOWED_HOSTS = ["*"]
 USE_TZ = True
+TIME_ZONE = "UTC"
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -43,6 +44,7 @@ STATIC_URL = "/static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "queuecore_dashboard:overview"
+LOGOUT_REDIRECT_URL = "login"
 # Fast password hashing: the dashboard tests log users in often.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 QUEUECORE = {"KEY_PREFIX": "qct-django"}

@@ -1,0 +1,82 @@
+"""Who may see the dashboard and who may act: one decorator calling ``ACCESS_CALLBACK``.
+
+``QUEUECORE["DASHBOARD"]["ACCESS_CALLBACK"]`` is a dotted path to ``f(request, level) -> bool``,
+``level`` being ``"view"`` or ``"operate"``. The default, ``default_access``, lets active staff
+with the view permission see, and those with the operate permission act; superusers have both.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth.views import redirect_to_login
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.module_loading import import_string
+from django_htmx.http import HttpResponseClientRedirect
+
+from queuecore.conf import get_config
+
+VIEW = "view"
+OPERATE = "operate"
+VIEW_PERMISSION = "queuecore_dashboard.view_dashboard"
+OPERATE_PERMISSION = "queuecore_dashboard.operate_queues"
+
+
+def default_access(request: HttpRequest, level: str) -> bool:
+    """Active staff with the view (or operate) permission see; only the operate permission acts."""
+    user = request.user
+    if not (user.is_active and user.is_staff):
+        return False
+    if level == OPERATE:
+        return user.has_perm(OPERATE_PERMISSION)
+    return user.has_perm(VIEW_PERMISSION) or user.has_perm(OPERATE_PERMISSION)
+
+
+def access_callback() -> Callable[[HttpRequest, str], bool]:
+    path = get_config().dashboard.get("ACCESS_CALLBACK")
+    return import_string(path) if path else default_access
+
+
+def allowed(request: HttpRequest, level: str) -> bool:
+    return bool(access_callback()(request, level))
+
+
+def dashboard_access(level: str = VIEW) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Let the view run only for users the callback allows at ``level``.
+
+    Anonymous users go to the login page (htmx requests through ``HX-Redirect``); others who are
+    not allowed get a 403 page. Sets ``request.qc_can_operate`` for the templates.
+    """
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return _to_login(request)
+            callback = access_callback()
+            if not callback(request, level):
+                message = ("Your account may see the dashboard but not act on queues and tasks."
+                           if level == OPERATE and callback(request, VIEW)
+                           else "Your account may not see the queue dashboard.")
+                return render(request, "queuecore_dashboard/error.html",
+                              {"title": "Not allowed", "message": message, "status": 403, "can_operate": False,
+                               "request": request},
+                              status=403)
+            request.qc_can_operate = level == OPERATE or bool(callback(request, OPERATE))  # type: ignore[attr-defined]
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _to_login(request: HttpRequest) -> HttpResponse:
+    htmx = getattr(request, "htmx", None)
+    if htmx:
+        # A poll or action after the session expired: send the whole page to the login form.
+        response = redirect_to_login(htmx.current_url_abs_path or request.get_full_path())
+        return HttpResponseClientRedirect(response["Location"])
+    return redirect_to_login(request.get_full_path())

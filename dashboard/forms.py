@@ -1,0 +1,65 @@
+"""Forms of the dashboard: the task list filter and the actions on selected tasks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.inspector import TASK_ACTIONS
+from queuecore.core.keys import validate_task_id
+
+MAX_SELECTED = 1000
+
+# Which action fits which state: what the Inspector accepts.
+ACTIONS_BY_STATE = {
+    "pending": ("archive", "delete"),
+    "active": ("cancel",),
+    "scheduled": ("run", "archive", "delete"),
+    "retry": ("run", "archive", "delete"),
+    "archived": ("run", "delete"),
+    "completed": ("delete",),
+}
+ACTION_LABELS = {"run": "Run now", "archive": "Archive", "delete": "Delete", "cancel": "Cancel"}
+ACTION_DONE = {"run": "moved to pending", "archive": "archived", "delete": "deleted", "cancel": "asked to stop"}
+
+
+class TaskFilterForm(forms.Form):
+    """``?type=&search=&page=`` of a task list."""
+
+    type = forms.CharField(required=False, max_length=200, strip=True)
+    search = forms.CharField(required=False, max_length=200, strip=True)
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def values(self) -> tuple[str | None, str | None, int]:
+        """``(type, search, page)``, with defaults for anything invalid."""
+        data = self.cleaned_data if self.is_valid() else {}
+        return data.get("type") or None, data.get("search") or None, data.get("page") or 1
+
+
+class TaskActionForm(forms.Form):
+    """An action on the selected task ids (``task_id``, repeated), or on every task in the state (``all``)."""
+
+    action = forms.ChoiceField(choices=[(a, a) for a in TASK_ACTIONS])
+    all = forms.BooleanField(required=False)
+
+    def __init__(self, *args: Any, state: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.state = state
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        ids = self.data.getlist("task_id") if hasattr(self.data, "getlist") else list(self.data.get("task_id", []))
+        try:
+            data["task_ids"] = [validate_task_id(i) for i in ids]
+        except ConfigurationError:
+            raise forms.ValidationError("Invalid task id.") from None
+        if len(ids) > MAX_SELECTED:
+            raise forms.ValidationError(f"Select at most {MAX_SELECTED:,} tasks, or act on all of them.")
+        action = data.get("action")
+        if action and action not in ACTIONS_BY_STATE[self.state]:
+            raise forms.ValidationError(f"{ACTION_LABELS[action]} does not apply to {self.state} tasks.")
+        if not data.get("all") and not ids:
+            raise forms.ValidationError("Select tasks first, or tick “all”.")
+        return data

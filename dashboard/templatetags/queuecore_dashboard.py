@@ -1,0 +1,152 @@
+"""Formatting filters and the polling tag of the dashboard's templates.
+
+Every filter returns plain text; autoescaping does the rest (nothing here is marked safe except
+``qc_poll``, which builds its attributes with ``format_html``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+register = template.Library()
+
+PREVIEW_CHARS = 120
+
+
+@register.simple_tag(takes_context=True)
+def qc_poll(context: template.Context, url: str, *, every: Any = None, extra: str = "", events: str = "") -> SafeString:
+    """``hx-get``/``hx-trigger``/``hx-swap`` of a polling partial (every ``POLL_INTERVAL`` seconds while
+    the tab is visible and live refresh is on). ``extra`` adds a JS condition, ``events`` more triggers."""
+    seconds = every if every is not None else context.get("poll", 3)
+    condition = "document.visibilityState === 'visible' && !window.qcPaused"
+    if extra:
+        condition += f" && {extra}"
+    trigger = f"every {seconds}s [{condition}], qc:refresh from:body"
+    if events:
+        trigger += f", {events}"
+    return format_html('hx-get="{}" hx-trigger="{}" hx-swap="outerHTML"', url, trigger)
+
+
+@register.filter
+def qc_number(value: Any) -> str:
+    """``12345`` -> ``12,345``."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return "—" if value is None else str(value)
+
+
+@register.filter
+def qc_bytes(value: Any) -> str:
+    """Bytes in B, KB, MB, GB (1024-based), or a dash when unknown."""
+    if value is None:
+        return "—"
+    size = float(value)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""  # pragma: no cover
+
+
+@register.filter
+def qc_duration(seconds: Any) -> str:
+    """Seconds as ``850ms``, ``4.2s``, ``3m 12s``, ``2h 05m``, ``3d 4h``."""
+    if seconds is None or seconds == "":
+        return "—"
+    s = float(seconds)
+    if s < 1:
+        return f"{s * 1000:.0f}ms"
+    if s < 60:
+        return f"{s:.1f}s"
+    minutes, sec = divmod(int(s), 60)
+    if minutes < 60:
+        return f"{minutes}m {sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"
+
+
+def _seconds_from_now(value: datetime) -> float:
+    return (value - timezone.now()).total_seconds()
+
+
+@register.filter
+def qc_relative(value: datetime | None) -> str:
+    """``12s ago`` or ``in 4m 10s`` (relative to now)."""
+    if not value:
+        return "—"
+    delta = _seconds_from_now(value)
+    if abs(delta) < 1:
+        return "now"
+    return f"in {qc_duration(delta)}" if delta > 0 else f"{qc_duration(-delta)} ago"
+
+
+@register.filter
+def qc_since(value: datetime | None) -> str:
+    """How long ago ``value`` was, as a duration (``3m 12s``)."""
+    if not value:
+        return "—"
+    return qc_duration(max(0.0, -_seconds_from_now(value)))
+
+
+@register.filter
+def qc_time(value: datetime | None) -> str:
+    """A full local timestamp."""
+    if not value:
+        return "—"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+@register.filter
+def qc_percent(value: Any) -> str:
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    return "0%" if ratio == 0 else f"{ratio * 100:.1f}%" if ratio < 0.995 else f"{ratio * 100:.0f}%"
+
+
+@register.filter
+def qc_preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """Compact JSON of a payload or result, cut to ``limit`` characters."""
+    if value is None:
+        return ""
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def qc_pretty(value: Any) -> str:
+    """Indented JSON for a ``<pre>`` block."""
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False, default=str)
+
+
+@register.filter
+def qc_first_line(value: str | None, limit: int = 140) -> str:
+    """The first non-empty line of an error, cut to ``limit`` characters."""
+    if not value:
+        return ""
+    line = next((part.strip() for part in str(value).splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+@register.filter
+def qc_short_id(value: str, keep: int = 12) -> str:
+    text = str(value)
+    return text if len(text) <= keep + 1 else text[:keep] + "…"
+
+
+@register.filter
+def qc_state_count(info: Any, state: str) -> int:
+    """How many tasks of a ``QueueInfo`` are in ``state``."""
+    return int(getattr(info, str(state), 0) or 0)

@@ -1,0 +1,79 @@
+"""The dashboard's URLs: ``path("queues/", include("dashboard.urls"))``.
+
+Links to a queue always name its state (``<queue>/pending/``), so a queue called like a page
+(``servers``) stays reachable; ``<queue>/`` alone redirects there.
+"""
+
+from django.urls import path, register_converter
+
+from dashboard import views
+from queuecore.core.inspector import STATES
+
+
+class QueueNameConverter:
+    # Queue names are 1-200 characters without whitespace or braces; "/" is allowed, so the match
+    # is lazy and the fixed suffixes that follow it decide.
+    regex = r"[^\s{}]{1,200}?"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+class StateConverter:
+    regex = "|".join(STATES)
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+class TaskIdConverter:
+    regex = r"[A-Za-z0-9_.:\-]{1,200}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+class TaskVerbConverter:
+    regex = "run|archive|delete|cancel"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(QueueNameConverter, "qc_queue")
+register_converter(StateConverter, "qc_state")
+register_converter(TaskIdConverter, "qc_task_id")
+register_converter(TaskVerbConverter, "qc_task_verb")
+
+app_name = "queuecore_dashboard"
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("_/stats/", views.overview_stats, name="overview_stats"),
+    path("_/queues/", views.overview_queues, name="overview_queues"),
+    path("_/chart/", views.chart, name="chart"),
+    path("servers/", views.servers, name="servers"),
+    path("redis/", views.redis_page, name="redis"),
+    path("audit/", views.audit, name="audit"),
+    path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/", views.task_detail, name="task"),
+    path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/<qc_task_verb:verb>/", views.task_action, name="task_action"),
+    path("<qc_queue:qname>/<qc_state:state>/", views.queue_state, name="queue_state"),
+    path("<qc_queue:qname>/<qc_state:state>/actions/", views.tasks_action, name="tasks_action"),
+    path("<qc_queue:qname>/header/", views.queue_header, name="queue_header"),
+    path("<qc_queue:qname>/pause/", views.queue_pause, name="queue_pause"),
+    path("<qc_queue:qname>/resume/", views.queue_resume, name="queue_resume"),
+    path("<qc_queue:qname>/remove/", views.queue_remove, name="queue_remove"),
+    path("<qc_queue:qname>/", views.queue_redirect, name="queue_redirect"),
+]

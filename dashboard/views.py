@@ -1,0 +1,392 @@
+"""The dashboard's views: authorise, call the Inspector, render.
+
+Pages render whole templates that ``{% include %}`` their partials; htmx requests (polls, filters,
+actions) get just the partial. Actions are POSTs with CSRF: htmx gets the updated fragment and a
+``qc:tasks-changed``/``qc:queues-changed`` event, other clients a redirect and a message.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
+from django_htmx.middleware import HtmxDetails
+
+from dashboard.access import OPERATE, dashboard_access
+from dashboard.charts import RANGES, build_chart, sum_series
+from dashboard.forms import ACTION_DONE, ACTIONS_BY_STATE, TaskActionForm, TaskFilterForm
+from dashboard.inspector import inspector_for
+from queuecore.conf import get_config
+from queuecore.core.config import redact_url
+from queuecore.core.errors import (
+    BrokerError,
+    ConfigurationError,
+    InvalidTaskState,
+    QueueNotEmpty,
+    QueueNotFound,
+    TaskNotFound,
+)
+from queuecore.core.inspector import FILTER_SCAN_LIMIT, STATES, Inspector
+
+P = "queuecore_dashboard/"
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that went through ``HtmxMiddleware`` (for type checkers)."""
+
+    htmx: HtmxDetails
+
+
+TERMINAL_STATES = ("archived", "completed")
+AUDIT_PAGE_SIZE = 50
+TASKS_CHANGED = "qc:tasks-changed"
+QUEUES_CHANGED = "qc:queues-changed"
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def _fragment(request: HtmxHttpRequest) -> bool:
+    """An htmx request that wants a partial (not a history restore, which needs the whole page)."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.history_restore_request
+
+
+def _base(request: HtmxHttpRequest, **context: Any) -> dict[str, Any]:
+    dash = get_config().dashboard
+    return {"request": request, "qc_messages": messages.get_messages(request), "poll": dash["POLL_INTERVAL"],
+            "can_operate": getattr(request, "qc_can_operate", False), "states": STATES, **context}
+
+
+def _partial(request: HtmxHttpRequest, template: str, context: dict[str, Any], *, trigger: str | None = None,
+             status: int = 200) -> HttpResponse:
+    """Render a fragment, with any pending messages swapped in out of band, and a client event."""
+    html = render_to_string(P + template, context, request)
+    pending = list(messages.get_messages(request))
+    if pending:
+        html += render_to_string(P + "partials/_messages.html", {"qc_messages": pending, "oob": True}, request)
+    response = HttpResponse(html, status=status)
+    if trigger:
+        trigger_client_event(response, trigger)
+    return response
+
+
+def _error(request: HtmxHttpRequest, status: int, title: str, message: str, detail: str = "") -> HttpResponse:
+    return render(request, P + "error.html", _base(request, status=status, title=title, message=message,
+                                                    detail=detail), status=status)
+
+
+def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Map the core's errors to pages: 404 for a missing queue or task, 503 when Redis is away."""
+
+    @functools.wraps(view)
+    def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except (QueueNotFound, TaskNotFound) as exc:
+            return _error(request, 404, "Not found", str(exc))
+        except BrokerError as exc:
+            return _error(request, 503, "Redis is unreachable",
+                          "The dashboard cannot reach Redis right now. Workers keep retrying on their own; "
+                          "this page will work again once Redis answers.", detail=str(exc))
+        except ConfigurationError as exc:
+            return _error(request, 400, "Bad request", str(exc))
+
+    return wrapper
+
+
+def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A read-only dashboard view: never cached, varies on HX-Request, viewers only."""
+    return never_cache(vary_on_headers("HX-Request")(dashboard_access()(core_errors(view))))
+
+
+def action(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """An operator action: POST only (CSRF-checked by the middleware), operators only."""
+    return require_POST(never_cache(dashboard_access(OPERATE)(core_errors(view))))
+
+
+def _totals(queues: list[Any]) -> dict[str, Any]:
+    totals = {state: sum(getattr(q, state) for q in queues) for state in STATES}
+    processed = sum(q.processed_today for q in queues)
+    failed = sum(q.failed_today for q in queues)
+    return {"by_state": totals, "processed_today": processed, "failed_today": failed,
+            "error_rate": failed / processed if processed else 0.0, "size": sum(q.size for q in queues),
+            "paused": sum(1 for q in queues if q.paused)}
+
+
+def _capacity(servers: list[Any]) -> dict[str, Any]:
+    busy, capacity = sum(s.active_count for s in servers), sum(s.concurrency for s in servers)
+    return {"servers": servers, "busy": busy, "capacity": capacity, "utilisation": busy / capacity if capacity else 0}
+
+
+def _chart(ins: Inspector, range_name: str, queue: str | None = None) -> dict[str, Any]:
+    """The chart of processed/failed for one queue (or all summed), with its URLs for htmx."""
+    names = [queue] if queue else ins.queues()
+    if range_name == "month":
+        series = [ins.history(name, days=30) for name in names]
+    else:
+        series = [ins.minute_history(name, minutes=60) for name in names]
+    base = reverse("queuecore_dashboard:chart")
+
+    def url(key: str) -> str:
+        return f"{base}?{urlencode({'range': key, **({'queue': queue} if queue else {})})}"
+
+    return {"chart": build_chart(sum_series(series), range_name), "chart_url": url(range_name),
+            "chart_ranges": [(key, label, url(key), key == range_name) for key, label in RANGES.items()]}
+
+
+def _state_url(qname: str, state: str, **query: Any) -> str:
+    url = reverse("queuecore_dashboard:queue_state", args=[qname, state])
+    query = {k: v for k, v in query.items() if v not in (None, "", 1)}
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str, data: Any) -> dict[str, Any]:
+    """One page of a queue's tasks in ``state``, filtered by ``data`` (``type``, ``search``, ``page``)."""
+    type_name, search, number = TaskFilterForm(data).values()
+    tasks = ins.list_tasks(qname, state, number, int(get_config().dashboard["PAGE_SIZE"]), type=type_name,
+                           search=search)
+
+    def url(page_number: int | None) -> str | None:
+        return _state_url(qname, state, type=type_name, search=search, page=page_number) if page_number else None
+
+    return _base(request, qname=qname, state=state, tasks=tasks, type_filter=type_name or "", search=search or "",
+                 filtered=bool(type_name or search), actions=ACTIONS_BY_STATE[state], scan_limit=FILTER_SCAN_LIMIT,
+                 table_url=url(number), first_url=url(1), last_url=url(tasks.pages),
+                 prev_url=url(number - 1 if number > 1 else None),
+                 next_url=url(number + 1 if number < tasks.pages else None),
+                 first_url_unfiltered=_state_url(qname, state))
+
+
+# -- overview ---------------------------------------------------------------------------------------
+
+
+@page
+def overview(request: HtmxHttpRequest) -> HttpResponse:
+    ins = inspector_for(request)
+    queues = ins.all_queue_info()
+    return render(request, P + "overview.html", _base(
+        request, queues=queues, totals=_totals(queues), **_capacity(ins.servers()),
+        **_chart(ins, _range(request)), audit=ins.audit_log(limit=6), nav="overview"))
+
+
+@page
+def overview_stats(request: HtmxHttpRequest) -> HttpResponse:
+    ins = inspector_for(request)
+    queues = ins.all_queue_info()
+    return _partial(request, "partials/_stats_cards.html",
+                    _base(request, queues=queues, totals=_totals(queues), **_capacity(ins.servers())))
+
+
+@page
+def overview_queues(request: HtmxHttpRequest) -> HttpResponse:
+    return _partial(request, "partials/_queue_table.html",
+                    _base(request, queues=inspector_for(request).all_queue_info()))
+
+
+@page
+def chart(request: HtmxHttpRequest) -> HttpResponse:
+    queue = request.GET.get("queue") or None
+    context = _chart(inspector_for(request), _range(request), queue)
+    return _partial(request, "partials/_chart.html", _base(request, **context))
+
+
+def _range(request: HtmxHttpRequest) -> str:
+    return request.GET["range"] if request.GET.get("range") in RANGES else "hour"
+
+
+# -- queues -----------------------------------------------------------------------------------------
+
+
+@page
+def queue_redirect(request: HtmxHttpRequest, qname: str) -> HttpResponse:
+    inspector_for(request).queue_info(qname)  # 404 for an unknown queue
+    return redirect("queuecore_dashboard:queue_state", qname, "pending")
+
+
+@page
+def queue_state(request: HtmxHttpRequest, qname: str, state: str) -> HttpResponse:
+    ins = inspector_for(request)
+    context = _task_list(request, ins, qname, state, request.GET)  # QueueNotFound -> 404
+    if _fragment(request):
+        return _partial(request, "partials/_task_table.html", context)
+    context.update(info=ins.queue_info(qname), **_chart(ins, _range(request), qname), nav="queues",
+                   known_types=sorted(_known_types()))
+    return render(request, P + "queue.html", context)
+
+
+@page
+def queue_header(request: HtmxHttpRequest, qname: str) -> HttpResponse:
+    state = request.GET.get("state") if request.GET.get("state") in STATES else "pending"
+    return _partial(request, "partials/_queue_header.html",
+                    _base(request, info=inspector_for(request).queue_info(qname), state=state, qname=qname))
+
+
+@action
+def queue_pause(request: HtmxHttpRequest, qname: str) -> HttpResponse:
+    ins = inspector_for(request)
+    ins.pause_queue(qname)
+    messages.success(request, f"Queue {qname} paused: workers stop taking its tasks; running ones finish.")
+    return _queue_changed(request, ins, qname)
+
+
+@action
+def queue_resume(request: HtmxHttpRequest, qname: str) -> HttpResponse:
+    ins = inspector_for(request)
+    ins.unpause_queue(qname)
+    messages.success(request, f"Queue {qname} resumed.")
+    return _queue_changed(request, ins, qname)
+
+
+@action
+def queue_remove(request: HtmxHttpRequest, qname: str) -> HttpResponse:
+    ins = inspector_for(request)
+    try:
+        ins.remove_queue(qname)
+    except QueueNotEmpty as exc:
+        messages.error(request, f"{exc}.")
+        return _queue_changed(request, ins, qname)
+    messages.success(request, f"Queue {qname} removed.")
+    target = reverse("queuecore_dashboard:overview")
+    return HttpResponseClientRedirect(target) if _fragment(request) else redirect(target)
+
+
+def _queue_changed(request: HtmxHttpRequest, ins: Inspector, qname: str) -> HttpResponse:
+    """After a queue action: the fragment the form targets (the queue page's header or the overview's
+    queue table) for htmx, else a redirect back."""
+    if not _fragment(request):
+        return redirect(request.POST["next"] if _safe_next(request) else "queuecore_dashboard:overview")
+    if request.htmx.target == "qc-queue-header":
+        state = request.POST.get("state") if request.POST.get("state") in STATES else "pending"
+        return _partial(request, "partials/_queue_header.html",
+                        _base(request, info=ins.queue_info(qname), state=state, qname=qname), trigger=QUEUES_CHANGED)
+    return _partial(request, "partials/_queue_table.html", _base(request, queues=ins.all_queue_info()),
+                    trigger=QUEUES_CHANGED)
+
+
+def _safe_next(request: HtmxHttpRequest) -> bool:
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    target = request.POST.get("next") or ""
+    return bool(target) and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                            require_https=request.is_secure())
+
+
+@action
+def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpResponse:
+    ins = inspector_for(request)
+    form = TaskActionForm(request.POST, state=state)
+    if not form.is_valid():
+        messages.error(request, " ".join(form.non_field_errors()) or "Choose an action.")
+    elif form.cleaned_data["all"]:
+        verb = form.cleaned_data["action"]
+        bulk = {"run": ins.run_all, "archive": ins.archive_all, "delete": ins.delete_all}
+        result = ins.cancel_all(qname) if verb == "cancel" else bulk[verb](qname, state)
+        messages.success(request, f"{result.count:,} {state} task(s) {ACTION_DONE[verb]}.")
+    else:
+        verb = form.cleaned_data["action"]
+        result = ins.act_on_tasks(qname, verb, form.cleaned_data["task_ids"])
+        if result.done:
+            messages.success(request, f"{len(result.done):,} task(s) {ACTION_DONE[verb]}.")
+        if result.failed:
+            reason = next(iter(result.failed.values()))
+            messages.warning(request, f"{len(result.failed):,} task(s) left as they were ({reason}).")
+    if not _fragment(request):
+        type_name, search, page_number = TaskFilterForm(request.POST).values()
+        return redirect(_state_url(qname, state, type=type_name, search=search, page=page_number))
+    return _partial(request, "partials/_task_table.html", _task_list(request, ins, qname, state, request.POST),
+                    trigger=TASKS_CHANGED)
+
+
+# -- tasks ------------------------------------------------------------------------------------------
+
+
+@page
+def task_detail(request: HtmxHttpRequest, qname: str, task_id: str) -> HttpResponse:
+    ins = inspector_for(request)
+    try:
+        task = ins.get_task(qname, task_id)
+    except TaskNotFound:
+        if _fragment(request):  # deleted while the page was open: say so, and stop polling
+            return _partial(request, "partials/_task_gone.html", _base(request, qname=qname, task_id=task_id))
+        raise
+    context = _task_context(request, qname, task)
+    if _fragment(request):
+        return _partial(request, "partials/_task_detail.html", context)
+    return render(request, P + "task.html", context)
+
+
+@action
+def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -> HttpResponse:
+    ins = inspector_for(request)
+    try:
+        getattr(ins, f"{verb}_task")(qname, task_id)
+    except InvalidTaskState as exc:
+        messages.error(request, f"{exc}.")
+    else:
+        messages.success(request, f"Task {task_id} {ACTION_DONE[verb]}.")
+        if verb == "delete":
+            target = reverse("queuecore_dashboard:queue_redirect", args=[qname])
+            return HttpResponseClientRedirect(target) if _fragment(request) else redirect(target)
+    if not _fragment(request):
+        return redirect("queuecore_dashboard:task", qname, task_id)
+    return _partial(request, "partials/_task_detail.html", _task_context(request, qname, ins.get_task(qname, task_id)),
+                    trigger=TASKS_CHANGED)
+
+
+def _task_context(request: HtmxHttpRequest, qname: str, task: Any) -> dict[str, Any]:
+    ran = (task.completed_at - task.started_at).total_seconds() if task.completed_at and task.started_at else None
+    return _base(request, task=task, qname=qname, terminal=task.state in TERMINAL_STATES, duration=ran, nav="queues")
+
+
+# -- servers, Redis, audit --------------------------------------------------------------------------
+
+
+@page
+def servers(request: HtmxHttpRequest) -> HttpResponse:
+    context = _base(request, **_capacity(inspector_for(request).servers()), nav="servers")
+    if _fragment(request):
+        return _partial(request, "partials/_server_table.html", context)
+    return render(request, P + "servers.html", context)
+
+
+@page
+def redis_page(request: HtmxHttpRequest) -> HttpResponse:
+    ins = inspector_for(request)
+    connection = get_config().connection
+    context = _base(request, info=ins.redis_info(), queues=ins.all_queue_info(), key_prefix=connection.key_prefix,
+                    redis_url=redact_url(connection.redis_url), nav="redis")
+    if _fragment(request):
+        return _partial(request, "partials/_redis_info.html", context)
+    return render(request, P + "redis.html", context)
+
+
+@page
+def audit(request: HtmxHttpRequest) -> HttpResponse:
+    page_number = TaskFilterForm(request.GET).values()[2]
+    offset = (page_number - 1) * AUDIT_PAGE_SIZE
+    entries = inspector_for(request).audit_log(limit=AUDIT_PAGE_SIZE + 1, offset=offset)
+    context = _base(request, entries=entries[:AUDIT_PAGE_SIZE], page_number=page_number, nav="audit",
+                    prev_page=page_number - 1 if page_number > 1 else None,
+                    next_page=page_number + 1 if len(entries) > AUDIT_PAGE_SIZE else None)
+    if _fragment(request):
+        return _partial(request, "partials/_audit_table.html", context)
+    return render(request, P + "audit.html", context)
+
+
+def _known_types() -> set[str]:
+    """Task types registered in this process (suggestions for the type filter)."""
+    from queuecore.core.registry import default_registry
+
+    return set(default_registry.names())
