@@ -25,6 +25,7 @@ from queuecore.core.errors import (
     TaskIdConflict,
     TaskNotFound,
     TaskTimeout,
+    WrongKeyType,
 )
 from queuecore.core.inspector import Inspector
 from queuecore.core.message import AuditEntry, DailyStats, QueueInfo, ServerInfo, TaskInfo, TaskState, WorkerInfo
@@ -32,7 +33,8 @@ from queuecore.core.registry import TaskFunction, TaskRegistry, TaskRequest, def
 from queuecore.core.worker import Worker
 
 __all__ = [
-    "AuditEntry", "BatchEnqueueError",
+    "AuditEntry",
+    "BatchEnqueueError",
     "BrokerError",
     "Client",
     "Clock",
@@ -66,6 +68,7 @@ __all__ = [
     "Worker",
     "WorkerConfig",
     "WorkerInfo",
+    "WrongKeyType",
     "current_task",
     "default_registry",
     "default_retry_delay",

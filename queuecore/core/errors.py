@@ -47,6 +47,10 @@ class RedisFull(BrokerError):
     """Redis is at ``maxmemory`` and refuses writes."""
 
 
+class WrongKeyType(BrokerError):
+    """A key under our prefix holds the wrong Redis type (corrupt or foreign data); nothing was written."""
+
+
 class TaskDecodeError(QueuecoreError, ValueError):
     """Stored task data could not be decoded."""
 

@@ -9,9 +9,19 @@ from typing import Any, TypeVar
 
 import redis
 
-from queuecore.core.errors import BrokerError, RedisFull
+from queuecore.core.errors import BrokerError, RedisFull, WrongKeyType
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def is_wrong_type(text: str) -> bool:
+    """True for our scripts' ``QCWRONGTYPE`` refusal and Redis's own ``WRONGTYPE`` error."""
+    return "QCWRONGTYPE" in text or text.startswith("WRONGTYPE") or ": WRONGTYPE" in text
+
+
+def wrong_type_message(text: str) -> str:
+    detail = text.split("QCWRONGTYPE", 1)[1].strip() if "QCWRONGTYPE" in text else text
+    return f"corrupt data in Redis, nothing was written: {detail}"
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -29,6 +39,8 @@ def broker_errors() -> Iterator[None]:
         text = str(exc)
         if text.startswith("OOM") or "maxmemory" in text:
             raise RedisFull(f"Redis is full (maxmemory reached): {text}") from exc
+        if is_wrong_type(text):
+            raise WrongKeyType(wrong_type_message(text)) from exc
         raise BrokerError(f"Redis refused the operation: {text}") from exc
 
 

@@ -103,9 +103,26 @@ class Worker:
         logger.info("worker %s starting: queues %s, concurrency %d, Redis %s, prefix %r", self.server_id,
                     dict(self.config.queues), self.config.concurrency, redact_url(self.connection.redis_url),
                     self.keys.prefix)
+        self.warn_on_eviction_policy()
         for component in (self.heartbeater, self.subscriber, self.forwarder, self.recoverer, self.janitor):
             component.start()
         self.processor.start()
+
+    def warn_on_eviction_policy(self) -> str | None:
+        """Log a warning when Redis may evict keys (``maxmemory-policy`` other than ``noeviction``).
+
+        Returns the policy, or None when it cannot be read (CONFIG denied by an ACL, a managed Redis
+        that renames CONFIG, Redis away): then nothing is logged beyond a debug line.
+        """
+        try:
+            policy = self.redis.config_get("maxmemory-policy").get("maxmemory-policy")
+        except Exception as exc:
+            logger.debug("cannot read Redis maxmemory-policy (%s); eviction check skipped", exc)
+            return None
+        if policy and policy != "noeviction":
+            logger.warning("Redis maxmemory-policy is %r: when Redis is full it may evict task data, and tasks "
+                           "are lost. Set maxmemory-policy noeviction on the Redis that holds the queues.", policy)
+        return policy
 
     def stop(self) -> None:
         """Quiet mode: stop fetching new tasks; keep running tasks and heartbeats (SIGTSTP)."""

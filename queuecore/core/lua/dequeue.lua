@@ -11,6 +11,24 @@
 -- Returns a flat array id1, msg1, lease1, retried1, id2, ... ; msg is "" and lease 0 for an id whose
 -- hash is gone.
 -- Returns an empty array when the queue is paused or empty.
+-- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
+-- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
+-- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
+for i, want in ipairs({"list", "zset"}) do
+    local t = redis.call("TYPE", KEYS[i])["ok"]
+    if t ~= "none" and t ~= want then
+        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
+    end
+end
+do  -- and the task hashes this call will write, derived from the ids it will take
+    local task_prefix = string.sub(KEYS[1], 1, -8) .. "t:"
+    for _, id in ipairs((tonumber(ARGV[3]) > 0 and redis.call("LRANGE", KEYS[1], -tonumber(ARGV[3]), -1) or {})) do
+        local t = redis.call("TYPE", task_prefix .. id)["ok"]
+        if t ~= "none" and t ~= "hash" then
+            return redis.error_reply("QCWRONGTYPE " .. task_prefix .. id .. " holds a " .. t .. ", expected a hash")
+        end
+    end
+end
 if redis.call("EXISTS", KEYS[3]) == 1 then
     return {}
 end

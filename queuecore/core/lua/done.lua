@@ -13,6 +13,21 @@
 -- ARGV[5 + 5(i-1) ...] for task i: id, lease number held (fencing token), retention ms (0 = delete
 --         the task now), result (JSON text), index into KEYS of its unique lock (0 = none)
 -- Returns one code per task: 1 done, 0 the lease was lost (the task now belongs to someone else or is gone).
+-- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
+-- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
+-- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
+local function wrong(key, want)
+    local t = redis.call("TYPE", key)["ok"]
+    if t ~= "none" and t ~= want then
+        return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
+    end
+end
+for i = 1, #KEYS do
+    local bad = wrong(KEYS[i], i <= 2 and "zset" or (i <= 3 + tonumber(ARGV[4]) and "hash" or "string"))
+    if bad then
+        return bad
+    end
+end
 local n = tonumber(ARGV[4])
 local out = {}
 local done = 0

@@ -12,6 +12,38 @@
 --         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and 1 to check
 --         that the id is new (a caller-chosen id) or 0 to skip the check (a generated random id)
 -- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
+-- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
+-- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
+-- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
+local function wrong(key, want)
+    local t = redis.call("TYPE", key)["ok"]
+    if t ~= "none" and t ~= want then
+        return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
+    end
+end
+local bad = wrong(KEYS[1], "list") or wrong(KEYS[2], "zset")
+if bad then
+    return bad
+end
+do  -- task hashes: one EXISTS for the whole batch; TYPE each only when some exist
+    local ntasks = tonumber(ARGV[3])
+    local found = 0
+    for first = 3, 2 + ntasks, 1000 do
+        found = found + redis.call("EXISTS", unpack(KEYS, first, math.min(first + 999, 2 + ntasks)))
+    end
+    for i = 3, found > 0 and 2 + ntasks or 2 do
+        bad = wrong(KEYS[i], "hash")
+        if bad then
+            return bad
+        end
+    end
+    for i = 3 + ntasks, #KEYS do  -- uniqueness locks
+        bad = wrong(KEYS[i], "string")
+        if bad then
+            return bad
+        end
+    end
+end
 local n = tonumber(ARGV[3])
 local out = {}
 local woke = false

@@ -5,6 +5,20 @@
 -- ARGV[1]    new lease expiry, unix ms
 -- ARGV[2k], ARGV[2k+1]  task id and lease number of the k-th task (k = 1..n-1)
 -- Returns one code per task: 1 renewed, 2 renewed but cancel requested, 0 lease lost (not renewed).
+-- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
+-- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
+-- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
+for i = 1, #KEYS do
+    local want = i == 1 and "zset" or "hash"
+    local t = redis.call("TYPE", KEYS[i])["ok"]
+    if t ~= "none" and t ~= want then
+        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
+    end
+end
+-- At maxmemory Redis refuses a script's first write when that command may grow memory (ZADD) but
+-- lets a script that already wrote go on. Renewals must work while Redis is full (they grow nothing),
+-- so begin with a write that never grows memory: removing an id that cannot exist ("" is no task id).
+redis.call("ZREM", KEYS[1], "")
 local out = {}
 for i = 2, #KEYS do
     local id = ARGV[2 * (i - 1)]

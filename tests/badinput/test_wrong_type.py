@@ -1,0 +1,218 @@
+"""Keys of the wrong Redis type: every script refuses with ``WrongKeyType`` before writing anything.
+
+A Lua error midway through a script is not rolled back, so each script checks the TYPE of its
+KEYS (and of the task hashes and unique locks it derives) first. Each case seeds a full queue
+state, replaces one key with a value of another type, runs the wrapper, and compares a DUMP of
+every key of the namespace before and after: byte for byte unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import redis
+
+from queuecore import Client, Inspector, WrongKeyType
+from queuecore.core.errors import BrokerError
+from queuecore.core.keys import QueueKeys
+from queuecore.core.scripts import DoneItem, EnqueueItem, Scripts
+from tests.helpers.state import make_msg, seed_task
+
+NOW = 1_800_000_000_000
+LEASE_UNTIL = NOW + 30_000
+DAY, MINUTE = "2027-01-15", "2027-01-15T08:00"
+
+
+def seed_everything(r: redis.Redis, q: QueueKeys) -> None:
+    """Tasks in every state, so each script has work to do (and would write) if it were not refused."""
+    for task_id in ("a1", "a2"):
+        seed_task(r, q, task_id, "active", score=NOW - 1, lease=3, started_at=NOW - 5000)
+    for task_id in ("p1", "p2"):
+        seed_task(r, q, task_id, "pending", pending_since=NOW - 10)
+    seed_task(r, q, "s1", "scheduled", score=NOW - 5)
+    seed_task(r, q, "r1", "retry", score=NOW - 5, retried=1)
+    seed_task(r, q, "x1", "archived", score=1)
+    seed_task(r, q, "c1", "completed", score=NOW - 1)
+    r.set(q.unique("test.task", "d1"), "u1")
+    seed_task(r, q, "u1", "scheduled", score=NOW + 10**9, unique=q.unique("test.task", "d1"))
+    r.hset(q.stats, mapping={"processed": 5, "failed": 1})
+
+
+def snapshot(raw: redis.Redis, prefix: str) -> dict[bytes, tuple[bytes | None, int]]:
+    """Every key under ``prefix`` with its DUMP and whether it has a TTL."""
+    out = {}
+    for key in raw.scan_iter(match=f"{prefix}:*", count=1000):
+        out[key] = (raw.dump(key), raw.pttl(key) > 0)
+    return out
+
+
+def make_wrong(r: redis.Redis, key: str) -> None:
+    """Replace ``key`` with a value of another type: a STRING, or a LIST where a STRING belongs."""
+    kind = r.type(key)
+    r.delete(key)
+    if kind == "string" or ":unique:" in key:
+        r.rpush(key, "not-a-lock")
+    else:
+        r.set(key, "garbage")
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    wrong: Callable[[QueueKeys], str]  # which key gets the wrong type
+    call: Callable[[Scripts, QueueKeys], Any]
+
+
+def _enqueue(s: Scripts, q: QueueKeys) -> Any:
+    items = [EnqueueItem("n1", make_msg("n1", q.queue), check_id=False),
+             EnqueueItem("n2", make_msg("n2", q.queue), process_at_ms=NOW + 5, check_id=False),
+             EnqueueItem("n3", make_msg("n3", q.queue), unique_key=q.unique("test.task", "d3"), unique_ttl_ms=9000)]
+    return s.enqueue_many(q, items, now_ms=NOW)
+
+
+def _enqueue_existing(s: Scripts, q: QueueKeys) -> Any:
+    items = [EnqueueItem("n1", make_msg("n1", q.queue)), EnqueueItem("p1", make_msg("p1", q.queue))]
+    return s.enqueue_many(q, items, now_ms=NOW)
+
+
+def _done(s: Scripts, q: QueueKeys) -> Any:
+    items = [DoneItem("a1", 3, 60_000, "1"), DoneItem("a2", 3, 0, "2", unique_key=q.unique("test.task", "d1"))]
+    return s.done_many(q, items, now_ms=NOW, day=DAY, minute=MINUTE)
+
+
+CASES = [
+    Case("enqueue/pending", lambda q: q.pending, _enqueue),
+    Case("enqueue/scheduled", lambda q: q.scheduled, _enqueue),
+    Case("enqueue/task-hash", lambda q: q.task("n2"), _enqueue),
+    Case("enqueue/existing-id", lambda q: q.task("p1"), _enqueue_existing),
+    Case("enqueue/unique-lock", lambda q: q.unique("test.task", "d3"), _enqueue),
+    Case("dequeue/pending", lambda q: q.pending, lambda s, q: s.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL,
+                                                                         count=5)),
+    Case("dequeue/active", lambda q: q.active, lambda s, q: s.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL,
+                                                                       count=5)),
+    Case("dequeue/task-hash", lambda q: q.task("p2"),
+         lambda s, q: s.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=5)),
+    Case("done/active", lambda q: q.active, _done),
+    Case("done/completed", lambda q: q.completed, _done),
+    Case("done/stats", lambda q: q.stats, _done),
+    Case("done/second-task-hash", lambda q: q.task("a2"), _done),
+    Case("done/unique-lock", lambda q: q.unique("test.task", "d1"), _done),
+    Case("retry/task-hash", lambda q: q.task("a1"),
+         lambda s, q: s.retry(q, "a1", 3, now_ms=NOW, retry_at_ms=NOW + 1, error="e", day=DAY, minute=MINUTE)),
+    Case("retry/retry", lambda q: q.retry,
+         lambda s, q: s.retry(q, "a1", 3, now_ms=NOW, retry_at_ms=NOW + 1, error="e", day=DAY, minute=MINUTE)),
+    Case("retry/stats", lambda q: q.stats,
+         lambda s, q: s.retry(q, "a1", 3, now_ms=NOW, retry_at_ms=NOW + 1, error="e", day=DAY, minute=MINUTE)),
+    Case("archive/archived", lambda q: q.archived,
+         lambda s, q: s.archive(q, "a1", 3, now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=1,
+                                archive_cutoff_ms=NOW)),
+    Case("archive/stats", lambda q: q.stats,
+         lambda s, q: s.archive(q, "a1", 3, now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=1,
+                                archive_cutoff_ms=NOW)),
+    Case("requeue/pending", lambda q: q.pending, lambda s, q: s.requeue(q, "a1", 3, now_ms=NOW)),
+    Case("requeue/active", lambda q: q.active, lambda s, q: s.requeue(q, "a1", 3, now_ms=NOW)),
+    Case("extend_lease/second-task-hash", lambda q: q.task("a2"),
+         lambda s, q: s.extend_lease(q, [("a1", 3), ("a2", 3)], lease_until_ms=LEASE_UNTIL)),
+    Case("extend_lease/active", lambda q: q.active,
+         lambda s, q: s.extend_lease(q, [("a1", 3)], lease_until_ms=LEASE_UNTIL)),
+    Case("forward/pending", lambda q: q.pending, lambda s, q: s.forward(q, "retry", now_ms=NOW, limit=10)),
+    Case("forward/task-hash", lambda q: q.task("s1"), lambda s, q: s.forward(q, "scheduled", now_ms=NOW, limit=10)),
+    Case("recover/archived", lambda q: q.archived,
+         lambda s, q: s.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE)),
+    Case("janitor/archived", lambda q: q.archived,
+         lambda s, q: s.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, limit=10)),
+    Case("janitor/completed", lambda q: q.completed,
+         lambda s, q: s.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, limit=10)),
+    Case("admin_run_task/pending", lambda q: q.pending, lambda s, q: s.admin_run_task(q, "r1", now_ms=NOW)),
+    Case("admin_run_task/task-hash", lambda q: q.task("r1"), lambda s, q: s.admin_run_task(q, "r1", now_ms=NOW)),
+    Case("admin_archive_task/archived", lambda q: q.archived,
+         lambda s, q: s.admin_archive_task(q, "p1", now_ms=NOW)),
+    Case("admin_delete_task/completed", lambda q: q.completed, lambda s, q: s.admin_delete_task(q, "p1")),
+    Case("admin_delete_task/unique-lock", lambda q: q.unique("test.task", "d1"),
+         lambda s, q: s.admin_delete_task(q, "u1")),
+    Case("admin_cancel_task/task-hash", lambda q: q.task("a1"), lambda s, q: s.admin_cancel_task(q, "a1")),
+    Case("admin_run_all/pending", lambda q: q.pending,
+         lambda s, q: s.admin_run_all(q, "archived", now_ms=NOW, limit=10)),
+    Case("admin_run_all/task-hash", lambda q: q.task("x1"),
+         lambda s, q: s.admin_run_all(q, "archived", now_ms=NOW, limit=10)),
+    Case("admin_archive_all/archived", lambda q: q.archived,
+         lambda s, q: s.admin_archive_all(q, "pending", now_ms=NOW, limit=10)),
+    Case("admin_archive_all/task-hash", lambda q: q.task("p2"),
+         lambda s, q: s.admin_archive_all(q, "pending", now_ms=NOW, limit=10)),
+    Case("admin_delete_all/task-hash", lambda q: q.task("p2"),
+         lambda s, q: s.admin_delete_all(q, "pending", limit=10)),
+    Case("admin_delete_all/unique-lock", lambda q: q.unique("test.task", "d1"),
+         lambda s, q: s.admin_delete_all(q, "scheduled", limit=10)),
+]
+
+
+@pytest.fixture
+def raw(redis_url: str) -> redis.Redis:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_script_refuses_wrong_type_and_writes_nothing(case: Case, redis_client, raw, scripts: Scripts,
+                                                      connection) -> None:
+    q = connection.keys.queue("default")
+    seed_everything(redis_client, q)
+    key = case.wrong(q)
+    make_wrong(redis_client, key)
+    before = snapshot(raw, connection.key_prefix)
+    with pytest.raises(WrongKeyType) as caught:
+        case.call(scripts, q)
+    assert key in str(caught.value)
+    assert "nothing was written" in str(caught.value)
+    assert isinstance(caught.value, BrokerError)
+    assert snapshot(raw, connection.key_prefix) == before
+
+
+def test_every_script_has_a_wrong_type_case() -> None:
+    covered = {c.name.split("/")[0] for c in CASES}
+    from queuecore.core.scripts import SCRIPT_NAMES
+
+    assert set(SCRIPT_NAMES) - covered <= {"repair"}  # repair.lua belongs to the recovery work
+
+
+@pytest.mark.parametrize("registered", [False, True], ids=["pipeline", "single-call"])
+def test_client_enqueue_maps_wrong_type(registered: bool, client: Client, redis_client, connection) -> None:
+    """The first enqueue to a queue registers it in the same pipeline; later ones are one script call."""
+    q = connection.keys.queue("default")
+    if registered:
+        client.enqueue("t.x", {}, process_in=60)
+    before = {k: redis_client.type(k) for k in redis_client.scan_iter(match=f"{connection.key_prefix}:*")}
+    redis_client.set(q.pending, "garbage")
+    with pytest.raises(WrongKeyType, match="pending holds a string, expected a list"):
+        client.enqueue("t.x", {})
+    assert redis_client.get(q.pending) == "garbage"
+    after = {k: redis_client.type(k) for k in redis_client.scan_iter(match=f"{connection.key_prefix}:*")}
+    assert after == {**before, q.pending: "string"} | ({connection.keys.queues: "set"} if not registered else {})
+
+
+def test_inspector_actions_map_wrong_type(client: Client, inspector: Inspector, redis_client, connection) -> None:
+    info = client.enqueue("t.x", {}, process_in=60)
+    q = connection.keys.queue("default")
+    redis_client.set(q.pending, "garbage")
+    with pytest.raises(WrongKeyType):
+        inspector.run_task("default", info.id)
+    assert inspector.get_task("default", info.id).state == "scheduled"
+
+
+def test_recover_skips_a_task_key_of_another_type_and_recovers_the_rest(redis_client, scripts: Scripts,
+                                                                          key_prefix) -> None:
+    """One foreign key must not block recovery of a whole queue: its id leaves active as an orphan,
+    the key itself is never written, and the other expired tasks are recovered."""
+    q = scripts.keys.queue("default")
+    seed_task(redis_client, q, "good", "active", score=NOW - 1, lease=3, started_at=NOW - 5000)
+    redis_client.zadd(q.active, {"bad": NOW - 2})
+    redis_client.set(q.task("bad"), "not a hash")
+    before = redis_client.dump(q.task("bad"))
+    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE) == (1, 0, 1)
+    assert redis_client.dump(q.task("bad")) == before
+    assert redis_client.zcard(q.active) == 0
+    assert redis_client.lrange(q.pending, 0, -1) == ["good"]
