@@ -552,7 +552,8 @@ class Processor:
     def lease_lost(self, task_id: str, lease: int) -> None:
         """The lease renewal found that this attempt no longer owns its task: stop it, write nothing."""
         running = self.running.get((task_id, lease))
-        if running is not None and running.ctx.cancel_reason != LEASE_LOST:
+        # A finalized attempt is written (or its acknowledgement queued, which logs a refusal itself).
+        if running is not None and not running.finalized and running.ctx.cancel_reason != LEASE_LOST:
             logger.warning("lost the lease of task %s (%s); it will run elsewhere", task_id, running.message.type)
             running.ctx.request_cancel(LEASE_LOST)
             self._interrupt(running, TaskCancelled)

@@ -14,12 +14,13 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound
+from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound, WrongKeyType
 from queuecore.core.keys import Keys, QueueKeys
+from queuecore.core.redis_errors import is_wrong_type, wrong_type_message
 
 SCRIPT_NAMES = (
     "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
-    "janitor", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
+    "janitor", "repair", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
     "admin_run_all", "admin_archive_all", "admin_delete_all",
 )
 
@@ -87,8 +88,16 @@ class Scripts:
         return script
 
     def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        """Run script ``name``; with a pipeline as ``client`` the call is queued and returns it."""
-        return self._script(name)(keys=keys, args=args, client=client)
+        """Run script ``name``; with a pipeline as ``client`` the call is queued and returns it.
+
+        A key of the wrong Redis type raises ``WrongKeyType`` (the scripts check types before writing).
+        """
+        try:
+            return self._script(name)(keys=keys, args=args, client=client)
+        except redis.ResponseError as exc:
+            if is_wrong_type(str(exc)):
+                raise WrongKeyType(wrong_type_message(str(exc))) from exc
+            raise
 
     # -- client -----------------------------------------------------------------------------------
 
@@ -195,6 +204,14 @@ class Scripts:
     def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, limit: int) -> int:
         """Delete completed tasks past retention and archived tasks past the age limit."""
         return int(self._call("janitor", [q.completed, q.archived], [now_ms, archive_cutoff_ms, limit]))
+
+    def repair(self, q: QueueKeys, *, now_ms: int, cursor: str = "0", count: int = 1000) -> tuple[str, int, int, int]:
+        """One bounded SCAN step over the queue's task hashes, putting back each hash that no list or
+        zset points at: returns (next cursor, "0" when the pass is complete; repaired; archived;
+        hashes looked at)."""
+        keys = [q.pending, q.scheduled, q.retry, q.archived, q.completed, q.active]
+        cursor, repaired, archived, seen = self._call("repair", keys, [now_ms, cursor, count, q.wake_channel])
+        return str(cursor), int(repaired), int(archived), int(seen)
 
     # -- operator ---------------------------------------------------------------------------------
 

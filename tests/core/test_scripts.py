@@ -756,3 +756,68 @@ def test_admin_archive_all_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts
     real = seed_task(r, q, "real", source, score=NOW - 5)
     assert scripts.admin_archive_all(q, source, now_ms=NOW, limit=100) == 2
     assert read_queue_state(r, q) == empty_state(archived={"real": NOW}, tasks={"real": {**real, "state": "archived"}})
+
+
+# == repair =====================================================================================
+
+
+def run_repair(scripts: Scripts, q: QueueKeys, count: int = 1000) -> tuple[int, int, int]:
+    """A whole repair pass (the SCAN cursor followed until it wraps): (repaired, archived, seen)."""
+    cursor, totals = "0", [0, 0, 0]
+    while True:
+        cursor, repaired, archived, seen = scripts.repair(q, now_ms=NOW, cursor=cursor, count=count)
+        totals = [totals[0] + repaired, totals[1] + archived, totals[2] + seen]
+        if cursor == "0":
+            return totals[0], totals[1], totals[2]
+
+
+def test_repair_puts_unindexed_hashes_back_where_their_state_says(r, q, scripts: Scripts) -> None:
+    # healthy tasks, indexed as they should be: left alone
+    ok_pending = seed_task(r, q, "ok-p", "pending")
+    ok_active = seed_active(r, q, "ok-a")
+    # hashes without a list/zset entry, one per state
+    lost = {state: seed_task(r, q, f"lost-{state}", state, index=False, **extra) for state, extra in (
+        ("pending", {}), ("scheduled", {}), ("retry", {"retried": 1}), ("archived", {"failed_at": NOW - 50}),
+        ("active", {"lease": 4}))}
+    completed = seed_task(r, q, "lost-completed", "completed", index=False, completed_at=NOW - 1000,
+                          msg=make_msg("lost-completed", q.queue, retention=60.0))
+    odd = seed_task(r, q, "odd", "weird", index=False)
+    r.hset(q.task("nomsg"), mapping={"state": "pending"})
+
+    with Subscription(r, q.wake_channel) as sub:
+        assert run_repair(scripts, q, count=3) == (6, 2, 10)
+        assert sub.messages() == []  # pending was not empty: no wake-up needed
+
+    reason = "repair: task hash had no list entry and "
+    assert read_queue_state(r, q) == empty_state(
+        pending=["lost-pending", "ok-p"],  # the repaired one at the front: it is old work
+        active={"ok-a": LEASE_UNTIL, "lost-active": NOW},  # expired at once: the recoverer takes it back
+        scheduled={"lost-scheduled": NOW}, retry={"lost-retry": NOW},
+        archived={"lost-archived": NOW - 50, "odd": NOW, "nomsg": NOW},
+        completed={"lost-completed": NOW - 1000 + 60_000},
+        tasks={"ok-p": ok_pending, "ok-a": ok_active,
+               "lost-pending": {**lost["pending"], "pending_since": str(NOW)},
+               **{f"lost-{s}": lost[s] for s in ("scheduled", "retry", "archived", "active")},
+               "lost-completed": completed,
+               "odd": {**odd, "state": "archived", "error": reason + "an unknown state (weird)",
+                       "failed_at": str(NOW)},
+               "nomsg": {"state": "archived", "msg": "", "error": reason + "no message", "failed_at": str(NOW)}})
+    # A second pass finds nothing left to do.
+    before = read_queue_state(r, q)
+    assert run_repair(scripts, q) == (0, 0, 10)
+    assert read_queue_state(r, q) == before
+
+
+def test_repair_leaves_other_queues_and_globbing_names_alone(r, q, scripts: Scripts, connection) -> None:
+    star = connection.keys.queue("a*b")
+    other = connection.keys.queue("aXb")  # matched by an unescaped "a*b" pattern
+    seed_task(r, other, "x", "pending", index=False)
+    seed_task(r, star, "y", "retry", index=False)
+    seed_task(r, star, "z", "pending", index=False)
+    with Subscription(r, star.wake_channel) as sub:
+        assert run_repair(scripts, star) == (2, 0, 2)
+        assert sub.messages() == ["1"]  # pending turned non-empty
+    assert read_queue_state(r, star)["pending"] == ["z"]
+    assert read_queue_state(r, star)["retry"] == {"y": NOW}
+    assert read_queue_state(r, other)["pending"] == []  # untouched: another queue
+    assert run_repair(scripts, q) == (0, 0, 0)

@@ -305,7 +305,7 @@ def test_ack_after_a_stolen_lease_is_refused(make_worker, client, inspector, reg
 
     info = client.enqueue(fenced, retention=60)
     # Slow heartbeats: the worker does not notice the theft itself, so its first ack reaches Redis.
-    worker = make_worker(concurrency=1, heartbeat_interval=30, lease_duration=60)
+    worker = make_worker(concurrency=1, prefetch=0, heartbeat_interval=30, lease_duration=60)
     q = worker.keys.queue("default")
     wait_until(lambda: runs == ["start 1 retried=0"], SOON, message="first run")
     assert task_hash(redis_client, worker, "default", info.id)["lease"] == "1"

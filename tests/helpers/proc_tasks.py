@@ -108,3 +108,40 @@ def gate(path: str, tag: str = "") -> None:
     with _logged(tag=tag):
         while not os.path.exists(path):
             time.sleep(STEP)
+
+
+@task(name="proc.ack_gap")
+def ack_gap(stop: bool = True, tag: str = "") -> str:
+    """Log start and end, then (with ``stop``), on the first attempt only, stop this whole process (SIGSTOP) before
+    returning: the handler's work is done but its acknowledgement cannot have been written. The test
+    then kills the stopped process (``kill -9``), which is a crash between return and ack."""
+    import signal
+
+    with _logged(tag=tag):
+        pass
+    if stop and current_task().retried == 0:
+        record("stopping", tag=tag)
+        os.kill(os.getpid(), signal.SIGSTOP)
+    return "ok"
+
+
+@task(name="proc.gate_pid")
+def gate_pid(path: str, tag: str = "") -> dict[str, int]:
+    """Wait until the file ``path.format(attempt=<retried>)`` exists, then return this process's pid,
+    so each attempt has its own gate and the stored result says which process completed the task."""
+    with _logged(tag=tag):
+        gate_path = path.format(attempt=current_task().retried)
+        while not os.path.exists(gate_path):
+            time.sleep(STEP)
+        return {"pid": os.getpid()}
+
+
+@task(name="proc.suicide")
+def suicide(tag: str = "", how: str = "exit") -> None:
+    """Kill this worker process on every attempt: ``os._exit(1)`` (``how="exit"``) or SIGKILL (``"kill"``)."""
+    import signal
+
+    record("start", tag=tag)
+    if how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(1)

@@ -1,7 +1,8 @@
 """Run a queuecore worker as a plain Python program (no Django) for the process-level tests.
 
     python -m tests.helpers.worker_proc --redis-url URL --prefix P --log FILE \
-        [--concurrency N] [--lease S] [--heartbeat S] [--recover S] [--shutdown-timeout S] [--queues SPEC]
+        [--concurrency N] [--prefetch N] [--lease S] [--heartbeat S] [--recover S] [--shutdown-timeout S]
+        [--forward S] [--fetch-poll S] [--socket-timeout S] [--queues SPEC]
 
 It registers the handlers of ``tests.helpers.proc_tasks`` (default registry), writes one ``boot``
 line to the log, then calls ``Worker(...).run()`` (which installs the SIGTERM/SIGINT/SIGTSTP
@@ -17,7 +18,7 @@ import os
 import sys
 import time
 
-from queuecore import Worker, default_registry
+from queuecore import ConnectionConfig, Worker, default_registry
 from tests.helpers import proc_tasks
 
 
@@ -32,6 +33,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--recover", type=float, default=0.3, help="recover interval, seconds")
     parser.add_argument("--shutdown-timeout", type=float, default=5.0, help="seconds")
     parser.add_argument("--queues", default="default", help="e.g. critical=6,default=3,low")
+    parser.add_argument("--prefetch", type=int, default=None, help="tasks held beyond concurrency")
+    parser.add_argument("--forward", type=float, default=0.1, help="forward interval, seconds")
+    parser.add_argument("--fetch-poll", type=float, default=0.2, help="fetch poll interval, seconds")
+    parser.add_argument("--socket-timeout", type=float, default=None, help="Redis socket timeout, seconds")
     return parser.parse_args(argv)
 
 
@@ -40,11 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     proc_tasks.configure(args.log)
+    options = {} if args.socket_timeout is None else {"socket_timeout": args.socket_timeout}
+    connection = ConnectionConfig(redis_url=args.redis_url, key_prefix=args.prefix, **options)
     worker = Worker(
-        redis_url=args.redis_url, key_prefix=args.prefix, registry=default_registry,
-        queues=args.queues, concurrency=args.concurrency, lease_duration=args.lease,
+        connection=connection, registry=default_registry,
+        queues=args.queues, concurrency=args.concurrency, prefetch=args.prefetch, lease_duration=args.lease,
         heartbeat_interval=args.heartbeat, recover_interval=args.recover, shutdown_timeout=args.shutdown_timeout,
-        forward_interval=0.1, janitor_interval=0.5, fetch_poll_interval=0.2,
+        forward_interval=args.forward, janitor_interval=0.5, fetch_poll_interval=args.fetch_poll,
     )
     boot = {"event": "boot", "pid": os.getpid(), "t": time.time(), "server_id": worker.server_id,
             "django_imported": "django" in sys.modules, "tasks": default_registry.names()}

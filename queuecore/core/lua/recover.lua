@@ -12,14 +12,34 @@
 -- ARGV[4] stats minute suffix
 -- ARGV[5] wake channel
 -- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from KEYS[1], same slot.
--- Returns {requeued, archived, orphans}: orphans are active ids whose hash was gone (dropped from active).
+-- Returns {requeued, archived, orphans}: orphans are active ids whose hash was gone, or whose task key
+-- holds another Redis type (left untouched), dropped from active; one bad key never blocks the rest.
+-- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
+-- Redis type; checked before any write, so nothing is written.
+-- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
+for i, want in ipairs({"zset", "list", "zset", "hash"}) do
+    local t = redis.call("TYPE", KEYS[i])["ok"]
+    if t ~= "none" and t ~= want then
+        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
+    end
+end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
 local task_prefix = string.sub(KEYS[1], 1, -7) .. "t:"
+local foreign = {}  -- task keys of another Redis type: never written, their ids only dropped from active
+for _, id in ipairs(ids) do
+    local t = redis.call("TYPE", task_prefix .. id)["ok"]
+    if t ~= "none" and t ~= "hash" then
+        foreign[id] = true
+    end
+end
 local requeued, archived, orphans = 0, 0, 0
 for _, id in ipairs(ids) do
     local key = task_prefix .. id
     redis.call("ZREM", KEYS[1], id)
-    local fields = redis.call("HMGET", key, "msg", "retried", "cancel")
+    local fields = {false}
+    if not foreign[id] then
+        fields = redis.call("HMGET", key, "msg", "retried", "cancel")
+    end
     if not fields[1] then
         orphans = orphans + 1
     else
