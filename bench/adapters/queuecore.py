@@ -1,0 +1,64 @@
+"""queuecore: ``Client.enqueue`` / ``Client.enqueue_many``, and ``Worker(...).run()`` per process.
+
+Run as ``python -m bench.adapters.queuecore`` it is one worker process (the plain-Python way to
+run a worker that the README documents; ``manage.py runworker`` does the same inside Django).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from bench.adapters.base import Adapter, Payload
+from bench.common import ENV_BROKER, ENV_CONCURRENCY, QUEUE, TASK_NAME, record
+from queuecore import Client, TaskRegistry, Worker, task
+
+KEY_PREFIX = "qcbench"
+registry = TaskRegistry()
+
+
+@task(name=TASK_NAME, registry=registry)
+def bench_noop(t: float | None = None, pad: str | None = None) -> None:
+    record(t)
+
+
+class QueuecoreAdapter(Adapter):
+    name = "queuecore"
+    package = "queuecore"
+    survives_kill = True
+    on_kill = ("runs again (at-least-once): the task stays active under its 30 s lease; once the lease expires a "
+               "live worker's recoverer puts it back (within lease + recover interval, ≈ 40 s), counted as a retry")
+    config = ("`Worker(concurrency=N)`: N handler threads in one process; defaults otherwise "
+              "(lease 30 s, heartbeat 5 s, pub/sub wake-up)")
+    supports_scheduled = True
+    batch_api = "`Client.enqueue_many` (one pipeline)"
+
+    def setup(self) -> None:
+        self.client = Client(redis_url=self.broker_url, key_prefix=KEY_PREFIX, registry=registry)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def enqueue_one(self, payload: Payload) -> None:
+        self.client.enqueue(TASK_NAME, payload, queue=QUEUE)
+
+    def enqueue_batch(self, payloads: list[Payload]) -> None:
+        self.client.enqueue_many([(TASK_NAME, p) for p in payloads], queue=QUEUE)
+
+    def enqueue_in(self, payload: Payload, delay: float) -> None:
+        self.client.enqueue(TASK_NAME, payload, queue=QUEUE, process_in=delay)
+
+    def worker_argv(self) -> list[str]:
+        return [sys.executable, "-m", "bench.adapters.queuecore"]
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.WARNING)
+    worker = Worker(redis_url=os.environ[ENV_BROKER], key_prefix=KEY_PREFIX, queues={QUEUE: 1},
+                    concurrency=int(os.environ.get(ENV_CONCURRENCY, "10")), registry=registry)
+    return worker.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

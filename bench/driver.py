@@ -1,0 +1,414 @@
+"""Runs every scenario for ONE library, in a process of its own, and writes its results as JSON.
+
+``python -m bench.driver CONFIG.json RESULT.json`` — started by ``bench.run`` with the Python of
+the library's virtualenv. The broker Redis and the counter Redis are the benchmark's private
+servers, so this process may FLUSHDB them between phases.
+
+Phases, in order (each selected scenario; the drain's worker is reused for the latency ones):
+
+1. ``enqueue_one``: warm-up, then ``reps`` x ``enqueue_n`` tasks one by one.
+2. ``enqueue_batch``: warm-up, then ``reps`` x ``drain_n`` tasks with the bulk API, in chunks of
+   ``batch_size``; the last batch is the first drain's backlog.
+3. ``drain1``: start one worker process on the backlog; the rate is taken between the moment the
+   first ``warmup_frac`` of the tasks are done (worker start-up and warm-up excluded) and the last
+   one, or ``drain_timeout``. Redis commands, Redis CPU and the worker's CPU are taken over that
+   window; RSS at its end.
+4. ``latency_idle``, ``scheduled``, ``latency_load`` on that worker, now idle; then ``requests``:
+   commands sent per task, counted with MONITOR (so never while anything is timed).
+5. ``drain2``: the same drain with two worker processes.
+6. ``backlog``: ``backlog_n`` tasks with a 100-byte payload (bytes of Redis memory per task), then
+   enqueue and dequeue rates with that backlog.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench.common import (
+    DONE_KEY,
+    ENV_BROKER,
+    ENV_CONCURRENCY,
+    ENV_COUNTER,
+    ENV_VARIANT,
+    LAT_KEY,
+    CommandCounter,
+    RedisSnapshot,
+    machine_busy,
+    pad_payload,
+    percentile,
+    summarize,
+    tree_cpu_seconds,
+    tree_memory,
+)
+
+POLL = 0.002  # seconds between reads of the completion counter
+
+
+def log(msg: str) -> None:
+    print(f"    {msg}", file=sys.stderr, flush=True)
+
+
+class Driver:
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        self.cfg = cfg
+        # Adapter modules read these at import time (the worker processes get them too).
+        os.environ[ENV_BROKER] = cfg["broker_url"]
+        os.environ[ENV_COUNTER] = cfg["counter_url"]
+        os.environ[ENV_CONCURRENCY] = str(cfg["concurrency"])
+        from bench.adapters import LIBS, load
+
+        os.environ[ENV_VARIANT] = LIBS[cfg["lib"]].variant
+        self.adapter = load(cfg["lib"], cfg["broker_url"], cfg["counter_url"], cfg["concurrency"])
+        self.broker = redis.Redis.from_url(cfg["broker_url"])
+        self.counter = redis.Redis.from_url(cfg["counter_url"])
+        self.log_dir = Path(cfg["log_dir"])
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.results: dict[str, Any] = {}
+        self.errors: dict[str, str] = {}
+        self.procs: list[Any] = []
+        self.backlog_ready = 0  # tasks waiting in the broker for the next drain
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Empty both private servers (never the shared Redis) and let the library re-declare."""
+        self.broker.flushdb()
+        self.counter.flushdb()
+        self.adapter.reset()
+        self.backlog_ready = 0
+
+    def done(self) -> int:
+        return int(self.counter.get(DONE_KEY) or 0)
+
+    def fill(self, n: int, payload: dict[str, Any] | None = None) -> float:
+        """Enqueue ``n`` tasks with the bulk API; returns the elapsed seconds."""
+        size = self.cfg["batch_size"]
+        payloads = [dict(payload or {}) for _ in range(min(n, size))]
+        start = time.perf_counter()
+        left = n
+        while left > 0:
+            chunk = payloads[:min(left, size)]
+            self.adapter.enqueue_batch(chunk)
+            left -= len(chunk)
+        return time.perf_counter() - start
+
+    def start_workers(self, n: int, phase: str) -> list[Any]:
+        self.procs = self.adapter.start_workers(n, str(self.log_dir / f"{self.adapter.name}-{phase}.log"))
+        return self.procs
+
+    def stop_workers(self) -> None:
+        self.adapter.stop_workers(self.procs)
+        self.procs = []
+
+    def check_alive(self, phase: str) -> None:
+        for i, p in enumerate(self.procs):
+            if p.poll() is not None:
+                tail = ""
+                path = self.log_dir / f"{self.adapter.name}-{phase}.log.{i}"
+                if path.exists():
+                    tail = path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"worker exited with {p.returncode}: {tail}")
+
+    def wait_done(self, target: int, timeout: float, phase: str) -> tuple[int, float]:
+        """Poll the counter until it reaches ``target`` or ``timeout``; returns (count, monotonic time)."""
+        deadline = time.monotonic() + timeout
+        next_check = time.monotonic() + 1
+        while True:
+            count = self.done()
+            now = time.monotonic()
+            if count >= target or now >= deadline:
+                return count, now
+            if now >= next_check:
+                self.check_alive(phase)
+                next_check = now + 1
+            time.sleep(POLL)
+
+    def latencies(self) -> list[float]:
+        return [float(x) for x in self.counter.lrange(LAT_KEY, 0, -1)]
+
+    @staticmethod
+    def lat_summary(values: list[float], expected: int) -> dict[str, Any]:
+        ms = [v * 1000 for v in values]
+        return {"n": len(ms), "missing": max(expected - len(ms), 0),
+                "p50_ms": percentile(ms, 50), "p90_ms": percentile(ms, 90), "p99_ms": percentile(ms, 99),
+                "max_ms": max(ms) if ms else math.nan, "mean_ms": sum(ms) / len(ms) if ms else math.nan}
+
+    # -- scenarios ---------------------------------------------------------------------------------
+
+    def enqueue_one(self) -> None:
+        n, reps = self.cfg["enqueue_n"], self.cfg["enqueue_reps"]
+        self.flush()
+        self.adapter.run_sequence(self.cfg["warmup_n"], lambda i: {})
+        self.flush()
+        runs = []
+        for _ in range(reps):
+            before = RedisSnapshot.take(self.broker)
+            seconds = self.adapter.run_sequence(n, lambda i: {})
+            cost = before.delta(RedisSnapshot.take(self.broker), n)
+            runs.append({"rate": n / seconds, "seconds": seconds, "cost": cost})
+            self.flush()
+        self.results["enqueue_one"] = _with_summary(runs, n)
+
+    def enqueue_batch(self, keep_backlog: bool) -> None:
+        n, reps = self.cfg["drain_n"], self.cfg["batch_reps"]
+        self.flush()
+        self.fill(min(self.cfg["batch_size"], n))  # warm-up
+        self.flush()
+        runs = []
+        for rep in range(reps):
+            before = RedisSnapshot.take(self.broker)
+            seconds = self.fill(n)
+            cost = before.delta(RedisSnapshot.take(self.broker), n)
+            runs.append({"rate": n / seconds, "seconds": seconds, "cost": cost})
+            if keep_backlog and rep == reps - 1:
+                self.backlog_ready = n
+            else:
+                self.flush()
+        self.results["enqueue_batch"] = _with_summary(runs, n) | {"batch_size": self.cfg["batch_size"]}
+
+    def drain_run(self, workers: int, phase: str, n: int, keep: bool = False) -> dict[str, Any]:
+        """One drain of ``n`` pre-enqueued tasks by ``workers`` fresh worker processes."""
+        if self.backlog_ready != n:
+            self.flush()
+            self.fill(n)
+        self.backlog_ready = 0
+        self.counter.set(DONE_KEY, 0)
+        spawned = time.monotonic()
+        self.start_workers(workers, phase)
+        c0, t0, startup = self.warm_up(n, phase, spawned)
+        pids = [p.pid for p in self.procs]
+        b0, k0, cpu0 = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_seconds(pids)
+        m0, me0 = machine_busy()[0], time.process_time()
+        c1, t1 = self.wait_done(n, self.cfg["drain_timeout"], phase)
+        m1, me1 = machine_busy()[0], time.process_time()
+        b1, k1, cpu1 = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_seconds(pids)
+        seconds = max(t1 - t0, 1e-9)
+        ours = (cpu1 - cpu0) + (b1.cpu - b0.cpu) + (k1.cpu - k0.cpu) + (me1 - me0)
+        run = {
+            "rate": (c1 - c0) / seconds, "tasks": c1 - c0, "seconds": seconds, "timed_out": c1 < n,
+            "startup_s": startup,
+            "cost": b0.delta(b1, c1 - c0),
+            "cpu_cores": {"workers": (cpu1 - cpu0) / seconds, "redis": (b1.cpu - b0.cpu) / seconds,
+                          "counter_redis": (k1.cpu - k0.cpu) / seconds, "harness": (me1 - me0) / seconds,
+                          "other_processes": max((m1 - m0) - ours, 0.0) / seconds},
+            "memory": tree_memory(pids),
+        }
+        if not keep:
+            self.stop_workers()
+            self.flush()
+        elif c1 < n:  # tasks are left: the latency phases need an empty queue and a warm, idle worker
+            self.stop_workers()
+            self.flush()
+            self.start_workers(workers, phase + "-idle")
+            self.counter.set(DONE_KEY, 0)
+            self.adapter.run_sequence(10, lambda i: {})
+            self.wait_done(10, self.cfg["startup_timeout"], phase + "-idle")
+        return run
+
+    def warm_up(self, n: int, phase: str, spawned: float) -> tuple[int, float, float]:
+        """Wait for the first completion, then for the first ``warmup_frac`` of ``n`` (at most 1 s).
+
+        Returns the count and time where the measurement starts, and the start-up time.
+        """
+        c, t = self.wait_done(1, self.cfg["startup_timeout"], phase)
+        if c < 1:
+            self.stop_workers()
+            raise RuntimeError(f"no task done {self.cfg['startup_timeout']} s after the workers started")
+        startup = t - spawned
+        c, t = self.wait_done(max(1, int(n * self.cfg["warmup_frac"])), 1.0, phase)
+        return c, t, startup
+
+    def drain(self, workers: int, keep_last: bool) -> None:
+        key = f"drain{workers}"
+        n, reps = self.cfg["drain_n"], self.cfg["drain_reps"]
+        runs = []
+        for rep in range(reps):
+            keep = keep_last and rep == reps - 1
+            runs.append(self.drain_run(workers, key, n, keep=keep))
+            log(f"{key} rep {rep + 1}/{reps}: {runs[-1]['rate']:,.0f} tasks/s"
+                + (" (timed out)" if runs[-1]["timed_out"] else ""))
+        result = _with_summary(runs, n)
+        result["workers"] = workers
+        mid = _median_run(runs)
+        result["cpu_cores"] = mid["cpu_cores"]
+        result["memory"] = runs[-1]["memory"]
+        self.results[key] = result
+
+    def latency_idle(self) -> None:
+        capacity = self.results.get("drain1", {}).get("rate", {}).get("median", math.inf)
+        interval = self.cfg["idle_interval"]
+        if capacity * interval < 4:  # a slow worker is kept idle: tasks arrive at most at 1/4 of its capacity
+            interval = 4 / capacity
+        n = max(min(self.cfg["idle_n"], int(self.cfg["idle_max_seconds"] / interval)), 20)
+        self.results["latency_idle"] = self._paced(n, interval, "latency_idle") | {"interval_ms": interval * 1000}
+
+    def latency_load(self) -> None:
+        capacity = self.results["drain1"]["rate"]["median"]
+        rate = capacity * self.cfg["load_fraction"]
+        n = max(int(rate * self.cfg["load_seconds"]), 20)
+        res = self._paced(n, 1 / rate, "latency_load")
+        res["target_rate"] = rate
+        self.results["latency_load"] = res
+
+    def _paced(self, n: int, interval: float, phase: str) -> dict[str, Any]:
+        time.sleep(0.3)  # let the worker settle into its idle wait
+        self.counter.delete(LAT_KEY)
+        base = self.done()
+        t0 = time.monotonic() + 0.01
+        seconds = self.adapter.run_sequence(n, lambda i: {"t": time.time()}, at=lambda i: t0 + i * interval)
+        self.wait_done(base + n, 10 + n * interval * 2, phase)
+        return self.lat_summary(self.latencies(), n) | {"achieved_rate": n / seconds}
+
+    def requests(self) -> None:
+        """Commands sent per task (enqueue one by one + run), counted apart from those inside Lua."""
+        capacity = self.results.get("drain1", {}).get("rate", {}).get("median") or 100
+        n = max(min(self.cfg["requests_n"], int(capacity * self.cfg["requests_max_seconds"])), 20)
+        time.sleep(0.2)
+        base = self.done()
+        with CommandCounter(self.cfg["broker_url"]) as cc:
+            self.adapter.run_sequence(n, lambda i: {})
+            self.wait_done(base + n, 30, "requests")
+            time.sleep(0.1)  # acknowledgements sent after the task's INCR
+        sent = sum(cc.sent.values())
+        self.results["requests"] = {
+            "n": n, "sent_per_task": sent / n, "lua_per_task": cc.lua / n,
+            "sent": {k: round(v / n, 3) for k, v in sorted(cc.sent.items(), key=lambda kv: -kv[1])},
+            "in_lua": {k: round(v / n, 3) for k, v in sorted(cc.in_lua.items(), key=lambda kv: -kv[1])},
+        }
+
+    def scheduled(self) -> None:
+        if not self.adapter.supports_scheduled:
+            self.results["scheduled"] = {"n/a": "no built-in delayed enqueue in the worker as configured"}
+            return
+        n, delay, gap = self.cfg["sched_n"], self.cfg["sched_delay"], self.cfg["sched_gap"]
+        time.sleep(0.2)
+        self.counter.delete(LAT_KEY)
+        base = self.done()
+        t0 = time.monotonic() + 0.01
+        self.adapter.run_sequence(n, lambda i: {"t": time.time() + delay}, at=lambda i: t0 + i * gap, delay=delay)
+        self.wait_done(base + n, delay + 15, "scheduled")
+        res = self.lat_summary(self.latencies(), n)
+        self.results["scheduled"] = {"delay_s": delay, **{k.replace("_ms", "_late_ms") if k.endswith("_ms") else k: v
+                                                         for k, v in res.items()}}
+
+    def backlog(self) -> None:
+        n = self.cfg["backlog_n"]
+        self.flush()
+        time.sleep(0.2)
+        m0 = int(self.broker.info("memory")["used_memory"])
+        fill_seconds = self.fill(n, pad_payload())
+        time.sleep(0.2)
+        m1 = int(self.broker.info("memory")["used_memory"])
+        res: dict[str, Any] = {"tasks": n, "payload_bytes": len(json.dumps(pad_payload(), separators=(",", ":"))),
+                               "bytes_per_task": (m1 - m0) / n, "fill_rate": n / fill_seconds}
+        log(f"backlog: {n:,} tasks, {res['bytes_per_task']:.0f} B/task, filled at {res['fill_rate']:,.0f}/s")
+        k = self.cfg["enqueue_n"]
+        seconds = self.adapter.run_sequence(k, lambda i: {})
+        res["enqueue_rate"] = k / seconds
+        res["enqueue_rate_empty"] = self.results.get("enqueue_one", {}).get("rate", {}).get("median")
+        self.counter.set(DONE_KEY, 0)
+        spawned = time.monotonic()
+        self.start_workers(1, "backlog")
+        m = self.cfg["drain_n"]
+        c0, t0, _ = self.warm_up(m, "backlog", spawned)
+        c1, t1 = self.wait_done(m, self.cfg["backlog_window"], "backlog")
+        self.stop_workers()
+        res["dequeue_rate"] = (c1 - c0) / max(t1 - t0, 1e-9)
+        res["dequeue_rate_empty"] = self.results.get("drain1", {}).get("rate", {}).get("median")
+        for what in ("enqueue", "dequeue"):
+            empty = res[f"{what}_rate_empty"]
+            res[f"{what}_ratio"] = res[f"{what}_rate"] / empty if empty else None
+        self.flush()
+        self.results["backlog"] = res
+
+    # -- the whole run -----------------------------------------------------------------------------
+
+    def step(self, name: str, fn: Any, *args: Any) -> bool:
+        start = time.monotonic()
+        try:
+            fn(*args)
+            log(f"{name}: done in {time.monotonic() - start:.1f} s")
+            return True
+        except Exception as exc:
+            self.errors[name] = f"{type(exc).__name__}: {exc}"
+            log(f"{name}: FAILED {self.errors[name]}")
+            traceback.print_exc(file=sys.stderr)
+            try:
+                self.stop_workers()
+                self.flush()
+            except Exception:  # pragma: no cover - best effort
+                pass
+            return False
+
+    def run(self) -> dict[str, Any]:
+        scenarios = set(self.cfg["scenarios"])
+        a = self.adapter
+        started = time.monotonic()
+        self.load_avg = round(os.getloadavg()[0], 2)
+        a.setup()
+        self.flush()
+        try:
+            if "enqueue_one" in scenarios:
+                self.step("enqueue_one", self.enqueue_one)
+            need_drain1 = bool(scenarios & {"drain1", "latency_idle", "latency_load", "scheduled", "requests"})
+            if "enqueue_batch" in scenarios:
+                self.step("enqueue_batch", self.enqueue_batch, need_drain1)
+            follow = bool(scenarios & {"latency_idle", "latency_load", "scheduled", "requests"})
+            if need_drain1 and self.step("drain1", self.drain, 1, follow) and follow:
+                try:
+                    if "latency_idle" in scenarios:
+                        self.step("latency_idle", self.latency_idle)
+                    if "scheduled" in scenarios:
+                        self.step("scheduled", self.scheduled)
+                    if "latency_load" in scenarios:
+                        self.step("latency_load", self.latency_load)
+                    if "requests" in scenarios:
+                        self.step("requests", self.requests)
+                finally:
+                    self.stop_workers()
+                    self.flush()
+            if "drain2" in scenarios:
+                self.step("drain2", self.drain, 2, False)
+            if "backlog" in scenarios:
+                self.step("backlog", self.backlog)
+        finally:
+            self.stop_workers()
+            a.close()
+        return {
+            "lib": a.name, "package": a.package, "version": a.version(), "variant": a.variant,
+            "load_avg_at_start": self.load_avg,
+            "python": sys.version.split()[0], "config": a.config, "on_kill": a.on_kill,
+            "survives_kill": a.survives_kill, "batch_api": a.batch_api,
+            "concurrency": self.cfg["concurrency"], "seconds": time.monotonic() - started,
+            "scenarios": self.results, "errors": self.errors,
+        }
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    ordered = sorted(runs, key=lambda r: r["rate"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def _with_summary(runs: list[dict[str, Any]], n: int) -> dict[str, Any]:
+    return {"n": n, "rate": summarize([r["rate"] for r in runs]), "cost": _median_run(runs)["cost"], "runs": runs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = json.loads(Path(argv[0]).read_text())
+    result = Driver(cfg).run()
+    Path(argv[1]).write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

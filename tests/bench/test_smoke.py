@@ -1,0 +1,64 @@
+"""A smoke run of the benchmark harness, so that it cannot rot: queuecore only, tiny counts.
+
+It needs none of the peers (their adapters are imported only in their own driver processes)
+and no matplotlib: it runs in the test environment. It starts its own private redis-servers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+
+from bench.run import SCENARIOS, run_benchmark
+
+TINY = {
+    "warmup_n": 20, "enqueue_n": 200, "enqueue_reps": 2, "batch_reps": 2, "batch_size": 100,
+    "drain_n": 200, "drain_reps": 1, "drain_timeout": 10,
+    "idle_n": 20, "idle_max_seconds": 0.5, "load_seconds": 0.3,
+    "sched_n": 3, "sched_delay": 0.3, "sched_gap": 0.01,
+    "backlog_n": 300, "backlog_window": 5, "driver_timeout": 120,
+}
+
+
+@pytest.mark.slow
+def test_harness_runs_queuecore_and_reports(tmp_path):
+    results = run_benchmark(["queuecore"], SCENARIOS, quick=True, out=tmp_path, overrides=TINY, chart=False,
+                            pythons={"queuecore": sys.executable})
+
+    saved = json.loads((tmp_path / "results.json").read_text())
+    assert saved["libs"].keys() == {"queuecore"}
+    qc = saved["libs"]["queuecore"]
+    assert "error" not in qc, qc
+    assert qc["errors"] == {}
+    assert qc["survives_kill"] is True and qc["on_kill"]
+    s = qc["scenarios"]
+    assert set(s) == set(SCENARIOS)
+    for key in ("enqueue_one", "enqueue_batch", "drain1", "drain2"):
+        assert s[key]["rate"]["median"] > 0, key
+        assert s[key]["rate"]["min"] <= s[key]["rate"]["median"] <= s[key]["rate"]["max"]
+    assert len(s["enqueue_one"]["runs"]) == 2
+    assert s["drain1"]["cost"]["commands_per_task"] > 0
+    assert s["drain1"]["cost"]["redis_cpu_us_per_task"] >= 0
+    assert s["drain1"]["memory"]["rss_mb"] > 0
+    assert s["drain2"]["workers"] == 2
+    for key in ("latency_idle", "latency_load"):
+        assert s[key]["n"] > 0 and s[key]["missing"] == 0
+        assert 0 <= s[key]["p50_ms"] <= s[key]["p99_ms"]
+    assert s["scheduled"]["n"] == 3 and s["scheduled"]["max_late_ms"] > -50
+    assert s["requests"]["sent_per_task"] > 0 and s["requests"]["sent"]
+    assert s["backlog"]["bytes_per_task"] > 0
+    assert s["backlog"]["enqueue_rate"] > 0 and s["backlog"]["dequeue_rate"] > 0
+    assert saved["machine"]["cores"] >= 1 and saved["machine"]["redis"]
+    targets = {t["target"]: t for t in saved["targets"]}
+    assert targets["enqueue, batch (tasks/s)"]["queuecore"] > 0
+    assert all(t["best_peer"] is None for t in saved["targets"])  # no peer ran
+
+    md = (tmp_path / "results.md").read_text()
+    assert "| queuecore 0.1.0 |" in md or "| queuecore " in md
+    assert "When a worker is killed" in md
+    assert not (tmp_path / "chart.png").exists()
+    assert results["files"]["json"].endswith("results.json")
+    assert not math.isnan(s["latency_idle"]["p99_ms"])
