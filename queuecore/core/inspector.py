@@ -452,17 +452,9 @@ class Inspector:
 
     def _task_action(self, action: str, queue: str, task_id: str) -> None:
         q = self._task_keys(queue, task_id)
-        now_ms = to_ms(self.clock.now())
         try:
             with broker_errors():
-                if action == "run":
-                    self.scripts.admin_run_task(q, task_id, now_ms=now_ms)
-                elif action == "archive":
-                    self.scripts.admin_archive_task(q, task_id, now_ms=now_ms)
-                elif action == "delete":
-                    self.scripts.admin_delete_task(q, task_id)
-                else:
-                    self.scripts.admin_cancel_task(q, task_id)
+                self._admin_script(action, q, task_id)
         except (TaskNotFound, InvalidTaskState) as exc:
             self._audit(f"task.{action}", queue, task_ids=[task_id], outcome=str(exc))
             raise
@@ -614,6 +606,7 @@ class Inspector:
     # -- chosen tasks (the dashboard's selections) ------------------------------------------------
 
     def _admin_script(self, action: str, q: QueueKeys, task_id: str) -> None:
+        """The one dispatch from an action name to its operator script, for one task."""
         now_ms = to_ms(self.clock.now())
         if action == "run":
             self.scripts.admin_run_task(q, task_id, now_ms=now_ms)
