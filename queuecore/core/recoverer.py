@@ -19,7 +19,7 @@ logger = logging.getLogger("queuecore.worker")
 BATCH = 100
 REPAIR_EVERY = 1  # run the repair slice every N rounds
 REPAIR_SCAN_COUNT = 1000  # SCAN COUNT hint of one repair call
-REPAIR_CALLS_PER_ROUND = 10  # at most this many repair calls per queue and round
+REPAIR_CALLS_PER_ROUND = 4  # at most this many repair calls per queue and round (each well under 100 ms)
 
 
 class Recoverer(Periodic):

@@ -40,23 +40,28 @@ local zsets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], complet
 local repaired, archived, seen = 0, 0, 0
 local woke = false
 
-local function indexed(id)
-    if redis.call("LPOS", KEYS[1], id) then
-        return true
-    end
+-- Membership of the pending LIST costs O(its length) (LPOS), so it is only tested while the list is
+-- short; with a long backlog a pending task hash counts as indexed and is looked at in a later pass.
+local LPOS_LIMIT = 1000
+local long_list = redis.call("LLEN", KEYS[1]) > LPOS_LIMIT
+
+local function indexed(id, key)
     for i = 2, 6 do
         if redis.call("ZSCORE", KEYS[i], id) then
             return true
         end
     end
-    return false
+    if long_list then
+        return redis.call("HGET", key, "state") == "pending"
+    end
+    return redis.call("LPOS", KEYS[1], id) ~= false
 end
 
 for _, key in ipairs(scan[2]) do
     local id = string.sub(key, #task_prefix + 1)
     if string.sub(key, 1, #task_prefix) == task_prefix and redis.call("TYPE", key)["ok"] == "hash" then
         seen = seen + 1
-        if not indexed(id) then
+        if not indexed(id, key) then
             local f = redis.call("HMGET", key, "state", "msg", "failed_at", "completed_at")
             local state, msg = f[1], f[2]
             if not msg then
