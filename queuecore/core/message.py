@@ -89,8 +89,9 @@ class TaskMessage:
     def encode(self, payload_json: str | None = None) -> str:
         """Encode the message; ``payload_json`` reuses an already validated encoding."""
         body = payload_json if payload_json is not None else dumps(self.payload)
-        parts = [f'"type":{dumps(self.type)}', f'"payload":{body}', f'"max_retry":{int(self.max_retry)}',
-                 f'"enqueued_at":{self.enqueued_at!r}']
+        parts = [f'"type":{dumps(self.type)}', f'"payload":{body}', f'"enqueued_at":{self.enqueued_at!r}']
+        if self.max_retry != DEFAULT_MAX_RETRY:  # absent means the default: 16 bytes less per task
+            parts.append(f'"max_retry":{int(self.max_retry)}')
         if self.timeout is not None:
             parts.append(f'"timeout":{float(self.timeout)!r}')
         if self.deadline is not None:

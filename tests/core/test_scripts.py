@@ -821,3 +821,13 @@ def test_repair_leaves_other_queues_and_globbing_names_alone(r, q, scripts: Scri
     assert read_queue_state(r, star)["retry"] == {"y": NOW}
     assert read_queue_state(r, other)["pending"] == []  # untouched: another queue
     assert run_repair(scripts, q) == (0, 0, 0)
+
+
+def test_recover_applies_the_default_max_retry_when_the_message_omits_it(r, q, scripts: Scripts) -> None:
+    """Messages store max_retry only when it is not the default (25); recover must use the same default."""
+    spent = seed_task(r, q, "spent", "active", score=NOW - 2, retried=25, lease=1)
+    seed_task(r, q, "more", "active", score=NOW - 1, retried=24, lease=1)
+    assert '"max_retry"' not in spent["msg"]
+    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE) == (1, 1, 0)
+    assert r.hget(q.task("spent"), "state") == "archived"
+    assert (r.hget(q.task("more"), "state"), r.hget(q.task("more"), "retried")) == ("pending", "25")

@@ -44,7 +44,7 @@ for _, id in ipairs(ids) do
         orphans = orphans + 1
     else
         local ok, msg = pcall(cjson.decode, fields[1])
-        local max_retry = 0
+        local max_retry = 25  -- a message without max_retry has the default (message.DEFAULT_MAX_RETRY)
         if ok and type(msg) == "table" and type(msg["max_retry"]) == "number" then
             max_retry = msg["max_retry"]
         end
