@@ -40,7 +40,7 @@ class Heartbeater(Periodic):
                 by_queue[running.queue].append((running.id, running.lease))
         lease_until = to_ms(self.worker.clock.now() + self.worker.config.lease_duration)
         for queue, held in by_queue.items():
-            codes = self.worker.scripts.extend_lease(self.worker.keys.queue(queue), held, lease_until_ms=lease_until)
+            codes = self.worker.scripts.extend_lease(processor.queue_keys(queue), held, lease_until_ms=lease_until)
             for (task_id, lease), code in zip(held, codes, strict=True):
                 if code == LEASE_LOST:
                     processor.lease_lost(task_id, lease)

@@ -267,6 +267,10 @@ class Processor:
                 self._loop.close()
         return handed_back
 
+    def queue_keys(self, name: str) -> QueueKeys:
+        """The keys of one of this worker's queues, built and validated once at start."""
+        return self._queue_keys.get(name) or self.keys.queue(name)
+
     def snapshot(self) -> list[Running]:
         with self._running_lock:
             return list(self.running.values())
@@ -330,7 +334,7 @@ class Processor:
                 if got >= free or self._quiet.is_set():
                     break
                 now = self.clock.now()
-                items = self.scripts.dequeue(self._queue_keys[name], now_ms=to_ms(now),
+                items = self.scripts.dequeue(self.queue_keys(name), now_ms=to_ms(now),
                                              lease_until_ms=to_ms(now + self.config.lease_duration),
                                              count=free - got)
             for item in items:
@@ -646,7 +650,7 @@ class Processor:
             logger.exception("error_handler raised for task %s", running.id)
 
     def _write_once(self, running: Running, outcome: Outcome) -> bool:
-        q = self._queue_keys.get(running.queue) or self.keys.queue(running.queue)
+        q = self.queue_keys(running.queue)
         now = self.clock.now()
         now_ms = to_ms(now)
         day, minute = stats_day(now), stats_minute(now)
@@ -742,7 +746,7 @@ class Acker:
         for running, result in batch:
             by_queue.setdefault(running.queue, []).append((running, result))
         for queue, group in by_queue.items():
-            q = processor.keys.queue(queue)
+            q = processor.queue_keys(queue)
             items = [DoneItem(r.id, r.lease, to_ms(r.message.retention), result, r.message.unique_key)
                      for r, result in group]
 
