@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_DURATION": 30.0,
     "HEARTBEAT_INTERVAL": 5.0,
     "RECOVER_INTERVAL": 10.0,
+    "REPAIR_INTERVAL": 5.0,
     "FORWARD_INTERVAL": 0.5,
     "JANITOR_INTERVAL": 8.0,
     "MAX_ARCHIVE_SIZE": 10_000,
@@ -48,6 +49,7 @@ _WORKER_KEYS = {
     "SHUTDOWN_TIMEOUT": "shutdown_timeout", "DEFAULT_MAX_RETRY": "default_max_retry",
     "DEFAULT_TIMEOUT": "default_timeout", "LEASE_DURATION": "lease_duration",
     "HEARTBEAT_INTERVAL": "heartbeat_interval", "RECOVER_INTERVAL": "recover_interval",
+    "REPAIR_INTERVAL": "repair_interval",
     "FORWARD_INTERVAL": "forward_interval", "JANITOR_INTERVAL": "janitor_interval",
     "MAX_ARCHIVE_SIZE": "max_archive_size", "ARCHIVE_MAX_AGE": "archive_max_age",
 }

@@ -30,6 +30,7 @@ FAST = dict(
     heartbeat_interval=0.2,
     lease_duration=2.0,
     recover_interval=0.3,
+    repair_interval=0,
     forward_interval=0.1,
     janitor_interval=0.5,
     fetch_poll_interval=0.2,

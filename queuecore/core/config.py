@@ -136,6 +136,9 @@ class WorkerConfig:
     lease_duration: float = 30.0
     heartbeat_interval: float = 5.0
     recover_interval: float = 10.0
+    # One repair step (a bounded scan for task hashes no list or zset points at) per queue and this
+    # period, shared by all workers; 0 = every recover round of every worker.
+    repair_interval: float = 5.0
     forward_interval: float = 0.5
     janitor_interval: float = 8.0
     fetch_poll_interval: float = 1.0
@@ -163,6 +166,9 @@ class WorkerConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value <= 0:
                 raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
+        if isinstance(self.repair_interval, bool) or not isinstance(self.repair_interval, (int, float)) \
+                or not 0 <= self.repair_interval < float("inf"):
+            raise ConfigurationError(f"repair_interval must be a number of seconds >= 0, got {self.repair_interval!r}")
         if self.heartbeat_interval >= self.lease_duration:
             raise ConfigurationError("heartbeat_interval must be shorter than lease_duration "
                                      "(leases are renewed on each heartbeat)")

@@ -7,7 +7,9 @@ Redis Cluster slot: ``<prefix>:{<queue>}:<suffix>``.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 DEFAULT_PREFIX = "qc"
 _QUEUE_NAME = re.compile(r"^[^\s{}]{1,200}$")
@@ -98,6 +100,11 @@ class QueueKeys:
         return self.base + "stats"
 
     @property
+    def repair(self) -> str:
+        """HASH of the repair pass shared by the workers: ``cursor`` and ``next_at`` (unix ms)."""
+        return self.base + "repair"
+
+    @property
     def task_prefix(self) -> str:
         """The start of every task hash key of this queue (``...:t:<id>``)."""
         return self.base + "t:"
@@ -173,13 +180,14 @@ def _escape_glob(text: str) -> str:
 
 def stats_day(unix_seconds: float) -> str:
     """The stats field suffix of a UTC day: ``YYYY-MM-DD``."""
-    import time
-
-    return time.strftime("%Y-%m-%d", time.gmtime(unix_seconds))
+    return _stats_minute(int(unix_seconds // 60))[:10]
 
 
 def stats_minute(unix_seconds: float) -> str:
     """The stats field suffix of a UTC minute: ``YYYY-MM-DDTHH:MM``."""
-    import time
+    return _stats_minute(int(unix_seconds // 60))
 
-    return time.strftime("%Y-%m-%dT%H:%M", time.gmtime(unix_seconds))
+
+@lru_cache(maxsize=4)
+def _stats_minute(minute: int) -> str:  # called per acknowledgement batch: formatted once a minute
+    return time.strftime("%Y-%m-%dT%H:%M", time.gmtime(minute * 60))

@@ -101,7 +101,8 @@ class HandlerPool:
     is started in its place.
     """
 
-    def __init__(self, name: str, size: int) -> None:
+    def __init__(self, name: str, size: int, on_drained: Callable[[], None] | None = None) -> None:
+        self._on_drained = on_drained  # called when a thread takes the last queued piece of work
         self._work: queue_module.SimpleQueue[Callable[[], None] | None] = queue_module.SimpleQueue()
         self._lock = threading.Lock()
         self._size = size
@@ -151,8 +152,11 @@ class HandlerPool:
                     self._idle -= 1
                     if fn is not None:
                         self._queued -= 1
+                    drained = self._queued == 0
                 if fn is None:
                     return
+                if drained and self._on_drained is not None:
+                    self._on_drained()
                 try:
                     fn()
                 except BaseException:  # pragma: no cover - _execute catches everything
@@ -164,6 +168,11 @@ class HandlerPool:
         finally:
             with self._lock:
                 self._threads.discard(me)
+
+    @property
+    def queued(self) -> int:
+        """Work submitted and not yet taken by a thread."""
+        return self._queued
 
     def shutdown(self) -> None:
         with self._lock:
@@ -179,6 +188,7 @@ class Processor:
         self.worker = worker
         self.config = worker.config
         self.scripts = worker.scripts
+        self._fetch_scripts = worker.scripts.dedicated()  # used under _fetch_lock only
         self.keys = worker.keys
         self.clock = worker.clock
         self.registry = worker.registry
@@ -190,12 +200,16 @@ class Processor:
         # Tasks held (leased) at once: the running ones plus a few fetched ahead, so a handler
         # thread never waits for a dequeue round-trip.
         self._free = self.config.concurrency + self.config.prefetch
+        # Fetch in batches: wait until this many slots are free, unless the handlers are about to run
+        # out of work (then fetch whatever fits at once). Fewer, larger dequeues cost Redis and this
+        # process less per task.
+        self._fetch_batch = max(1, min(self.config.prefetch, self._free // 2))
         self.wake = threading.Event()
         self._quiet = threading.Event()
         self._fetch_lock = threading.Lock()  # held across each quiet check + dequeue, so stop() is final
         self._stopping = threading.Event()
         self._done = threading.Event()
-        self._pool = HandlerPool("queuecore-handler", self.config.concurrency)
+        self._pool = HandlerPool("queuecore-handler", self.config.concurrency, on_drained=self._wake_fetcher)
         self._async_slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: threading.Thread | None = None
@@ -258,6 +272,8 @@ class Processor:
         self._done.set()
         for thread in self._threads:
             thread.join(timeout=2)
+        with self._fetch_lock:
+            self._fetch_scripts.close()
         self._pool.shutdown()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -292,16 +308,26 @@ class Processor:
         return order
 
     def _take_slots(self) -> int:
-        """Block until at least one slot is free; returns how many are free (0 when stopping)."""
+        """Block until a batch of slots is free, or at least one while the handlers have no work
+        waiting; returns how many are free (0 when stopping)."""
         with self._slots:
-            while self._free == 0 and not self._stopping.is_set():
+            while not self._stopping.is_set() and not self._may_fetch():
                 self._slots.wait(0.5)
             return 0 if self._stopping.is_set() else self._free
+
+    def _may_fetch(self) -> bool:
+        return self._free >= self._fetch_batch or (self._free > 0 and self._pool.queued == 0)
 
     def _release_slot(self) -> None:
         with self._slots:
             self._free += 1
-            self._slots.notify()
+            if self._may_fetch():
+                self._slots.notify()
+
+    def _wake_fetcher(self) -> None:
+        with self._slots:
+            if self._may_fetch():
+                self._slots.notify()
 
     def _fetch_loop(self) -> None:
         backoff = 0.05
@@ -334,7 +360,7 @@ class Processor:
                 if got >= free or self._quiet.is_set():
                     break
                 now = self.clock.now()
-                items = self.scripts.dequeue(self.queue_keys(name), now_ms=to_ms(now),
+                items = self._fetch_scripts.dequeue(self.queue_keys(name), now_ms=to_ms(now),
                                              lease_until_ms=to_ms(now + self.config.lease_duration),
                                              count=free - got)
             for item in items:
@@ -479,7 +505,10 @@ class Processor:
                 outcome = self._classify(running, exc)
             finally:
                 reset_current(token)
-            await loop.run_in_executor(None, self._finalize, running, outcome)
+            if outcome.kind == "success":
+                self._finalize(running, outcome)  # hands it to the acker: no blocking call, no thread hop
+            else:
+                await loop.run_in_executor(None, self._finalize, running, outcome)
 
         def schedule() -> None:
             running.async_task = loop.create_task(run())
@@ -707,6 +736,7 @@ class Acker:
         self._items: list[tuple[Running, str]] = []
         self._cond = threading.Condition()
         self._stopping = False
+        self._scripts = processor.scripts.dedicated()  # used by the acker thread only
         self._thread = threading.Thread(target=self._loop, name="queuecore-acker", daemon=True)
 
     def start(self) -> None:
@@ -724,6 +754,7 @@ class Acker:
             self._cond.notify()
         if self._thread.is_alive():
             self._thread.join()
+        self._scripts.close()
 
     def _loop(self) -> None:
         while True:
@@ -752,7 +783,7 @@ class Acker:
 
             def write(q: QueueKeys = q, items: list[DoneItem] = items) -> list[bool]:
                 now = processor.clock.now()
-                return processor.scripts.done_many(q, items, now_ms=to_ms(now), day=stats_day(now),
+                return self._scripts.done_many(q, items, now_ms=to_ms(now), day=stats_day(now),
                                                    minute=stats_minute(now))
 
             written, codes = processor.with_retries(f"the acknowledgement of {len(items)} task(s)", write)

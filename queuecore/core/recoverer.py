@@ -1,9 +1,11 @@
 """The recoverer: takes back tasks whose lease expired because their worker died or hung, and
 repairs task hashes that no list or zset points at (``repair.lua``).
 
-Each round first renews this process's own leases, then runs a bounded slice of the repair scan
-(the SCAN cursor of each queue is kept across rounds, so a large keyspace is covered over several
-rounds and Redis is never blocked), then recovers expired leases. A hash put back in ``active`` by
+Each round first renews this process's own leases, then, when it is this worker's turn, runs a
+bounded slice of the repair scan, then recovers expired leases. The repair pass is shared by all
+workers: its SCAN cursor lives in Redis and one worker per queue takes a turn every
+``repair_interval`` seconds, so its cost does not grow with the number of workers, a large keyspace
+is covered over several turns, and Redis is never blocked for long. A hash put back in ``active`` by
 the repair carries an expired lease, so it is recovered in the same round.
 """
 
@@ -17,9 +19,8 @@ from queuecore.core.keys import stats_day, stats_minute
 
 logger = logging.getLogger("queuecore.worker")
 BATCH = 100
-REPAIR_EVERY = 1  # run the repair slice every N rounds
 REPAIR_SCAN_COUNT = 1000  # SCAN COUNT hint of one repair call
-REPAIR_CALLS_PER_ROUND = 4  # at most this many repair calls per queue and round (each well under 100 ms)
+REPAIR_CALLS_PER_TURN = 4  # at most this many repair calls per queue and turn (each well under 100 ms)
 
 
 class Recoverer(Periodic):
@@ -28,7 +29,6 @@ class Recoverer(Periodic):
     def __init__(self, worker) -> None:
         super().__init__(worker, worker.config.recover_interval)
         self.rounds = 0
-        self._cursors: dict[str, str] = {}
 
     def run_once(self) -> tuple[int, int, int]:
         """Recover expired leases in every queue: returns (requeued, archived, orphans)."""
@@ -36,8 +36,7 @@ class Recoverer(Periodic):
         # the worker does not take back tasks it is still running or about to acknowledge.
         if self.worker.processor.running:
             self.worker.heartbeater.renew_leases()
-        if self.rounds % REPAIR_EVERY == 0:
-            self.repair()
+        self.repair()
         self.rounds += 1
         totals = [0, 0, 0]
         now = self.worker.clock.now()
@@ -57,20 +56,19 @@ class Recoverer(Periodic):
         return requeued, archived, orphans
 
     def repair(self) -> tuple[int, int]:
-        """One bounded slice of the repair scan in every queue: returns (repaired, archived)."""
+        """This worker's turn of the shared repair pass, if due, in every queue: (repaired, archived)."""
         repaired = archived = 0
         now_ms = to_ms(self.worker.clock.now())
+        turn_ms = to_ms(self.worker.config.repair_interval)
         for name in self.worker.config.queues:
             q = self.worker.keys.queue(name)
-            cursor = self._cursors.get(name, "0")
-            for _ in range(REPAIR_CALLS_PER_ROUND):
-                cursor, fixed, dead, _seen = self.worker.scripts.repair(q, now_ms=now_ms, cursor=cursor,
-                                                                        count=REPAIR_SCAN_COUNT)
+            for call in range(REPAIR_CALLS_PER_TURN):
+                cursor, fixed, dead, seen = self.worker.scripts.repair(
+                    q, now_ms=now_ms, cursor="", count=REPAIR_SCAN_COUNT, turn_ms=turn_ms if call == 0 else 0)
                 repaired += fixed
                 archived += dead
-                if cursor == "0":
+                if seen < 0 or cursor == "0":  # not our turn, or the pass is complete
                     break
-            self._cursors[name] = cursor
         if repaired or archived:
             logger.warning("repaired %d task(s) that no list or zset pointed at; archived %d with a reason",
                            repaired, archived)

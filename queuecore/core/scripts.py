@@ -99,6 +99,15 @@ class Scripts:
                 raise WrongKeyType(wrong_type_message(str(exc))) from exc
             raise
 
+    def dedicated(self) -> Scripts:
+        """Scripts over one connection of their own, for a single hot thread (the worker's fetcher
+        and acker): no pool lookup, no fork check and no client-side retry layer per call. Not
+        thread-safe; ``close()`` it when done."""
+        return DedicatedScripts(self.redis, self.keys)
+
+    def close(self) -> None:
+        """Release what this object holds of its own (nothing: it uses the client's pool)."""
+
     # -- client -----------------------------------------------------------------------------------
 
     def enqueue(self, q: QueueKeys, task_id: str, msg: str, *, now_ms: int, process_at_ms: int = 0,
@@ -205,12 +214,19 @@ class Scripts:
         """Delete completed tasks past retention and archived tasks past the age limit."""
         return int(self._call("janitor", [q.completed, q.archived], [now_ms, archive_cutoff_ms, limit]))
 
-    def repair(self, q: QueueKeys, *, now_ms: int, cursor: str = "0", count: int = 1000) -> tuple[str, int, int, int]:
+    def repair(self, q: QueueKeys, *, now_ms: int, cursor: str = "0", count: int = 1000,
+               turn_ms: int = 0) -> tuple[str, int, int, int]:
         """One bounded SCAN step over the queue's task hashes, putting back each hash that no list or
         zset points at: returns (next cursor, "0" when the pass is complete; repaired; archived;
-        hashes looked at)."""
-        keys = [q.pending, q.scheduled, q.retry, q.archived, q.completed, q.active]
-        cursor, repaired, archived, seen = self._call("repair", keys, [now_ms, cursor, count, q.wake_channel])
+        hashes looked at).
+
+        ``cursor=""`` continues the pass shared by all workers (its cursor is kept in Redis). With
+        ``turn_ms > 0`` the step runs only when no worker took a turn in the last ``turn_ms``;
+        otherwise it returns ``("", 0, 0, -1)``.
+        """
+        keys = [q.pending, q.scheduled, q.retry, q.archived, q.completed, q.active, q.repair]
+        cursor, repaired, archived, seen = self._call("repair", keys,
+                                                      [now_ms, cursor, count, q.wake_channel, turn_ms])
         return str(cursor), int(repaired), int(archived), int(seen)
 
     # -- operator ---------------------------------------------------------------------------------
@@ -259,3 +275,48 @@ class Scripts:
         """Delete up to ``limit`` tasks of a state other than active."""
         kind = "list" if state == "pending" else "zset"
         return int(self._call("admin_delete_all", [q.state_key(state)], [limit, kind]))
+
+
+class DedicatedScripts(Scripts):
+    """``Scripts`` that send ``EVALSHA`` on one connection held for the object's lifetime.
+
+    A connection error closes the connection and propagates (the caller retries; the next call
+    reconnects). ``NOSCRIPT`` (a restarted or flushed server) loads the script and runs it again.
+    """
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(client, keys)
+        self._connection: Any = None
+        self._shas: dict[str, str] = {}
+
+    def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
+        if client is not None:
+            return super()._call(name, keys, args, client)
+        if self._connection is None:
+            self._connection = self.redis.connection_pool.make_connection()
+        connection = self._connection
+        sha = self._shas.get(name)
+        if sha is None:
+            sha = self._shas[name] = self._script(name).sha
+        try:
+            connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
+            try:
+                return connection.read_response()
+            except redis.exceptions.NoScriptError:
+                pass
+            connection.send_command("SCRIPT", "LOAD", script_source(name))
+            connection.read_response()
+            connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
+            return connection.read_response()
+        except redis.ResponseError as exc:
+            if is_wrong_type(str(exc)):
+                raise WrongKeyType(wrong_type_message(str(exc))) from exc
+            raise
+        except BaseException:
+            connection.disconnect()  # its state is unknown: start afresh on the next call
+            raise
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.disconnect()
+            self._connection = None

@@ -808,6 +808,30 @@ def test_repair_puts_unindexed_hashes_back_where_their_state_says(r, q, scripts:
     assert read_queue_state(r, q) == before
 
 
+def test_repair_turns_are_shared_by_all_workers(r, q, scripts: Scripts) -> None:
+    """With ``cursor=""`` the pass's cursor lives in Redis, and ``turn_ms`` lets one caller per period
+    take a step: so many workers together scan no more than one would."""
+    for i in range(6):
+        seed_task(r, q, f"lost-{i}", "pending", index=False)
+    repaired, steps, cursor = 0, 0, None
+    while cursor != "0":
+        # every call here is a new turn: the clock moves on by the turn length each time
+        cursor, fixed, _, seen = scripts.repair(q, now_ms=NOW + steps * 1000, cursor="", count=2, turn_ms=1000)
+        assert seen >= 0
+        assert r.hget(q.repair, "cursor") == cursor  # saved for whoever takes the next turn
+        repaired += fixed
+        steps += 1
+    assert repaired == 6
+    assert sorted(read_queue_state(r, q)["pending"]) == sorted(f"lost-{i}" for i in range(6))
+    # Within the turn just taken, another worker's call does nothing and touches nothing.
+    last = NOW + (steps - 1) * 1000
+    before = r.hgetall(q.repair)
+    assert scripts.repair(q, now_ms=last + 999, cursor="", count=2, turn_ms=1000) == ("", 0, 0, -1)
+    assert r.hgetall(q.repair) == before
+    assert scripts.repair(q, now_ms=last + 1000, cursor="", count=2, turn_ms=1000)[3] >= 0
+    assert r.hget(q.repair, "next_at") == str(last + 2000)
+
+
 def test_repair_leaves_other_queues_and_globbing_names_alone(r, q, scripts: Scripts, connection) -> None:
     star = connection.keys.queue("a*b")
     other = connection.keys.queue("aXb")  # matched by an unescaped "a*b" pattern

@@ -140,3 +140,17 @@ def test_racing_recover_scripts_on_a_shared_clock(redis_client, connection) -> N
     assert sorted(pending) == sorted(f"y{i}" for i in range(200))
     assert {redis_client.hget(q.task(f"y{i}"), "retried") for i in range(200)} == {"1"}
     check_structure(redis_client, connection.keys)
+
+
+def test_recoverers_of_many_workers_share_one_repair_turn(redis_client, connection, registry) -> None:
+    q = connection.keys.queue(Q)
+    workers = [Worker(connection=connection, registry=registry, **{**FAST, "repair_interval": 3600})
+               for _ in range(3)]
+    seed_task(redis_client, q, "lost", "retry", index=False)
+    try:
+        results = [w.recoverer.repair() for w in workers]
+    finally:
+        for w in workers:
+            w.redis.close()
+    assert results == [(1, 0), (0, 0), (0, 0)]  # the first took the turn; the others waited for the next
+    assert int(redis_client.hget(q.repair, "next_at")) > to_ms(time.time()) + 3_000_000

@@ -13,48 +13,68 @@
 -- Returns an empty array when the queue is paused or empty.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-for i, want in ipairs({"list", "zset"}) do
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
-do  -- and the task hashes this call will write, derived from the ids it will take
-    local task_prefix = string.sub(KEYS[1], 1, -8) .. "t:"
-    for _, id in ipairs((tonumber(ARGV[3]) > 0 and redis.call("LRANGE", KEYS[1], -tonumber(ARGV[3]), -1) or {})) do
-        local t = redis.call("TYPE", task_prefix .. id)["ok"]
-        if t ~= "none" and t ~= "hash" then
-            return redis.error_reply("QCWRONGTYPE " .. task_prefix .. id .. " holds a " .. t .. ", expected a hash")
-        end
-    end
+--
+-- Cost: every batch-level step is one command for the whole batch (LRANGE, one ZADD, one LTRIM);
+-- per task one HMGET and one HSET. All reads come first; a read of a wrong-type key fails (pcall),
+-- and the first write (the ZADD) writes nothing when it fails, so a refusal leaves no trace.
+local function refuse(key, want)
+    local t = redis.call("TYPE", key)["ok"]
+    return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
 end
 if redis.call("EXISTS", KEYS[3]) == 1 then
     return {}
 end
+local n = tonumber(ARGV[3])
+if n <= 0 then
+    return {}
+end
+local ids = redis.pcall("LRANGE", KEYS[1], -n, -1)
+if ids["err"] then
+    return refuse(KEYS[1], "list")
+end
+local k = #ids
+if k == 0 then
+    return {}
+end
 local task_prefix = string.sub(KEYS[1], 1, -8) .. "t:"
-local out = {}
-for _ = 1, tonumber(ARGV[3]) do
-    local id = redis.call("RPOP", KEYS[1])
-    if not id then
-        break
+-- Reads: the oldest task is the rightmost, so walk the peeked slice from its end.
+local out, zadd, live, seen = {}, {}, {}, {}
+for i = k, 1, -1 do
+    local id = ids[i]
+    if not seen[id] then  -- an id listed twice (never written so by these scripts) runs once
+        seen[id] = true
+        local fields = redis.pcall("HMGET", task_prefix .. id, "msg", "retried", "lease")
+        if fields["err"] then
+            return refuse(task_prefix .. id, "hash")
+        end
+        local msg = fields[1]
+        if msg then
+            local lease = tonumber(fields[3] or "0") + 1  -- never reset: each dequeue gets a new number
+            zadd[#zadd + 1] = ARGV[2]
+            zadd[#zadd + 1] = id
+            live[#live + 1] = id
+            live[#live + 1] = lease
+            out[#out + 1] = id
+            out[#out + 1] = msg
+            out[#out + 1] = lease
+            out[#out + 1] = fields[2] or "0"
+        else
+            out[#out + 1] = id
+            out[#out + 1] = ""
+            out[#out + 1] = 0
+            out[#out + 1] = 0
+        end
     end
-    local key = task_prefix .. id
-    local fields = redis.call("HMGET", key, "msg", "retried", "lease")
-    local msg = fields[1]
-    if msg then
-        local lease = tonumber(fields[3] or "0") + 1  -- never reset: each dequeue gets a new number
-        redis.call("HSET", key, "state", "active", "started_at", ARGV[1], "lease", lease)
-        redis.call("ZADD", KEYS[2], ARGV[2], id)
-        out[#out + 1] = id
-        out[#out + 1] = msg
-        out[#out + 1] = lease
-        out[#out + 1] = fields[2] or "0"
-    else
-        out[#out + 1] = id
-        out[#out + 1] = ""
-        out[#out + 1] = 0
-        out[#out + 1] = 0
+end
+-- Writes.
+for first = 1, #zadd, 2000 do  -- the first ZADD fails before writing anything if the key is no zset
+    local added = redis.pcall("ZADD", KEYS[2], unpack(zadd, first, math.min(first + 1999, #zadd)))
+    if type(added) == "table" and added["err"] then
+        return refuse(KEYS[2], "zset")
     end
+end
+redis.call("LTRIM", KEYS[1], 0, -(k + 1))
+for i = 1, #live, 2 do
+    redis.call("HSET", task_prefix .. live[i], "state", "active", "started_at", ARGV[1], "lease", live[i + 1])
 end
 return out

@@ -15,50 +15,80 @@
 -- Returns one code per task: 1 done, 0 the lease was lost (the task now belongs to someone else or is gone).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-local function wrong(key, want)
+--
+-- Cost: per task one HMGET (the fencing check); the active ZREM, the DEL of the tasks not kept and
+-- the three counters are one command each for the whole batch. All reads come first; a read of a
+-- wrong-type key fails (pcall), and queue-level keys are type-checked before the first write.
+local function refuse(key, want)
     local t = redis.call("TYPE", key)["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
-for i = 1, #KEYS do
-    local bad = wrong(KEYS[i], i <= 2 and "zset" or (i <= 3 + tonumber(ARGV[4]) and "hash" or "string"))
-    if bad then
-        return bad
-    end
+    return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
 end
 local n = tonumber(ARGV[4])
 local out = {}
-local done = 0
+local owned = {}  -- indexes of the tasks whose lease is still held
+local keep = false
 for i = 1, n do
     local base = 5 + 5 * (i - 1)
-    local id, lease = ARGV[base], ARGV[base + 1]
-    local key = KEYS[3 + i]
-    local state = redis.call("HMGET", key, "state", "lease")
-    if state[1] ~= "active" or state[2] ~= lease then
+    local state = redis.pcall("HMGET", KEYS[3 + i], "state", "lease")
+    if state["err"] then
+        return refuse(KEYS[3 + i], "hash")
+    end
+    if state[1] ~= "active" or state[2] ~= ARGV[base + 1] then
         out[i] = 0
     else
-        redis.call("ZREM", KEYS[1], id)
-        local retention = tonumber(ARGV[base + 2])
-        if retention > 0 then
-            redis.call("HSET", key, "state", "completed", "completed_at", ARGV[1], "result", ARGV[base + 3])
-            redis.call("HDEL", key, "cancel")
-            redis.call("ZADD", KEYS[2], tonumber(ARGV[1]) + retention, id)
-        else
-            redis.call("DEL", key)
-        end
-        local unique = tonumber(ARGV[base + 4])
-        if unique > 0 and redis.call("GET", KEYS[unique]) == id then
-            redis.call("DEL", KEYS[unique])
-        end
         out[i] = 1
-        done = done + 1
+        owned[#owned + 1] = i
+        keep = keep or tonumber(ARGV[base + 2]) > 0
+        local unique = tonumber(ARGV[base + 4])
+        if unique > 0 then  -- read now: a wrong-type lock must refuse before any write
+            local holder = redis.pcall("GET", KEYS[unique])
+            if type(holder) == "table" and holder["err"] then
+                return refuse(KEYS[unique], "string")
+            end
+            if holder ~= ARGV[base] then
+                ARGV[base + 4] = "0"  -- someone else's lock now: leave it
+            end
+        end
     end
 end
-if done > 0 then
-    redis.call("HINCRBY", KEYS[3], "processed", done)
-    redis.call("HINCRBY", KEYS[3], "processed:" .. ARGV[2], done)
-    redis.call("HINCRBY", KEYS[3], "processed:" .. ARGV[3], done)
+if #owned == 0 then
+    return out
+end
+for _, check in ipairs(keep and {{1, "zset"}, {2, "zset"}, {3, "hash"}} or {{1, "zset"}, {3, "hash"}}) do
+    local t = redis.call("TYPE", KEYS[check[1]])["ok"]
+    if t ~= "none" and t ~= check[2] then
+        return refuse(KEYS[check[1]], check[2])
+    end
+end
+-- Writes: the ZREM comes first. It frees memory, so Redis allows it at maxmemory, and once a script
+-- has written, Redis lets it finish: acknowledgements still work when the server is full.
+local ids, drop = {}, {}
+for _, i in ipairs(owned) do
+    ids[#ids + 1] = ARGV[5 + 5 * (i - 1)]
+end
+for first = 1, #ids, 1000 do
+    redis.call("ZREM", KEYS[1], unpack(ids, first, math.min(first + 999, #ids)))
+end
+local done = #owned
+redis.call("HINCRBY", KEYS[3], "processed", done)
+redis.call("HINCRBY", KEYS[3], "processed:" .. ARGV[2], done)
+redis.call("HINCRBY", KEYS[3], "processed:" .. ARGV[3], done)
+for _, i in ipairs(owned) do
+    local base = 5 + 5 * (i - 1)
+    local id, key = ARGV[base], KEYS[3 + i]
+    local retention = tonumber(ARGV[base + 2])
+    if retention > 0 then
+        redis.call("HSET", key, "state", "completed", "completed_at", ARGV[1], "result", ARGV[base + 3])
+        redis.call("HDEL", key, "cancel")
+        redis.call("ZADD", KEYS[2], tonumber(ARGV[1]) + retention, id)
+    else
+        drop[#drop + 1] = key
+    end
+    if tonumber(ARGV[base + 4]) > 0 then
+        drop[#drop + 1] = KEYS[tonumber(ARGV[base + 4])]
+    end
+end
+for first = 1, #drop, 1000 do
+    redis.call("DEL", unpack(drop, first, math.min(first + 999, #drop)))
 end
 return out

@@ -14,45 +14,51 @@
 -- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
+--
+-- Cost: per task one HSET; the pending ids go in one LPUSH per batch, and the task hashes are looked
+-- up with one EXISTS for the whole batch (TYPE each only when some exist). Every check comes before
+-- the first write.
 local function wrong(key, want)
     local t = redis.call("TYPE", key)["ok"]
     if t ~= "none" and t ~= want then
         return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
     end
 end
-local bad = wrong(KEYS[1], "list") or wrong(KEYS[2], "zset")
+local n = tonumber(ARGV[3])
+local scheduled = false
+for i = 1, n do
+    scheduled = scheduled or tonumber(ARGV[4 + 6 * (i - 1) + 2]) > 0
+end
+local bad = wrong(KEYS[1], "list") or (scheduled and wrong(KEYS[2], "zset"))
 if bad then
     return bad
 end
-do  -- task hashes: one EXISTS for the whole batch; TYPE each only when some exist
-    local ntasks = tonumber(ARGV[3])
+do
     local found = 0
-    for first = 3, 2 + ntasks, 1000 do
-        found = found + redis.call("EXISTS", unpack(KEYS, first, math.min(first + 999, 2 + ntasks)))
+    for first = 3, 2 + n, 1000 do
+        found = found + redis.call("EXISTS", unpack(KEYS, first, math.min(first + 999, 2 + n)))
     end
-    for i = 3, found > 0 and 2 + ntasks or 2 do
-        bad = wrong(KEYS[i], "hash")
-        if bad then
-            return bad
+    if found > 0 then
+        for i = 3, 2 + n do
+            bad = wrong(KEYS[i], "hash")
+            if bad then
+                return bad
+            end
         end
     end
-    for i = 3 + ntasks, #KEYS do  -- uniqueness locks
+    for i = 3 + n, #KEYS do  -- uniqueness locks
         bad = wrong(KEYS[i], "string")
         if bad then
             return bad
         end
     end
 end
-local n = tonumber(ARGV[3])
-local out = {}
-local woke = false
+local out, push = {}, {}
 for i = 1, n do
     local base = 4 + 6 * (i - 1)
     local id, msg = ARGV[base], ARGV[base + 1]
     local key = KEYS[2 + i]
     local unique = tonumber(ARGV[base + 4])
-    local holder = nil
     if ARGV[base + 5] == "1" and redis.call("EXISTS", key) == 1 then
         out[i] = 0
     elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", tonumber(ARGV[base + 3])) then
@@ -64,14 +70,19 @@ for i = 1, n do
             redis.call("ZADD", KEYS[2], process_at, id)
         else
             redis.call("HSET", key, "msg", msg, "state", "pending", "pending_since", ARGV[1])
-            if redis.call("LPUSH", KEYS[1], id) == 1 then
-                woke = true
-            end
+            push[#push + 1] = id
         end
         if unique > 0 then
             redis.call("HSET", key, "unique", KEYS[unique])
         end
         out[i] = 1
+    end
+end
+local woke = false
+for first = 1, #push, 1000 do
+    local last = math.min(first + 999, #push)
+    if redis.call("LPUSH", KEYS[1], unpack(push, first, last)) == last - first + 1 then
+        woke = true  -- the list was empty: tell idle workers
     end
 end
 if woke then

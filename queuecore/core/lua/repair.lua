@@ -15,17 +15,22 @@
 -- KEYS[4] <prefix>:{<q>}:archived   ZSET
 -- KEYS[5] <prefix>:{<q>}:completed  ZSET
 -- KEYS[6] <prefix>:{<q>}:active     ZSET
+-- KEYS[7] <prefix>:{<q>}:repair     HASH  the shared pass: cursor, next_at (unix ms)
 -- ARGV[1] now, unix ms
--- ARGV[2] SCAN cursor ("0" to start a new pass)
+-- ARGV[2] SCAN cursor ("0" to start a new pass), or "" to continue the pass shared by all workers
+--         (the cursor kept in KEYS[7], saved back after the step)
 -- ARGV[3] SCAN COUNT hint (how much of the keyspace one call looks at)
 -- ARGV[4] wake channel, published when pending turns non-empty
+-- ARGV[5] turn length in ms: when > 0 the step runs only if next_at has passed, and sets next_at to
+--         now + this, so that across all workers one takes a turn per period; 0 runs unconditionally
 -- Cluster note: the task HASHes (<prefix>:{<q>}:t:<id>) are found with SCAN MATCH on a pattern
 -- built from KEYS[1] (same {<q>} tag, so the same slot; on a cluster node SCAN sees that node's keys,
 -- which hold the whole slot). Their ids are not known before the scan.
--- Returns {next cursor ("0" when a pass is complete), repaired, archived, task hashes looked at}.
+-- Returns {next cursor ("0" when a pass is complete), repaired, archived, task hashes looked at};
+-- {"", 0, 0, -1} when it is not yet time for another turn (ARGV[5] > 0).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
 -- Redis type; checked before any write. A non-hash key under t: is skipped (not a task).
-for i, want in ipairs({"list", "zset", "zset", "zset", "zset", "zset"}) do
+for i, want in ipairs({"list", "zset", "zset", "zset", "zset", "zset", "hash"}) do
     local t = redis.call("TYPE", KEYS[i])["ok"]
     if t ~= "none" and t ~= want then
         return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
@@ -34,8 +39,22 @@ end
 local base = string.sub(KEYS[1], 1, -8)
 local task_prefix = base .. "t:"
 local pattern = string.gsub(task_prefix, "([%*%?%[%]\\])", "\\%1") .. "*"
-local scan = redis.call("SCAN", ARGV[2], "MATCH", pattern, "COUNT", tonumber(ARGV[3]))
 local now = tonumber(ARGV[1])
+local turn = tonumber(ARGV[5])
+if turn > 0 then
+    if now < tonumber(redis.call("HGET", KEYS[7], "next_at") or "0") then
+        return {"", 0, 0, -1}
+    end
+    redis.call("HSET", KEYS[7], "next_at", now + turn)
+end
+local cursor = ARGV[2]
+if cursor == "" then
+    cursor = redis.call("HGET", KEYS[7], "cursor") or "0"
+end
+local scan = redis.call("SCAN", cursor, "MATCH", pattern, "COUNT", tonumber(ARGV[3]))
+if ARGV[2] == "" then
+    redis.call("HSET", KEYS[7], "cursor", scan[1])
+end
 local zsets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], completed = KEYS[5], active = KEYS[6]}
 local repaired, archived, seen = 0, 0, 0
 local woke = false
@@ -45,16 +64,27 @@ local woke = false
 local LPOS_LIMIT = 1000
 local long_list = redis.call("LLEN", KEYS[1]) > LPOS_LIMIT
 
+local state_index = {scheduled = 2, retry = 3, archived = 4, completed = 5, active = 6}
+
+-- Is the task in some list or zset? Its state's own index is looked at first (one command in the
+-- usual case), then the others.
 local function indexed(id, key)
-    for i = 2, 6 do
-        if redis.call("ZSCORE", KEYS[i], id) then
+    local state = redis.call("HGET", key, "state")
+    local own = state_index[state]
+    if own and redis.call("ZSCORE", KEYS[own], id) then
+        return true
+    end
+    if state == "pending" then
+        if long_list or redis.call("LPOS", KEYS[1], id) ~= false then
             return true
         end
     end
-    if long_list then
-        return redis.call("HGET", key, "state") == "pending"
+    for i = 2, 6 do
+        if i ~= own and redis.call("ZSCORE", KEYS[i], id) then
+            return true
+        end
     end
-    return redis.call("LPOS", KEYS[1], id) ~= false
+    return state ~= "pending" and not long_list and redis.call("LPOS", KEYS[1], id) ~= false
 end
 
 for _, key in ipairs(scan[2]) do
