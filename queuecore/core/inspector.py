@@ -191,12 +191,12 @@ class Inspector:
         oldest_ids = [replies[i * step + 7] for i in range(len(queues))]
         pipe = self.redis.pipeline(transaction=False)
         for q, oldest in zip(queues, oldest_ids, strict=True):
-            pipe.hget(q.task(oldest), "pending_since") if oldest else pipe.echo("")
-        since = pipe.execute()
+            pipe.hmget(q.task(oldest), "pending_since", "msg") if oldest else pipe.echo("")
+        since = [_pending_since_ms(q, oldest, row) for oldest, row in zip(oldest_ids, pipe.execute(), strict=True)]
         memory = self._memory_usage(queues, [replies[i * step: i * step + 6] for i in range(len(queues))])
         for i, q in enumerate(queues):
             r = replies[i * step: (i + 1) * step]
-            pending_since = _int(since[i])
+            pending_since = since[i]
             latency = max(0.0, now - pending_since / 1000.0) if pending_since else 0.0
             processed_total, failed_total, processed_today, failed_today = (_int(v) for v in r[8])
             infos.append(QueueInfo(
@@ -411,7 +411,9 @@ class Inspector:
         if task_state in (TaskState.SCHEDULED, TaskState.RETRY) and score is not None:
             next_at = ms_to_datetime(score)
         elif task_state is TaskState.PENDING:
-            next_at = ms_to_datetime(h.get("pending_since"))
+            # pending since its last move back to pending, else since it was enqueued
+            next_at = ms_to_datetime(h.get("pending_since")) or (
+                seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None)
         elif task_state is TaskState.ARCHIVED and score is not None:
             archived_at = ms_to_datetime(score)
         result = None
@@ -683,3 +685,17 @@ class TaskBatchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"queue": self.queue, "action": self.action, "done": list(self.done), "failed": dict(self.failed)}
+
+
+def _pending_since_ms(q: QueueKeys, task_id: str | None, row: Any) -> int:
+    """When a pending task became pending (unix ms): its ``pending_since``, set whenever a task goes
+    back to pending, else the ``enqueued_at`` of its message (a first enqueue does not store it)."""
+    if not task_id or not isinstance(row, list):
+        return 0
+    since, msg = row
+    if since:
+        return _int(since)
+    try:
+        return to_ms(TaskMessage.decode(task_id, q.queue, msg).enqueued_at)
+    except TaskDecodeError:
+        return 0

@@ -79,7 +79,7 @@ def test_enqueue_returns_task_info_and_stores_the_task(fc_client: Client, fake_c
     state = read_queue_state(redis_client, q)
     msg = state["tasks"][info.id]["msg"]
     assert state == empty_state(pending=[info.id],
-                                tasks={info.id: {"msg": msg, "state": "pending", "pending_since": str(to_ms(now))}})
+                                tasks={info.id: {"msg": msg, "state": "pending"}})
     assert TaskMessage.decode(info.id, "mail", msg) == TaskMessage(
         id=info.id, type="emails.send", payload={"to": "a@example.com"}, queue="mail", max_retry=3, timeout=30.0,
         enqueued_at=now)

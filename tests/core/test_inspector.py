@@ -110,13 +110,15 @@ def test_queue_info_of_an_empty_queue(fi: Inspector, redis_client, connection) -
 
 def test_latency_is_the_age_of_the_oldest_pending_task(fi: Inspector, fc_client: Client,
                                                        fake_clock: FakeClock) -> None:
-    fc_client.enqueue("t")
+    first = fc_client.enqueue("t")
     fake_clock.advance(20)
     fc_client.enqueue("t")
     fake_clock.advance(10)
     assert fi.queue_info("default").latency == pytest.approx(30.0)
     fake_clock.advance(15)
     assert fi.queue_info("default").latency == pytest.approx(45.0)
+    # A first enqueue stores no pending_since: the message's enqueued_at stands for it.
+    assert fi.get_task("default", first.id).next_process_at.timestamp() == pytest.approx(T0)
 
 
 def test_processed_and_failed_counters(fi: Inspector, redis_client, connection, fake_clock) -> None:

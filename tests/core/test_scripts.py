@@ -66,8 +66,8 @@ def test_enqueue_pending(r, q, scripts: Scripts) -> None:
     Scripts.check_enqueue(1, "t1", q.queue)  # OK raises nothing
     assert read_queue_state(r, q) == empty_state(
         pending=["t1", "t2"],
-        tasks={"t1": {"msg": m1, "state": "pending", "pending_since": str(NOW)},
-               "t2": {"msg": m2, "state": "pending", "pending_since": str(NOW + 1)}})
+        tasks={"t1": {"msg": m1, "state": "pending"},
+               "t2": {"msg": m2, "state": "pending"}})
 
 
 def test_enqueue_publishes_wake_only_when_pending_turns_non_empty(r, q, scripts: Scripts) -> None:
@@ -91,9 +91,23 @@ def test_enqueue_many_stores_a_mixed_batch_and_wakes_once(r, q, scripts: Scripts
         assert sub.messages() == ["1"]
     assert read_queue_state(r, q) == empty_state(
         pending=["a", "b"], scheduled={"s": NOW + 500}, archived={"dup": NOW - 1}, unique={ukey: "holder"},
-        tasks={"a": {"msg": m["a"], "state": "pending", "pending_since": str(NOW)},
-               "b": {"msg": m["b"], "state": "pending", "pending_since": str(NOW)},
+        tasks={"a": {"msg": m["a"], "state": "pending"},
+               "b": {"msg": m["b"], "state": "pending"},
                "s": {"msg": m["s"], "state": "scheduled"}, "dup": old})
+
+
+def test_a_resent_enqueue_of_generated_ids_stores_nothing_twice(r, q, scripts: Scripts) -> None:
+    """A client library may send a call again after a lost reply (redis-py retries on timeouts): a
+    generated id found stored is that earlier send, so it is reported enqueued and not pushed again;
+    a caller-chosen id found stored is still a conflict."""
+    items = [EnqueueItem("g1", make_msg("g1", q.queue), check_id=False),
+             EnqueueItem("g2", make_msg("g2", q.queue), process_at_ms=NOW + 500, check_id=False),
+             EnqueueItem("c1", make_msg("c1", q.queue))]
+    assert scripts.enqueue_many(q, items, now_ms=NOW) == [1, 1, 1]
+    first = read_queue_state(r, q)
+    assert scripts.enqueue_many(q, items, now_ms=NOW + 7) == [1, 1, 0]
+    assert read_queue_state(r, q) == first
+    assert first["pending"] == ["g1", "c1"]  # oldest first
 
 
 def test_enqueue_scheduled(r, q, scripts: Scripts) -> None:
@@ -109,7 +123,7 @@ def test_enqueue_unique_takes_the_lock_with_a_ttl(r, q, scripts: Scripts) -> Non
     assert scripts.enqueue(q, "u1", msg, now_ms=NOW, unique_key=ukey, unique_ttl_ms=60_000) == 1
     assert read_queue_state(r, q) == empty_state(
         pending=["u1"], unique={ukey: "u1"},
-        tasks={"u1": {"msg": msg, "state": "pending", "pending_since": str(NOW), "unique": ukey}})
+        tasks={"u1": {"msg": msg, "state": "pending", "unique": ukey}})
     assert 0 < r.pttl(ukey) <= 60_000
 
 
@@ -129,7 +143,7 @@ def test_enqueue_unique_key_without_ttl_is_not_unique(r, q, scripts: Scripts) ->
     msg = make_msg("u1", q.queue)
     assert scripts.enqueue(q, "u1", msg, now_ms=NOW, unique_key=ukey, unique_ttl_ms=0) == 1
     assert read_queue_state(r, q) == empty_state(
-        pending=["u1"], tasks={"u1": {"msg": msg, "state": "pending", "pending_since": str(NOW)}})
+        pending=["u1"], tasks={"u1": {"msg": msg, "state": "pending"}})
 
 
 def test_enqueue_id_conflict_changes_nothing(r, q, scripts: Scripts) -> None:

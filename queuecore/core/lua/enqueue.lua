@@ -9,8 +9,10 @@
 -- ARGV[2] wake channel, published when the pending list turns non-empty
 -- ARGV[3] n, the number of tasks
 -- ARGV[4 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
---         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and 1 to check
---         that the id is new (a caller-chosen id) or 0 to skip the check (a generated random id)
+--         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and 1 when the id
+--         was chosen by the caller (an existing task with it is a conflict) or 0 when it was generated
+--         (an existing task with it was stored by an earlier send of the same call, so the retry of
+--         a call whose reply was lost stores nothing twice)
 -- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -33,8 +35,8 @@ local bad = wrong(KEYS[1], "list") or (scheduled and wrong(KEYS[2], "zset"))
 if bad then
     return bad
 end
+local found = 0
 do
-    local found = 0
     for first = 3, 2 + n, 1000 do
         found = found + redis.call("EXISTS", unpack(KEYS, first, math.min(first + 999, 2 + n)))
     end
@@ -59,8 +61,10 @@ for i = 1, n do
     local id, msg = ARGV[base], ARGV[base + 1]
     local key = KEYS[2 + i]
     local unique = tonumber(ARGV[base + 4])
-    if ARGV[base + 5] == "1" and redis.call("EXISTS", key) == 1 then
-        out[i] = 0
+    if (found > 0 or ARGV[base + 5] == "1") and redis.call("EXISTS", key) == 1 then
+        -- A caller-chosen id that is taken: a conflict. A generated id (128 random bits) that exists
+        -- was stored by an earlier send of this same call (a client retry after a lost reply): done.
+        out[i] = ARGV[base + 5] == "1" and 0 or 1
     elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", tonumber(ARGV[base + 3])) then
         out[i] = {-1, redis.call("GET", KEYS[unique])}
     else
@@ -69,7 +73,7 @@ for i = 1, n do
             redis.call("HSET", key, "msg", msg, "state", "scheduled")
             redis.call("ZADD", KEYS[2], process_at, id)
         else
-            redis.call("HSET", key, "msg", msg, "state", "pending", "pending_since", ARGV[1])
+            redis.call("HSET", key, "msg", msg, "state", "pending")  -- pending since enqueued_at (in msg)
             push[#push + 1] = id
         end
         if unique > 0 then

@@ -68,8 +68,7 @@ local state_index = {scheduled = 2, retry = 3, archived = 4, completed = 5, acti
 
 -- Is the task in some list or zset? Its state's own index is looked at first (one command in the
 -- usual case), then the others.
-local function indexed(id, key)
-    local state = redis.call("HGET", key, "state")
+local function indexed(id, state)
     local own = state_index[state]
     if own and redis.call("ZSCORE", KEYS[own], id) then
         return true
@@ -89,9 +88,20 @@ end
 
 for _, key in ipairs(scan[2]) do
     local id = string.sub(key, #task_prefix + 1)
-    if string.sub(key, 1, #task_prefix) == task_prefix and redis.call("TYPE", key)["ok"] == "hash" then
+    -- HGET fails on a key that is no hash (skipped: not a task) and is nil for a missing key or a
+    -- hash without a state, which EXISTS tells apart.
+    local state = nil
+    if string.sub(key, 1, #task_prefix) == task_prefix then
+        local got = redis.pcall("HGET", key, "state")
+        if got == false then
+            state = redis.call("EXISTS", key) == 1 and "" or nil  -- a hash without a state, or gone
+        elseif type(got) == "string" then
+            state = got
+        end  -- else an error: not a hash
+    end
+    if state then
         seen = seen + 1
-        if not indexed(id, key) then
+        if not indexed(id, state) then
             local f = redis.call("HMGET", key, "state", "msg", "failed_at", "completed_at")
             local state, msg = f[1], f[2]
             if not msg then
