@@ -16,7 +16,7 @@ import redis
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
 from queuecore.core.errors import BatchEnqueueError, ConfigurationError, InvalidPayload, QueuecoreError
-from queuecore.core.keys import validate_queue_name, validate_task_id, validate_type_name
+from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
 from queuecore.core.message import TaskInfo, TaskMessage, TaskState, encode_payload, seconds_to_datetime
 from queuecore.core.redis_errors import broker_errors
 from queuecore.core.registry import ENQUEUE_OPTIONS, TaskFunction, TaskRegistry, TaskRequest, default_registry
@@ -106,6 +106,7 @@ class Client:
         self.clock = clock or SystemClock()
         self._registered_queues: dict[str, float] = {}
         self._valid_names: set[tuple[str, str]] = set()
+        self._queue_keys: dict[str, QueueKeys] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -190,6 +191,9 @@ class Client:
         Returns the script's reply for each task, in order.
         """
         register = self._queues_to_register({p.message.queue for p in prepared})
+        if not register and len(prepared) == 1:  # the common case: one task, one script call
+            with broker_errors():
+                return [self._enqueue_call(prepared[0].message.queue, prepared, to_ms(now), None)[0]]
         by_queue: dict[str, list[int]] = {}
         for index, p in enumerate(prepared):
             by_queue.setdefault(p.message.queue, []).append(index)
@@ -222,7 +226,12 @@ class Client:
     def _enqueue_call(self, queue: str, prepared: list[_Prepared], now_ms: int, pipe: Any) -> Any:
         items = [EnqueueItem(p.message.id, p.encoded, to_ms(p.process_at) if p.process_at else 0, p.unique_key,
                              to_ms(p.unique_ttl), check_id=p.chosen_id) for p in prepared]
-        return self.scripts.enqueue_many(self.keys.queue(queue), items, now_ms=now_ms, client=pipe)
+        q = self._queue_keys.get(queue)
+        if q is None:
+            q = self.keys.queue(queue)
+            if len(self._queue_keys) < 10_000:
+                self._queue_keys[queue] = q
+        return self.scripts.enqueue_many(q, items, now_ms=now_ms, client=pipe)
 
     def _queues_to_register(self, queues: Iterable[str]) -> list[str]:
         now = time.monotonic()

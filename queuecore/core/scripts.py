@@ -93,11 +93,51 @@ class Scripts:
         A key of the wrong Redis type raises ``WrongKeyType`` (the scripts check types before writing).
         """
         try:
-            return self._script(name)(keys=keys, args=args, client=client)
+            if client is not None:
+                return self._script(name)(keys=keys, args=args, client=client)
+            return self._on_pooled_connection(name, keys, args)
         except redis.ResponseError as exc:
             if is_wrong_type(str(exc)):
                 raise WrongKeyType(wrong_type_message(str(exc))) from exc
             raise
+
+    def _on_pooled_connection(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        """``EVALSHA`` on a connection of the client's pool, without redis-py's per-command layers.
+
+        A pooled connection found closed (the server restarted or dropped it) is replaced once; a
+        timeout is not retried (the server may be stalled, or may have run the script).
+        """
+        pool = self.redis.connection_pool
+        for attempt in (1, 2):
+            connection = pool.get_connection()
+            try:
+                return self._evalsha(connection, name, keys, args)
+            except redis.ConnectionError:
+                connection.disconnect()
+                if attempt == 2:
+                    raise
+            except redis.ResponseError:
+                raise
+            except BaseException:
+                connection.disconnect()  # a timeout or an interrupt mid-reply: its state is unknown
+                raise
+            finally:
+                pool.release(connection)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _evalsha(self, connection: Any, name: str, keys: list[str], args: list[Any]) -> Any:
+        """Send ``EVALSHA`` on ``connection`` and read the reply; ``NOSCRIPT`` (a restarted or flushed
+        server) loads the script and runs it again."""
+        sha = self._script(name).sha
+        connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
+        try:
+            return connection.read_response()
+        except redis.exceptions.NoScriptError:
+            pass
+        connection.send_command("SCRIPT", "LOAD", script_source(name))
+        connection.read_response()
+        connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
+        return connection.read_response()
 
     def dedicated(self) -> Scripts:
         """Scripts over one connection of their own, for a single hot thread (the worker's fetcher
@@ -281,39 +321,22 @@ class DedicatedScripts(Scripts):
     """``Scripts`` that send ``EVALSHA`` on one connection held for the object's lifetime.
 
     A connection error closes the connection and propagates (the caller retries; the next call
-    reconnects). ``NOSCRIPT`` (a restarted or flushed server) loads the script and runs it again.
+    reconnects).
     """
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         super().__init__(client, keys)
         self._connection: Any = None
-        self._shas: dict[str, str] = {}
 
-    def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
-        if client is not None:
-            return super()._call(name, keys, args, client)
+    def _on_pooled_connection(self, name: str, keys: list[str], args: list[Any]) -> Any:
         if self._connection is None:
             self._connection = self.redis.connection_pool.make_connection()
-        connection = self._connection
-        sha = self._shas.get(name)
-        if sha is None:
-            sha = self._shas[name] = self._script(name).sha
         try:
-            connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
-            try:
-                return connection.read_response()
-            except redis.exceptions.NoScriptError:
-                pass
-            connection.send_command("SCRIPT", "LOAD", script_source(name))
-            connection.read_response()
-            connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
-            return connection.read_response()
-        except redis.ResponseError as exc:
-            if is_wrong_type(str(exc)):
-                raise WrongKeyType(wrong_type_message(str(exc))) from exc
+            return self._evalsha(self._connection, name, keys, args)
+        except redis.ResponseError:
             raise
         except BaseException:
-            connection.disconnect()  # its state is unknown: start afresh on the next call
+            self._connection.disconnect()  # its state is unknown: start afresh on the next call
             raise
 
     def close(self) -> None:
