@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import redis
@@ -62,6 +63,12 @@ def _in_range(timestamp: float, name: str) -> float:
     return timestamp
 
 
+@lru_cache(maxsize=16)
+def _datetime(seconds: float) -> datetime | None:
+    """``seconds_to_datetime``, shared by the tasks of a batch (they have one enqueue time)."""
+    return seconds_to_datetime(seconds)
+
+
 class _Prepared:
     __slots__ = ("chosen_id", "encoded", "message", "process_at", "unique_key", "unique_ttl")
 
@@ -79,8 +86,8 @@ class _Prepared:
         return TaskInfo(
             id=m.id, queue=m.queue, type=m.type, payload=m.payload, max_retry=m.max_retry, timeout=m.timeout,
             state=TaskState.SCHEDULED if self.process_at else TaskState.PENDING,
-            next_process_at=seconds_to_datetime(self.process_at or m.enqueued_at),
-            enqueued_at=seconds_to_datetime(m.enqueued_at), deadline=seconds_to_datetime(m.deadline),
+            next_process_at=_datetime(self.process_at or m.enqueued_at),
+            enqueued_at=_datetime(m.enqueued_at), deadline=seconds_to_datetime(m.deadline),
             retention=m.retention, unique_key=m.unique_key,
         )
 

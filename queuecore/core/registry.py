@@ -54,6 +54,12 @@ class TaskFunction:
                                          "given by name from a payload")
             if param.kind is param.VAR_POSITIONAL:
                 raise ConfigurationError(f"task {name}: *{param.name} cannot be stored by name in a payload")
+        params = self.signature.parameters.values()
+        # For the fast payload check: names a payload may use, names it must use, and whether **kwargs
+        # takes any other name (positional-only and *args parameters are refused above).
+        self._names = frozenset(p.name for p in params if p.kind is not p.VAR_KEYWORD)
+        self._required = frozenset(p.name for p in params if p.kind is not p.VAR_KEYWORD and p.default is p.empty)
+        self._any_name = any(p.kind is p.VAR_KEYWORD for p in params)
         self.__name__ = getattr(func, "__name__", name)
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
@@ -80,6 +86,9 @@ class TaskFunction:
 
     def check_payload(self, payload: dict[str, Any]) -> None:
         """Raise ``InvalidPayload`` when the handler could not be called with ``payload``."""
+        keys = payload.keys()
+        if self._required <= keys and (self._any_name or keys <= self._names):
+            return  # fits: every required name given, no unknown one (binding would say the same)
         try:
             self.signature.bind(**payload)
         except TypeError as exc:
