@@ -107,7 +107,9 @@ class Scripts:
         A pooled connection found closed (the server restarted or dropped it) is replaced once; a
         timeout is not retried (the server may be stalled, or may have run the script).
         """
-        pool = self.redis.connection_pool
+        pool = getattr(self.redis, "connection_pool", None)
+        if pool is None:  # not a plain redis.Redis (a cluster client, say): its own command path
+            return self._script(name)(keys=keys, args=args)
         for attempt in (1, 2):
             connection = pool.get_connection()
             try:
@@ -329,6 +331,8 @@ class DedicatedScripts(Scripts):
         self._connection: Any = None
 
     def _on_pooled_connection(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        if not hasattr(self.redis, "connection_pool"):
+            return super()._on_pooled_connection(name, keys, args)
         if self._connection is None:
             self._connection = self.redis.connection_pool.make_connection()
         try:

@@ -869,3 +869,33 @@ def test_recover_applies_the_default_max_retry_when_the_message_omits_it(r, q, s
     assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE) == (1, 1, 0)
     assert r.hget(q.task("spent"), "state") == "archived"
     assert (r.hget(q.task("more"), "state"), r.hget(q.task("more"), "retried")) == ("pending", "25")
+
+
+# == the call path ================================================================================
+
+
+@pytest.mark.parametrize("dedicated", [False, True], ids=["pooled", "dedicated"])
+def test_script_calls_survive_a_script_flush_and_a_dropped_connection(private_redis, dedicated: bool) -> None:
+    """Scripts are sent with EVALSHA on a raw connection: NOSCRIPT loads the script again, and a
+    connection the server dropped is replaced (pooled: on the same call; dedicated: on the next)."""
+    from queuecore.core.keys import Keys
+
+    client = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    admin = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    base = Scripts(client, Keys("qcx"))
+    scripts = base.dedicated() if dedicated else base
+    q = Keys("qcx").queue("default")
+    try:
+        assert base.enqueue(q, "a", make_msg("a", "default"), now_ms=NOW) == 1
+        admin.script_flush()
+        assert [d.id for d in scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=5)] == ["a"]
+        assert admin.client_kill_filter(_type="normal", skipme=True) >= 1
+        if dedicated:  # the first call after the drop fails (the worker retries), the next reconnects
+            with pytest.raises(redis.ConnectionError):
+                scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=5)
+        assert base.enqueue(q, "b", make_msg("b", "default"), now_ms=NOW) == 1  # pooled: replaced at once
+        assert [d.id for d in scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=5)] == ["b"]
+    finally:
+        scripts.close()
+        client.close()
+        admin.close()
