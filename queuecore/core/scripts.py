@@ -333,8 +333,9 @@ class DedicatedScripts(Scripts):
     def _on_pooled_connection(self, name: str, keys: list[str], args: list[Any]) -> Any:
         if not hasattr(self.redis, "connection_pool"):
             return super()._on_pooled_connection(name, keys, args)
-        if self._connection is None:
-            self._connection = self.redis.connection_pool.make_connection()
+        if self._connection is None:  # made like the pool's, but outside its count of connections
+            pool = self.redis.connection_pool
+            self._connection = pool.connection_class(**pool.connection_kwargs)
         try:
             return self._evalsha(self._connection, name, keys, args)
         except redis.ResponseError:
