@@ -117,14 +117,9 @@ class HandlerPool:
     def submit(self, fn: Callable[[], None]) -> None:
         with self._lock:
             self._queued += 1
-            spawn = self._queued > self._idle and self._working < self._size
-            if spawn:
-                self._working += 1
-                self._count += 1
-                thread = threading.Thread(target=self._run, name=f"{self._name}-{self._count}", daemon=True)
-                self._threads.add(thread)
+            thread = self._thread_if_short()
         self._work.put(fn)
-        if spawn:
+        if thread is not None:
             thread.start()
 
     def abandon(self, ident: int) -> None:
@@ -132,14 +127,20 @@ class HandlerPool:
         with self._lock:
             self._abandoned.add(ident)
             self._working -= 1
-            spawn = self._queued > self._idle and self._working < self._size
-            if spawn:
-                self._working += 1
-                self._count += 1
-                thread = threading.Thread(target=self._run, name=f"{self._name}-{self._count}", daemon=True)
-                self._threads.add(thread)
-        if spawn:
+            thread = self._thread_if_short()
+        if thread is not None:
             thread.start()
+
+    def _thread_if_short(self) -> threading.Thread | None:
+        """A new (unstarted) thread when queued work outnumbers idle threads and the pool has room.
+        The caller holds ``_lock`` and starts the thread after releasing it."""
+        if self._queued <= self._idle or self._working >= self._size:
+            return None
+        self._working += 1
+        self._count += 1
+        thread = threading.Thread(target=self._run, name=f"{self._name}-{self._count}", daemon=True)
+        self._threads.add(thread)
+        return thread
 
     def _run(self) -> None:
         me = threading.current_thread()

@@ -28,7 +28,6 @@ class Recoverer(Periodic):
 
     def __init__(self, worker) -> None:
         super().__init__(worker, worker.config.recover_interval)
-        self.rounds = 0
 
     def run_once(self) -> tuple[int, int, int]:
         """Recover expired leases in every queue: returns (requeued, archived, orphans)."""
@@ -37,7 +36,6 @@ class Recoverer(Periodic):
         if self.worker.processor.running:
             self.worker.heartbeater.renew_leases()
         self.repair()
-        self.rounds += 1
         totals = [0, 0, 0]
         now = self.worker.clock.now()
         for name in self.worker.config.queues:

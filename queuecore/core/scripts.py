@@ -113,19 +113,24 @@ class Scripts:
         for attempt in (1, 2):
             connection = pool.get_connection()
             try:
-                return self._evalsha(connection, name, keys, args)
+                return self._evalsha_or_drop(connection, name, keys, args)
             except redis.ConnectionError:
-                connection.disconnect()
                 if attempt == 2:
                     raise
-            except redis.ResponseError:
-                raise
-            except BaseException:
-                connection.disconnect()  # a timeout or an interrupt mid-reply: its state is unknown
-                raise
             finally:
                 pool.release(connection)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _evalsha_or_drop(self, connection: Any, name: str, keys: list[str], args: list[Any]) -> Any:
+        """``_evalsha``; on anything but an error reply (a dropped connection, a timeout, an interrupt
+        mid-reply) the connection's state is unknown, so it is closed before the error propagates."""
+        try:
+            return self._evalsha(connection, name, keys, args)
+        except redis.ResponseError:
+            raise
+        except BaseException:
+            connection.disconnect()
+            raise
 
     def _evalsha(self, connection: Any, name: str, keys: list[str], args: list[Any]) -> Any:
         """Send ``EVALSHA`` on ``connection`` and read the reply; ``NOSCRIPT`` (a restarted or flushed
@@ -336,13 +341,7 @@ class DedicatedScripts(Scripts):
         if self._connection is None:  # made like the pool's, but outside its count of connections
             pool = self.redis.connection_pool
             self._connection = pool.connection_class(**pool.connection_kwargs)
-        try:
-            return self._evalsha(self._connection, name, keys, args)
-        except redis.ResponseError:
-            raise
-        except BaseException:
-            self._connection.disconnect()  # its state is unknown: start afresh on the next call
-            raise
+        return self._evalsha_or_drop(self._connection, name, keys, args)  # a closed one reconnects next call
 
     def close(self) -> None:
         if self._connection is not None:
