@@ -8,8 +8,7 @@ from typing import Any
 
 from queuecore.core.inspector import RedisInfo
 from queuecore.core.message import QueueInfo, ServerInfo
-
-STATES = ("pending", "active", "scheduled", "retry", "archived", "completed")
+from queuecore.core.states import STATES
 
 
 @dataclass(frozen=True)

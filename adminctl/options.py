@@ -9,10 +9,9 @@ from typing import Any, TypeVar
 import click
 
 from adminctl.app import App
+from queuecore.core.states import STATES
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-STATES = ("pending", "active", "scheduled", "retry", "archived", "completed")
 
 
 def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:

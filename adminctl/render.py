@@ -31,9 +31,10 @@ from adminctl.fmt import (
     pretty_json,
     timestamp,
 )
-from adminctl.models import STATES, StatsSnapshot
+from adminctl.models import StatsSnapshot
 from queuecore.core.inspector import TaskPage
 from queuecore.core.message import DailyStats, QueueInfo, ServerInfo, TaskInfo, WorkerInfo
+from queuecore.core.states import DUE_STATES, STATES
 
 STATE_STYLES = {
     "pending": "cyan",
@@ -386,7 +387,7 @@ def task_detail(t: TaskInfo, now: float) -> RenderableType:
     grid.add_row("State", _state(t.state.value))
     grid.add_row("Retried", _tries(t))
     grid.add_row("Enqueued", timestamp(t.enqueued_at, now))
-    if t.next_process_at and t.state.value in ("scheduled", "retry"):
+    if t.next_process_at and t.state in DUE_STATES:
         grid.add_row("Due", timestamp(t.next_process_at, now))
     if t.started_at:
         grid.add_row("Started", timestamp(t.started_at, now))

@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "queuecore",
     "dashboard",
+    "adminctl",
     "demo",
 ]
 

@@ -65,7 +65,7 @@ def dashboard_access(level: str = VIEW) -> Callable[[Callable[..., HttpResponse]
                               {"title": "Not allowed", "message": message, "status": 403, "can_operate": False,
                                "request": request},
                               status=403)
-            request.qc_can_operate = level == OPERATE or bool(callback(request, OPERATE))  # type: ignore[attr-defined]
+            request.qc_can_operate = level == OPERATE or bool(callback(request, OPERATE))
             return view(request, *args, **kwargs)
 
         return wrapper

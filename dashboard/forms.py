@@ -7,20 +7,12 @@ from typing import Any
 from django import forms
 
 from queuecore.core.errors import ConfigurationError
-from queuecore.core.inspector import TASK_ACTIONS
 from queuecore.core.keys import validate_task_id
+from queuecore.core.states import TASK_ACTIONS, actions_for, bulk_actions_for
 
 MAX_SELECTED = 1000
 
-# Which action fits which state: what the Inspector accepts.
-ACTIONS_BY_STATE = {
-    "pending": ("archive", "delete"),
-    "active": ("cancel",),
-    "scheduled": ("run", "archive", "delete"),
-    "retry": ("run", "archive", "delete"),
-    "archived": ("run", "delete"),
-    "completed": ("delete",),
-}
+# The words for each action (which action fits which state is ``queuecore.core.states``).
 ACTION_LABELS = {"run": "Run now", "archive": "Archive", "delete": "Delete", "cancel": "Cancel"}
 ACTION_DONE = {"run": "moved to pending", "archive": "archived", "delete": "deleted", "cancel": "asked to stop"}
 
@@ -58,7 +50,8 @@ class TaskActionForm(forms.Form):
         if len(ids) > MAX_SELECTED:
             raise forms.ValidationError(f"Select at most {MAX_SELECTED:,} tasks, or act on all of them.")
         action = data.get("action")
-        if action and action not in ACTIONS_BY_STATE[self.state]:
+        fitting = bulk_actions_for(self.state) if data.get("all") else actions_for(self.state)
+        if action and action not in fitting:
             raise forms.ValidationError(f"{ACTION_LABELS[action]} does not apply to {self.state} tasks.")
         if not data.get("all") and not ids:
             raise forms.ValidationError("Select tasks first, or tick “all”.")

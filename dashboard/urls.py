@@ -7,7 +7,7 @@ Links to a queue always name its state (``<queue>/pending/``), so a queue called
 from django.urls import path, register_converter
 
 from dashboard import views
-from queuecore.core.inspector import STATES
+from queuecore.core.states import STATES, TASK_ACTIONS
 
 
 class QueueNameConverter:
@@ -43,7 +43,7 @@ class TaskIdConverter:
 
 
 class TaskVerbConverter:
-    regex = "run|archive|delete|cancel"
+    regex = "|".join(TASK_ACTIONS)
 
     def to_python(self, value: str) -> str:
         return value
@@ -73,7 +73,7 @@ urlpatterns = [
     path("<qc_queue:qname>/<qc_state:state>/actions/", views.tasks_action, name="tasks_action"),
     path("<qc_queue:qname>/header/", views.queue_header, name="queue_header"),
     path("<qc_queue:qname>/pause/", views.queue_pause, name="queue_pause"),
-    path("<qc_queue:qname>/resume/", views.queue_resume, name="queue_resume"),
+    path("<qc_queue:qname>/unpause/", views.queue_unpause, name="queue_unpause"),
     path("<qc_queue:qname>/remove/", views.queue_remove, name="queue_remove"),
     path("<qc_queue:qname>/", views.queue_redirect, name="queue_redirect"),
 ]

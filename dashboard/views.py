@@ -25,7 +25,7 @@ from django_htmx.middleware import HtmxDetails
 
 from dashboard.access import OPERATE, dashboard_access
 from dashboard.charts import RANGES, build_chart, sum_series
-from dashboard.forms import ACTION_DONE, ACTIONS_BY_STATE, TaskActionForm, TaskFilterForm
+from dashboard.forms import ACTION_DONE, TaskActionForm, TaskFilterForm
 from dashboard.inspector import inspector_for
 from queuecore.conf import get_config
 from queuecore.core.config import redact_url
@@ -37,7 +37,8 @@ from queuecore.core.errors import (
     QueueNotFound,
     TaskNotFound,
 )
-from queuecore.core.inspector import FILTER_SCAN_LIMIT, STATES, Inspector
+from queuecore.core.inspector import FILTER_SCAN_LIMIT, Inspector
+from queuecore.core.states import FINAL_STATES, STATES, actions_for
 
 P = "queuecore_dashboard/"
 
@@ -48,7 +49,6 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-TERMINAL_STATES = ("archived", "completed")
 AUDIT_PAGE_SIZE = 50
 TASKS_CHANGED = "qc:tasks-changed"
 QUEUES_CHANGED = "qc:queues-changed"
@@ -60,7 +60,7 @@ QUEUES_CHANGED = "qc:queues-changed"
 def _fragment(request: HtmxHttpRequest) -> bool:
     """An htmx request that wants a partial (not a history restore, which needs the whole page)."""
     htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.history_restore_request
+    return htmx is not None and bool(htmx) and not htmx.history_restore_request
 
 
 def _base(request: HtmxHttpRequest, **context: Any) -> dict[str, Any]:
@@ -162,7 +162,7 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
         return _state_url(qname, state, type=type_name, search=search, page=page_number) if page_number else None
 
     return _base(request, qname=qname, state=state, tasks=tasks, type_filter=type_name or "", search=search or "",
-                 filtered=bool(type_name or search), actions=ACTIONS_BY_STATE[state], scan_limit=FILTER_SCAN_LIMIT,
+                 filtered=bool(type_name or search), actions=actions_for(state), scan_limit=FILTER_SCAN_LIMIT,
                  table_url=url(number), first_url=url(1), last_url=url(tasks.pages),
                  prev_url=url(number - 1 if number > 1 else None),
                  next_url=url(number + 1 if number < tasks.pages else None),
@@ -242,10 +242,10 @@ def queue_pause(request: HtmxHttpRequest, qname: str) -> HttpResponse:
 
 
 @action
-def queue_resume(request: HtmxHttpRequest, qname: str) -> HttpResponse:
+def queue_unpause(request: HtmxHttpRequest, qname: str) -> HttpResponse:
     ins = inspector_for(request)
     ins.unpause_queue(qname)
-    messages.success(request, f"Queue {qname} resumed.")
+    messages.success(request, f"Queue {qname} unpaused: workers take its tasks again.")
     return _queue_changed(request, ins, qname)
 
 
@@ -291,17 +291,16 @@ def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpRespon
         messages.error(request, " ".join(form.non_field_errors()) or "Choose an action.")
     elif form.cleaned_data["all"]:
         verb = form.cleaned_data["action"]
-        bulk = {"run": ins.run_all, "archive": ins.archive_all, "delete": ins.delete_all}
-        result = ins.cancel_all(qname) if verb == "cancel" else bulk[verb](qname, state)
+        result = ins.act_on_all(qname, verb, state)
         messages.success(request, f"{result.count:,} {state} task(s) {ACTION_DONE[verb]}.")
     else:
         verb = form.cleaned_data["action"]
-        result = ins.act_on_tasks(qname, verb, form.cleaned_data["task_ids"])
-        if result.done:
-            messages.success(request, f"{len(result.done):,} task(s) {ACTION_DONE[verb]}.")
-        if result.failed:
-            reason = next(iter(result.failed.values()))
-            messages.warning(request, f"{len(result.failed):,} task(s) left as they were ({reason}).")
+        batch = ins.act_on_tasks(qname, verb, form.cleaned_data["task_ids"])
+        if batch.done:
+            messages.success(request, f"{len(batch.done):,} task(s) {ACTION_DONE[verb]}.")
+        if batch.failed:
+            reason = next(iter(batch.failed.values()))
+            messages.warning(request, f"{len(batch.failed):,} task(s) left as they were ({reason}).")
     if not _fragment(request):
         type_name, search, page_number = TaskFilterForm(request.POST).values()
         return redirect(_state_url(qname, state, type=type_name, search=search, page=page_number))
@@ -347,7 +346,8 @@ def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -
 
 def _task_context(request: HtmxHttpRequest, qname: str, task: Any) -> dict[str, Any]:
     ran = (task.completed_at - task.started_at).total_seconds() if task.completed_at and task.started_at else None
-    return _base(request, task=task, qname=qname, terminal=task.state in TERMINAL_STATES, duration=ran, nav="queues")
+    return _base(request, task=task, qname=qname, terminal=task.state in FINAL_STATES, duration=ran,
+                 task_actions=actions_for(task.state), nav="queues")
 
 
 # -- servers, Redis, audit --------------------------------------------------------------------------

@@ -18,6 +18,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "queuecore",
     "dashboard",
+    "adminctl",
     "tests.apps.TestTasksConfig",
 ]
 MIDDLEWARE = [

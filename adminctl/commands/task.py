@@ -10,10 +10,11 @@ import click
 
 from adminctl.app import App
 from adminctl.fmt import escape, human_count, human_duration
-from adminctl.options import STATES, json_option, yes_option
+from adminctl.options import json_option, yes_option
 from adminctl.render import page_footer, task_detail, task_table
 from queuecore.core.errors import ConfigurationError, InvalidTaskState, TaskNotFound
 from queuecore.core.message import TaskInfo
+from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, TaskAction
 
 
 @click.group()
@@ -50,7 +51,7 @@ def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_na
 
     Oldest first.
 
-    STATE is one of pending, active, scheduled, retry, archived, completed.
+    STATE is one of {states}.
     Payloads and errors are shown escaped and truncated; use `task inspect`
     for the whole of them.
 
@@ -77,6 +78,9 @@ def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_na
         return
     term.print(task_table(result.tasks, state, time.time()))
     term.print(page_footer(result, queue_name, state))
+
+
+task_ls.help = (task_ls.help or "").replace("{states}", ", ".join(STATES))
 
 
 @task.command("inspect")
@@ -120,26 +124,36 @@ def task_inspect(app: App, queue_name: str, task_ids: tuple[str, ...]) -> None:
         raise click.exceptions.Exit(1)
 
 
+def _states_phrase(states: tuple[str, ...]) -> str:
+    """``("scheduled", "retry", "archived")`` -> ``"scheduled, retry or archived"``; all states but
+    one -> ``"any state but active"``."""
+    left_out = [s for s in STATES if s not in states]
+    if len(left_out) == 1 and len(states) > 2:
+        return f"any state but {left_out[0]}"
+    return states[0] if len(states) == 1 else f"{', '.join(states[:-1])} or {states[-1]}"
+
+
 @dataclass(frozen=True)
 class Action:
     name: str
     method: str
     done: str  # what to print after the id
     summary: str
-    states: str
+
+    @property
+    def states(self) -> str:
+        """The states it applies to, in words (from ``queuecore.core.states``)."""
+        return _states_phrase(ACTION_STATES[self.name])
 
 
-ACTIONS = {
-    "run": Action("run", "run_task", "moved to pending", "Run tasks now: move them to pending.",
-                  "scheduled, retry or archived"),
-    "archive": Action("archive", "archive_task", "archived", "Archive tasks: they stay, and are not run.",
-                      "pending, scheduled or retry"),
-    "delete": Action("delete", "delete_task", "deleted", "Delete tasks for good.", "any state but active"),
-    "cancel": Action("cancel", "cancel_task", "cancel requested (the worker stops it and archives it)",
-                     "Cancel running tasks (they are archived).\n\n"
-                     "    Each is stopped and archived as \"cancelled by operator\".",
-                     "active"),
-}
+ACTIONS = {action.name: action for action in (
+    Action(TaskAction.RUN.value, "run_task", "moved to pending", "Run tasks now: move them to pending."),
+    Action(TaskAction.ARCHIVE.value, "archive_task", "archived", "Archive tasks: they stay, and are not run."),
+    Action(TaskAction.DELETE.value, "delete_task", "deleted", "Delete tasks for good."),
+    Action(TaskAction.CANCEL.value, "cancel_task", "cancel requested (the worker stops it and archives it)",
+           "Cancel running tasks (they are archived).\n\n"
+           "    Each is stopped and archived as \"cancelled by operator\"."),
+)}
 
 
 def _action_command(action: Action, name: str | None = None) -> click.Command:
@@ -189,23 +203,27 @@ task.add_command(_action_command(ACTIONS["archive"], "kill"))
 
 @dataclass(frozen=True)
 class BulkAction:
-    name: str
-    method: str
-    states: tuple[str, ...]
-    verb: str  # "archive"
+    verb: str  # the task action: "archive"
     done: str  # "archived {count} {state} task(s) of queue {queue}"
     summary: str
 
+    @property
+    def name(self) -> str:
+        return f"{self.verb}-all"
+
+    @property
+    def states(self) -> tuple[str, ...]:
+        """The states it takes (from ``queuecore.core.states``)."""
+        return BULK_ACTION_STATES[self.verb]
+
 
 BULK_ACTIONS = (
-    BulkAction("run-all", "run_all", ("scheduled", "retry", "archived"), "run",
-               "moved {count} {state} task(s) of queue {queue} to pending",
+    BulkAction(TaskAction.RUN.value, "moved {count} {state} task(s) of queue {queue} to pending",
                "Run every task of QUEUE in STATE now (move them to pending)."),
-    BulkAction("archive-all", "archive_all", ("pending", "scheduled", "retry"), "archive",
-               "archived {count} {state} task(s) of queue {queue}",
+    BulkAction(TaskAction.ARCHIVE.value, "archived {count} {state} task(s) of queue {queue}",
                "Archive every task of QUEUE in STATE."),
-    BulkAction("delete-all", "delete_all", ("pending", "scheduled", "retry", "archived", "completed"), "delete",
-               "deleted {count} {state} task(s) of queue {queue}", "Delete every task of QUEUE in STATE, for good."),
+    BulkAction(TaskAction.DELETE.value, "deleted {count} {state} task(s) of queue {queue}",
+               "Delete every task of QUEUE in STATE, for good."),
 )
 
 
@@ -233,7 +251,7 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
                 raise click.exceptions.Exit(1)
         started = time.monotonic()
         with term.status(f"{bulk.verb} {human_count(count)} {state} tasks… (in chunks of 500)"):
-            result = getattr(ins, bulk.method)(queue_name, state)
+            result = ins.act_on_all(queue_name, bulk.verb, state)
         if app.json:
             term.json(result.to_dict())
         else:

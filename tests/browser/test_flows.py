@@ -103,7 +103,7 @@ def test_cancel_a_running_task(operator_page: Any, client: Any, make_worker: Any
     assert inspector.audit_log()[0].action == "task.cancel"
 
 
-def test_pause_and_resume_a_queue(operator_page: Any, client: Any, inspector: Inspector) -> None:
+def test_pause_and_unpause_a_queue(operator_page: Any, client: Any, inspector: Inspector) -> None:
     page = operator_page
     client.enqueue("browser.noop", queue="mail")
     page.goto("/queues/")
@@ -116,8 +116,9 @@ def test_pause_and_resume_a_queue(operator_page: Any, client: Any, inspector: In
 
     page.goto("/queues/mail/pending/")
     expect(page.locator("[data-qc-paused]")).to_be_visible()
-    page.get_by_role("button", name="Resume queue").click()
+    page.get_by_role("button", name="Unpause queue").click()
     expect(page.locator("[data-qc-paused]")).to_have_count(0)
+    expect(page.locator(".qc-message-success")).to_contain_text("Queue mail unpaused")
     assert not inspector.queue_info("mail").paused
     assert [e.action for e in inspector.audit_log()[:2]] == ["queue.unpause", "queue.pause"]
 

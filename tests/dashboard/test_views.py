@@ -391,19 +391,24 @@ def test_bulk_action_refuses_what_does_not_fit(operator: DjangoClient, client: C
     assert inspector.audit_log() == []
 
 
-def test_pause_and_resume_from_the_overview_and_the_queue_page(operator: DjangoClient, client: Client,
-                                                               inspector: Inspector) -> None:
+def test_pause_and_unpause_from_the_overview_and_the_queue_page(operator: DjangoClient, client: Client,
+                                                                inspector: Inspector) -> None:
     client.enqueue("x")
     r = operator.post("/queues/default/pause/", headers={**HX, "HX-Target": "qc-queue-table"})
     assert inspector.queue_info("default").paused
     assert html(r).lstrip().startswith('<section id="qc-queue-table"') and "qc-badge-paused" in html(r)
     assert "qc:queues-changed" in trigger(r) and "Queue default paused" in html(r)
-    r = operator.post("/queues/default/resume/", {"state": "retry"}, headers={**HX, "HX-Target": "qc-queue-header"})
+    assert 'aria-label="Unpause default"' in html(r) and "Resume" not in html(r)
+    r = operator.post("/queues/default/unpause/", {"state": "retry"}, headers={**HX, "HX-Target": "qc-queue-header"})
     assert not inspector.queue_info("default").paused
     assert html(r).lstrip().startswith('<section id="qc-queue-header"') and 'data-qc-tab="retry"' in html(r)
+    assert "Queue default unpaused" in html(r)
     r = operator.post("/queues/default/pause/", {"next": "/queues/default/retry/"})
     assert r.status_code == 302 and r.url == "/queues/default/retry/"
-    r = operator.post("/queues/default/resume/", {"next": "https://evil.example/"})
+    r = operator.get("/queues/default/retry/")
+    assert "Unpause queue" in html(r) and "Resume" not in html(r)
+    assert operator.post("/queues/default/resume/").status_code == 404  # one word: unpause
+    r = operator.post("/queues/default/unpause/", {"next": "https://evil.example/"})
     assert r.url == "/queues/"  # an outside next is ignored
     assert [e.action for e in inspector.audit_log()] == ["queue.unpause", "queue.pause", "queue.unpause",
                                                         "queue.pause"]

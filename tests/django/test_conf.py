@@ -8,6 +8,8 @@ import queuecore
 from queuecore.conf import DEFAULTS, get_config
 from queuecore.core.client import get_default_client
 from queuecore.core.errors import ConfigurationError
+from queuecore.core.message import DEFAULT_MAX_RETRY, TaskMessage
+from tests.tasks import autodiscovered
 
 
 def test_defaults_fill_missing_keys(settings):
@@ -67,6 +69,31 @@ def test_default_client_follows_settings(settings, redis_url, key_prefix):
     assert get_default_client().keys.prefix == key_prefix
     client = get_default_client()
     assert client.redis.hget(client.keys.queue("default").task(info.id), "state") == "pending"
+
+
+def test_default_max_retry_setting_applies_to_tasks_enqueued_without_one(settings, redis_url, key_prefix):
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix, "DEFAULT_MAX_RETRY": 3}
+    assert get_config().connection.default_max_retry == 3
+    info = autodiscovered.enqueue(value=1)  # a @task without max_retry, on the default client
+    assert info.max_retry == 3
+    client = get_default_client()
+    stored = client.redis.hget(client.keys.queue("default").task(info.id), "msg")
+    assert TaskMessage.decode(info.id, "default", stored).max_retry == 3
+    assert autodiscovered.using(max_retry=5).enqueue(value=2).max_retry == 5  # a given one still wins
+
+
+def test_default_max_retry_defaults_to_the_core_constant(settings):
+    settings.QUEUECORE = {}
+    assert DEFAULTS["DEFAULT_MAX_RETRY"] == DEFAULT_MAX_RETRY
+    assert get_config().connection.default_max_retry == DEFAULT_MAX_RETRY
+    # the client reads it; no worker setting carries it
+    assert not hasattr(get_config().worker_config(), "default_max_retry")
+
+
+def test_invalid_default_max_retry_refused(settings):
+    settings.QUEUECORE = {"DEFAULT_MAX_RETRY": "3"}
+    with pytest.raises(ConfigurationError, match="default_max_retry"):
+        get_config()
 
 
 def test_autodiscovery_registered_app_tasks():

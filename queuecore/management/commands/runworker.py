@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from queuecore.conf import get_config
-from queuecore.core.config import ConnectionConfig, parse_queues
+from queuecore.core.config import parse_queues
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.registry import default_registry
 from queuecore.core.worker import Worker
@@ -38,10 +39,9 @@ class Command(BaseCommand):
                 queues=parse_queues(options["queues"]) if options.get("queues") else None,
                 concurrency=options.get("concurrency"), strict_priority=options.get("strict"),
                 shutdown_timeout=options.get("shutdown_timeout"))
-            connection = ConnectionConfig(
-                redis_url=options.get("redis_url") or config.connection.redis_url,
-                key_prefix=options.get("prefix") or config.connection.key_prefix,
-                max_payload_bytes=config.connection.max_payload_bytes)
+            connection = replace(config.connection,
+                                 redis_url=options.get("redis_url") or config.connection.redis_url,
+                                 key_prefix=options.get("prefix") or config.connection.key_prefix)
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from None
         names = default_registry.names()

@@ -1,13 +1,16 @@
 """``manage.py adminctl ...``: the operator CLI, connected from the project's ``QUEUECORE`` settings.
 
-It runs the same click group as the ``adminctl`` console script; only the connection defaults
-come from ``queuecore.conf.get_config()`` (so ``QUEUECORE['REDIS_URL']`` and ``KEY_PREFIX``, with
-their environment fallbacks). ``--redis-url``/``--prefix`` on the command line still win. Every
-argument after ``adminctl`` goes to the CLI: ``manage.py adminctl task ls default archived``.
+Available once ``"adminctl"`` is in ``INSTALLED_APPS`` (the app ``queuecore`` never imports the
+CLI). It runs the same click group as the ``adminctl`` console script; only the connection
+defaults come from ``queuecore.conf.get_config()`` (so ``QUEUECORE['REDIS_URL']`` and
+``KEY_PREFIX``, with their environment fallbacks). ``--redis-url``/``--prefix`` on the command
+line still win. Every argument after ``adminctl`` goes to the CLI: ``manage.py adminctl task ls
+default archived``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 from typing import Any
 
@@ -36,7 +39,9 @@ class Command(BaseCommand):
         main(argv[2:], prog_name=f"{os.path.basename(argv[0])} {argv[1]}", defaults=_defaults())
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("args", nargs="*", help="arguments for adminctl (see `manage.py adminctl --help`)")
+        # REMAINDER: call_command("adminctl", "stats", "--json") hands "--json" to the CLI too.
+        parser.add_argument("args", nargs=argparse.REMAINDER,
+                            help="arguments for adminctl (see `manage.py adminctl --help`)")
 
     def handle(self, *args: str, **options: Any) -> None:
         """``call_command("adminctl", "queue", "ls")``: run the CLI; a non-zero exit is a ``CommandError``."""

@@ -1,0 +1,112 @@
+"""``manage.py adminctl`` lives with the CLI (the ``adminctl`` app); the core app never imports the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command, get_commands, load_command_class
+
+from queuecore import Client
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A process with the CLI and its libraries unimportable, Django set up with the queuecore app only,
+# then every module of the queuecore package imported (the management commands included).
+WITHOUT_THE_CLI = """
+import importlib
+import importlib.abc
+import pkgutil
+import sys
+
+BLOCKED = ("adminctl", "click", "rich")
+
+
+class BlockTheCli(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"the queuecore app imported {name}")
+        return None
+
+
+sys.meta_path.insert(0, BlockTheCli())
+for name in BLOCKED:
+    sys.modules[name] = None
+
+import queuecore
+import queuecore.apps
+import queuecore.management.commands
+
+from django.conf import settings
+
+settings.configure(
+    INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "queuecore"],
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+    USE_TZ=True,
+    QUEUECORE={"REDIS_URL": "redis://127.0.0.1:1/0", "KEY_PREFIX": "qct-no-cli"},
+)
+import django
+
+django.setup()
+
+names = sorted(m.name for m in pkgutil.walk_packages(queuecore.__path__, "queuecore."))
+for name in names:
+    importlib.import_module(name)
+
+from django.core.management import get_commands
+
+commands = get_commands()
+assert "runworker" in commands, sorted(commands)
+assert "adminctl" not in commands, commands.get("adminctl")
+loaded = sorted(n for n, m in sys.modules.items() if n.split(".")[0] in BLOCKED and m is not None)
+assert not loaded, loaded
+print("\\n".join(names))
+"""
+
+
+def test_the_queuecore_app_never_imports_the_cli() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "QUEUECORE_", "PYTEST_"))}
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(WITHOUT_THE_CLI)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    imported = set(proc.stdout.split())
+    assert {"queuecore.apps", "queuecore.management.commands.runworker", "queuecore.checks",
+            "queuecore.core.inspector"} <= imported
+    assert not any(name.endswith(".adminctl") for name in imported), imported
+
+
+@pytest.mark.parametrize("module", ["adminctl.cli", "adminctl.management.commands.adminctl", "click", "rich.console"])
+def test_the_blocker_really_blocks_the_cli(module: str) -> None:
+    code = WITHOUT_THE_CLI.split("import queuecore\n")[0] + f"import {module}\n"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode != 0
+    assert "ImportError" in proc.stderr or "ModuleNotFoundError" in proc.stderr, proc.stderr
+
+
+def test_manage_py_adminctl_comes_from_the_adminctl_app() -> None:
+    assert get_commands()["adminctl"] == "adminctl"
+    command = load_command_class("adminctl", "adminctl")
+    assert type(command).__module__ == "adminctl.management.commands.adminctl"
+    from django.apps import apps
+
+    config = apps.get_app_config("queuecore_adminctl")
+    assert (config.name, config.label) == ("adminctl", "queuecore_adminctl")
+
+
+def test_call_command_adminctl_stats_json(settings, client: Client, redis_url: str, key_prefix: str,
+                                          capsys) -> None:
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix}
+    client.enqueue("t", queue="from-the-app")
+    capsys.readouterr()
+    call_command("adminctl", "stats", "--json")
+    snapshot = json.loads(capsys.readouterr().out)
+    assert snapshot["prefix"] == key_prefix
+    assert [q["name"] for q in snapshot["queues"]] == ["from-the-app"]
+    assert snapshot["totals"]["pending"] == 1
