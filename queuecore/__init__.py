@@ -28,8 +28,10 @@ from queuecore.core.errors import (
     WrongKeyType,
 )
 from queuecore.core.inspector import Inspector
-from queuecore.core.message import AuditEntry, DailyStats, QueueInfo, ServerInfo, TaskInfo, TaskState, WorkerInfo
-from queuecore.core.registry import TaskFunction, TaskRegistry, TaskRequest, default_registry, task
+from queuecore.core.message import AuditEntry, DailyStats, QueueInfo, ServerInfo, TaskInfo, WorkerInfo
+from queuecore.core.registry import TaskRegistry, TaskRequest, default_registry
+from queuecore.core.states import TaskState
+from queuecore.core.task import TaskFunction, task
 from queuecore.core.worker import Worker
 
 __all__ = [

@@ -8,7 +8,7 @@ from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
 from queuecore.conf import DEFAULTS
-from queuecore.core.config import ConnectionConfig, parse_queues
+from queuecore.core.config import parse_queues
 from queuecore.core.errors import ConfigurationError
 
 KNOWN_KEYS = frozenset(DEFAULTS)
@@ -19,7 +19,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """Validate the ``QUEUECORE`` setting without touching the network."""
     from django.conf import settings
 
-    from queuecore.conf import get_config, merged_settings
+    from queuecore.conf import connection_config, get_config, merged_settings
 
     raw_user = getattr(settings, "QUEUECORE", {})
     if not isinstance(raw_user, dict):
@@ -32,8 +32,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                                 hint=f"Known keys: {', '.join(sorted(KNOWN_KEYS))}.", id="queuecore.W001"))
     merged = merged_settings()
     try:
-        ConnectionConfig(redis_url=merged["REDIS_URL"], key_prefix=merged["KEY_PREFIX"],
-                         max_payload_bytes=merged["MAX_PAYLOAD_BYTES"])
+        connection_config(merged)
     except (ConfigurationError, TypeError) as exc:
         messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E002"))
     try:

@@ -17,6 +17,7 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from queuecore.core.config import ConnectionConfig, WorkerConfig
+from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RETRY
 
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": "redis://127.0.0.1:6379/0",
@@ -26,7 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "CONCURRENCY": 10,
     "PREFETCH": None,  # tasks fetched ahead of free handlers; None = same as CONCURRENCY
     "SHUTDOWN_TIMEOUT": 25.0,
-    "DEFAULT_MAX_RETRY": 25,
+    "DEFAULT_MAX_RETRY": DEFAULT_MAX_RETRY,  # max_retry of a task enqueued without one (read by the client)
     "DEFAULT_TIMEOUT": 1800.0,
     "RETRY_DELAY": None,  # dotted path to f(retried, error) -> seconds
     "ERROR_HANDLER": None,  # dotted path to f(task_context, error)
@@ -40,14 +41,13 @@ DEFAULTS: dict[str, Any] = {
     "JANITOR_INTERVAL": 8.0,
     "MAX_ARCHIVE_SIZE": 10_000,
     "ARCHIVE_MAX_AGE": 90 * 24 * 3600.0,
-    "MAX_PAYLOAD_BYTES": 512 * 1024,
+    "MAX_PAYLOAD_BYTES": DEFAULT_MAX_PAYLOAD_BYTES,
     "DASHBOARD": {"POLL_INTERVAL": 3, "PAGE_SIZE": 25, "ACCESS_CALLBACK": None},
 }
 
 _WORKER_KEYS = {
     "QUEUES": "queues", "STRICT_PRIORITY": "strict_priority", "CONCURRENCY": "concurrency", "PREFETCH": "prefetch",
-    "SHUTDOWN_TIMEOUT": "shutdown_timeout", "DEFAULT_MAX_RETRY": "default_max_retry",
-    "DEFAULT_TIMEOUT": "default_timeout", "LEASE_DURATION": "lease_duration",
+    "SHUTDOWN_TIMEOUT": "shutdown_timeout", "DEFAULT_TIMEOUT": "default_timeout", "LEASE_DURATION": "lease_duration",
     "HEARTBEAT_INTERVAL": "heartbeat_interval", "RECOVER_INTERVAL": "recover_interval",
     "REPAIR_INTERVAL": "repair_interval",
     "FORWARD_INTERVAL": "forward_interval", "JANITOR_INTERVAL": "janitor_interval",
@@ -102,9 +102,13 @@ def merged_settings() -> dict[str, Any]:
 def get_config() -> Config:
     """The current configuration (cached; reset on ``setting_changed``)."""
     raw = merged_settings()
-    connection = ConnectionConfig(redis_url=raw["REDIS_URL"], key_prefix=raw["KEY_PREFIX"],
-                                  max_payload_bytes=raw["MAX_PAYLOAD_BYTES"])
-    return Config(raw=raw, connection=connection)
+    return Config(raw=raw, connection=connection_config(raw))
+
+
+def connection_config(raw: dict[str, Any]) -> ConnectionConfig:
+    """The ``ConnectionConfig`` of merged settings: where Redis is, and the client's defaults."""
+    return ConnectionConfig(redis_url=raw["REDIS_URL"], key_prefix=raw["KEY_PREFIX"],
+                            max_payload_bytes=raw["MAX_PAYLOAD_BYTES"], default_max_retry=raw["DEFAULT_MAX_RETRY"])
 
 
 @receiver(setting_changed)

@@ -8,7 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from queuecore.core.client import get_default_client
-from queuecore.core.registry import TaskFunction
+from queuecore.core.task import TaskFunction
 
 
 def enqueue_on_commit(task: str | TaskFunction, payload: dict[str, Any] | None = None, *, using: str | None = None,

@@ -18,10 +18,11 @@ from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
 from queuecore.core.errors import BatchEnqueueError, ConfigurationError, InvalidPayload, QueuecoreError
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
-from queuecore.core.message import TaskInfo, TaskMessage, TaskState, encode_payload, seconds_to_datetime
+from queuecore.core.message import TaskInfo, TaskMessage, encode_payload, seconds_to_datetime
 from queuecore.core.redis_errors import broker_errors
-from queuecore.core.registry import ENQUEUE_OPTIONS, TaskFunction, TaskRegistry, TaskRequest, default_registry
+from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry
 from queuecore.core.scripts import EnqueueItem, Scripts
+from queuecore.core.states import TaskState
 
 _QUEUE_REGISTRATION_TTL = 10.0  # seconds a client trusts that a queue is in the registry set
 ENQUEUE_CHUNK = 1000  # tasks per script call: keeps each call to Redis short
@@ -96,7 +97,8 @@ class Client:
     """Enqueues tasks into Redis.
 
     ``Client(redis_url=..., key_prefix=...)``; or pass a ``ConnectionConfig`` or an existing
-    ``redis.Redis`` (which the client then does not close).
+    ``redis.Redis`` (which the client then does not close). A task enqueued without ``max_retry``
+    (in the call or its ``@task``) gets the connection's ``default_max_retry``.
     """
 
     def __init__(self, redis_url: str | None = None, key_prefix: str | None = None, *,
@@ -129,12 +131,12 @@ class Client:
 
     # -- building messages ------------------------------------------------------------------------
 
-    def _prepare(self, task: str | TaskFunction, payload: Any, options: dict[str, Any], now: float) -> _Prepared:
+    def _prepare(self, task: str | Handler, payload: Any, options: dict[str, Any], now: float) -> _Prepared:
         unknown = set(options) - ENQUEUE_OPTIONS
         if unknown:
             raise ConfigurationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
-        handler = task if isinstance(task, TaskFunction) else self.registry.get(self._valid_name(task, "type"))
-        type_name = task.name if isinstance(task, TaskFunction) else task
+        handler = task if isinstance(task, Handler) else self.registry.get(self._valid_name(task, "type"))
+        type_name = task.name if isinstance(task, Handler) else task
         if handler is not None:
             options = {**handler.options, **options}
         payload_json = encode_payload(payload, self.connection.max_payload_bytes)
@@ -145,7 +147,7 @@ class Client:
         task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else os.urandom(16).hex()
         max_retry = options.get("max_retry")
         if max_retry is None:
-            max_retry = 25
+            max_retry = self.connection.default_max_retry
         if isinstance(max_retry, bool) or not isinstance(max_retry, int):
             raise ConfigurationError(f"max_retry must be a whole number, got {max_retry!r}")
         timeout = options.get("timeout")
@@ -186,7 +188,8 @@ class Client:
     def _valid_name(self, name: Any, kind: str) -> str:
         """Validate a queue or type name once per client; later uses are a set lookup."""
         if (kind, name) in self._valid_names:
-            return name
+            known: str = name
+            return known
         checked = validate_queue_name(name) if kind == "queue" else validate_type_name(name)
         if len(self._valid_names) < 10_000:
             self._valid_names.add((kind, checked))
@@ -248,13 +251,13 @@ class Client:
                 self._registered_queues[q] = now + _QUEUE_REGISTRATION_TTL
         return fresh
 
-    def check(self, task: str | TaskFunction, payload: dict[str, Any] | None = None, **options: Any) -> None:
+    def check(self, task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> None:
         """Validate a task as ``enqueue`` would, without sending it; raises the same errors."""
         self._prepare(task, payload, options, self.clock.now())
 
     # -- enqueueing -------------------------------------------------------------------------------
 
-    def enqueue(self, task: str | TaskFunction, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:
+    def enqueue(self, task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:
         """Enqueue one task; returns its ``TaskInfo``.
 
         Options (keyword-only): ``queue``, ``max_retry``, ``timeout``, ``deadline``, ``process_at``,
@@ -330,6 +333,6 @@ def get_default_client() -> Client:
         return _default_client
 
 
-def enqueue(task: str | TaskFunction, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:
+def enqueue(task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:
     """Enqueue a task on the default client: ``enqueue("demo.sleep", {"seconds": 2}, queue="low")``."""
     return get_default_client().enqueue(task, payload, **options)

@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import logging
 import threading
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from queuecore.core.worker import Worker
-
-logger = logging.getLogger("queuecore.worker")
+from queuecore.core.health import RedisHealth
 
 
 class Periodic:
-    """Runs ``run_once`` every ``interval`` seconds on its own thread until ``shutdown``."""
+    """Runs ``run_once`` every ``interval`` seconds on its own thread until ``shutdown``.
+
+    Errors are reported to the shared ``RedisHealth`` (an outage is logged once) and the loop goes on.
+    """
 
     name = "component"
 
-    def __init__(self, worker: Worker, interval: float) -> None:
-        self.worker = worker
+    def __init__(self, interval: float, health: RedisHealth) -> None:
         self.interval = interval
+        self.health = health
         self.done = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -36,10 +34,10 @@ class Periodic:
         while not self.done.is_set():
             try:
                 self.run_once()
-                self.worker.note_redis_ok()
+                self.health.note_ok()
             except Exception as exc:
-                self.worker.report_redis_error(self.name, exc)
+                self.health.report_error(self.name, exc)
             self.done.wait(self.interval)
 
-    def run_once(self) -> None:  # pragma: no cover - abstract
+    def run_once(self) -> object:  # pragma: no cover - abstract
         raise NotImplementedError

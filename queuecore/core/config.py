@@ -19,7 +19,7 @@ from queuecore.core.keys import DEFAULT_PREFIX, Keys, validate_prefix, validate_
 from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RETRY
 
 if TYPE_CHECKING:
-    from queuecore.core.processor import Middleware
+    from queuecore.core.context import Middleware
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_QUEUE = "default"
@@ -48,13 +48,14 @@ def redact_url(url: str) -> str:
 
 @dataclass(frozen=True)
 class ConnectionConfig:
-    """Where Redis is and which key namespace to use."""
+    """Where Redis is and which key namespace to use, and what a client stores by default."""
 
     redis_url: str = DEFAULT_REDIS_URL
     key_prefix: str = DEFAULT_PREFIX
     socket_timeout: float = 5.0
     connect_timeout: float = 2.0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    default_max_retry: int = DEFAULT_MAX_RETRY  # a task's max_retry when neither it nor its enqueue gives one
 
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
@@ -64,6 +65,9 @@ class ConnectionConfig:
                 f"invalid Redis URL {redact_url(str(self.redis_url))!r}: use redis://, rediss:// or unix://")
         if self.max_payload_bytes <= 0:
             raise ConfigurationError("max_payload_bytes must be positive")
+        if isinstance(self.default_max_retry, bool) or not isinstance(self.default_max_retry, int):
+            raise ConfigurationError(f"default_max_retry must be a whole number (negative = retry forever), "
+                                     f"got {self.default_max_retry!r}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ConnectionConfig:
@@ -145,7 +149,6 @@ class WorkerConfig:
     cancel_grace: float = 1.0
     abandon_grace: float = 5.0
     default_timeout: float | None = 1800.0
-    default_max_retry: int = DEFAULT_MAX_RETRY
     max_archive_size: int = 10_000
     archive_max_age: float = 90 * 24 * 3600.0
     retry_delay: Callable[[int, BaseException | None], float] = default_retry_delay

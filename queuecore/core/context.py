@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from queuecore.core.errors import TaskCancelled
 
@@ -60,3 +61,16 @@ def set_current(ctx: TaskContext | None) -> contextvars.Token[TaskContext | None
 
 def reset_current(token: contextvars.Token[TaskContext | None]) -> None:
     _current.reset(token)
+
+
+class Middleware(Protocol):
+    """Wraps the start of every handler: ``middleware(ctx, call_next)`` returns ``call_next()``."""
+
+    def __call__(self, ctx: TaskContext, call_next: Callable[[], Any]) -> Any: ...
+
+
+def call_with_middleware(middleware: Sequence[Middleware], ctx: TaskContext, call: Callable[[], Any]) -> Any:
+    """Run ``call`` inside ``middleware``, the first one outermost."""
+    for wrapper in reversed(middleware):
+        call = (lambda m, nxt: lambda: m(ctx, nxt))(wrapper, call)
+    return call()

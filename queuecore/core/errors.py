@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class QueuecoreError(Exception):
     """Base class of every error queuecore raises on purpose."""
@@ -73,7 +75,7 @@ class TaskTimeout(BaseException):
 class BatchEnqueueError(QueuecoreError):
     """Some tasks of an ``enqueue_many`` batch were refused; the others were enqueued."""
 
-    def __init__(self, enqueued: list, errors: dict[int, QueuecoreError]) -> None:
+    def __init__(self, enqueued: list[Any], errors: dict[int, QueuecoreError]) -> None:
         self.enqueued = enqueued
         self.errors = errors
         first = next(iter(errors.values()))

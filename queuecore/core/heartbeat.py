@@ -2,82 +2,87 @@
 
 from __future__ import annotations
 
-import logging
-from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from queuecore.core.clock import to_ms
+from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
+from queuecore.core.health import RedisHealth
+from queuecore.core.keys import Keys
+from queuecore.core.leases import LeaseRenewer
 from queuecore.core.message import dumps
-from queuecore.core.processor import LEASE_LOST as LEASE_LOST_REASON
-from queuecore.core.scripts import LEASE_CANCEL_REQUESTED, LEASE_LOST
+from queuecore.core.outcome import LEASE_LOST
+from queuecore.core.running import HeldTasks
 
-logger = logging.getLogger("queuecore.worker")
+
+@dataclass
+class ServerState:
+    """What a worker process says about itself in its heartbeat; ``status`` and ``started_at``
+    change over its life (the worker sets them)."""
+
+    id: str
+    host: str
+    pid: int
+    concurrency: int
+    queues: Mapping[str, int]
+    strict_priority: bool
+    started_at: float = 0.0
+    status: str = "idle"  # active | quiet | stopping | stopped
 
 
 class Heartbeater(Periodic):
     name = "heartbeater"
 
-    def __init__(self, worker) -> None:
-        super().__init__(worker, worker.config.heartbeat_interval)
+    def __init__(self, redis: Any, keys: Keys, clock: Clock, interval: float, state: ServerState, held: HeldTasks,
+                 renewer: LeaseRenewer, health: RedisHealth) -> None:
+        super().__init__(interval, health)
+        self._redis = redis
+        self._keys = keys
+        self._clock = clock
+        self._state = state
+        self._held = held
+        self._renewer = renewer
 
     @property
     def ttl(self) -> float:
         """How long a heartbeat stays visible: three intervals, so one slow beat does not hide us."""
-        return self.worker.config.heartbeat_interval * 3
+        return self.interval * 3
 
     def run_once(self) -> None:
-        self.renew_leases()
+        self._renewer.renew()
         self.beat()
-
-    def renew_leases(self) -> None:
-        """Extend the lease of every task this process runs; stop lost ones, cancel flagged ones."""
-        processor = self.worker.processor
-        by_queue: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        # Every attempt still in ``running`` keeps its lease, including one whose outcome waits to
-        # be written while Redis is away; only attempts that already lost theirs are left out.
-        for running in processor.snapshot():
-            if running.ctx.cancel_reason != LEASE_LOST_REASON:
-                by_queue[running.queue].append((running.id, running.lease))
-        lease_until = to_ms(self.worker.clock.now() + self.worker.config.lease_duration)
-        for queue, held in by_queue.items():
-            codes = self.worker.scripts.extend_lease(processor.queue_keys(queue), held, lease_until_ms=lease_until)
-            for (task_id, lease), code in zip(held, codes, strict=True):
-                if code == LEASE_LOST:
-                    processor.lease_lost(task_id, lease)
-                elif code == LEASE_CANCEL_REQUESTED:
-                    processor.cancel(task_id)
 
     def beat(self) -> None:
         """Write this process's ``ServerInfo`` with a TTL."""
-        worker = self.worker
-        now = worker.clock.now()
+        state = self._state
+        now = self._clock.now()
         info = {
-            "id": worker.server_id,
-            "host": worker.host,
-            "pid": worker.pid,
-            "concurrency": worker.config.concurrency,
-            "queues": dict(worker.config.queues),
-            "strict_priority": worker.config.strict_priority,
-            "started_at": worker.started_at,
-            "status": worker.status,
+            "id": state.id,
+            "host": state.host,
+            "pid": state.pid,
+            "concurrency": state.concurrency,
+            "queues": dict(state.queues),
+            "strict_priority": state.strict_priority,
+            "started_at": state.started_at,
+            "status": state.status,
             "heartbeat_at": now,
             "workers": [
                 {"task_id": r.id, "queue": r.queue, "type": r.message.type, "started_at": r.started,
                  "deadline": r.deadline}
-                for r in worker.processor.snapshot() if not r.finalized and r.ctx.cancel_reason != LEASE_LOST_REASON
+                for r in self._held.snapshot() if not r.finalized and r.ctx.cancel_reason != LEASE_LOST
             ],
         }
-        keys = worker.keys
-        pipe = worker.redis.pipeline(transaction=False)
-        pipe.set(keys.server(worker.server_id), dumps(info), px=to_ms(self.ttl))
-        pipe.zadd(keys.servers, {worker.server_id: to_ms(now + self.ttl)})
+        keys = self._keys
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(keys.server(state.id), dumps(info), px=to_ms(self.ttl))
+        pipe.zadd(keys.servers, {state.id: to_ms(now + self.ttl)})
         pipe.zremrangebyscore(keys.servers, "-inf", to_ms(now))
         pipe.execute()
 
     def clear(self) -> None:
         """Remove this process's heartbeat on clean exit."""
-        keys = self.worker.keys
-        pipe = self.worker.redis.pipeline(transaction=False)
-        pipe.delete(keys.server(self.worker.server_id))
-        pipe.zrem(keys.servers, self.worker.server_id)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.delete(self._keys.server(self._state.id))
+        pipe.zrem(self._keys.servers, self._state.id)
         pipe.execute()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -30,7 +30,6 @@ from queuecore.core.message import (
     ServerInfo,
     TaskInfo,
     TaskMessage,
-    TaskState,
     WorkerInfo,
     dumps,
     loads,
@@ -39,9 +38,17 @@ from queuecore.core.message import (
 )
 from queuecore.core.redis_errors import broker_errors, translate
 from queuecore.core.scripts import Scripts
+from queuecore.core.states import (
+    BULK_ACTION_STATES,
+    DUE_STATES,
+    STATES,
+    TASK_ACTIONS,
+    ZSET_STATES,
+    QueueAction,
+    TaskAction,
+    TaskState,
+)
 
-STATES = tuple(s.value for s in TaskState)
-ZSET_STATES = ("active", "scheduled", "retry", "archived", "completed")
 BULK_CHUNK = 500
 AUDIT_MAX_ENTRIES = 10_000
 AUDIT_MAX_IDS = 100
@@ -111,6 +118,15 @@ def _int(value: Any) -> int:
         return 0
 
 
+
+def _one_of(value: str, choices: tuple[str, ...], what: str) -> str:
+    """``value`` as a plain string when it is one of ``choices``, else ``ConfigurationError``."""
+    text = str(value)
+    if text not in choices:
+        raise ConfigurationError(f"invalid {what} {value!r}: choose from {', '.join(choices)}")
+    return text
+
+
 class Inspector:
     """Reads queues, tasks and workers, and performs operator actions.
 
@@ -149,7 +165,7 @@ class Inspector:
     @translate
     def queues(self) -> list[str]:
         """Names of every known queue, sorted."""
-        return sorted(self.redis.smembers(self.keys.queues))
+        return sorted(cast("set[str]", self.redis.smembers(self.keys.queues)))
 
     def _queue(self, name: str) -> QueueKeys:
         q = self.keys.queue(name)
@@ -273,7 +289,7 @@ class Inspector:
     def pause_queue(self, name: str) -> None:
         """Stop every worker from fetching this queue's tasks (running ones go on)."""
         self.redis.set(self._require_queue(name).paused, "1")
-        self._audit("queue.pause", name)
+        self._audit(f"queue.{QueueAction.PAUSE}", name)
 
     @translate
     def unpause_queue(self, name: str) -> None:
@@ -281,7 +297,7 @@ class Inspector:
         q = self._require_queue(name)
         self.redis.delete(q.paused)
         self.redis.publish(q.wake_channel, "1")
-        self._audit("queue.unpause", name)
+        self._audit(f"queue.{QueueAction.UNPAUSE}", name)
 
     @translate
     def remove_queue(self, name: str, force: bool = False) -> int:
@@ -299,7 +315,7 @@ class Inspector:
         for batch in self._scan_batches(q.all_pattern):
             deleted += self.redis.unlink(*batch)
         self.redis.srem(self.keys.queues, name)
-        self._audit("queue.remove", name, count=info.size)
+        self._audit(f"queue.{QueueAction.REMOVE}", name, count=info.size)
         return deleted
 
     def _scan_batches(self, pattern: str, count: int = 500) -> Iterator[list[str]]:
@@ -316,10 +332,7 @@ class Inspector:
 
     @staticmethod
     def _check_state(state: str) -> str:
-        value = str(state)
-        if value not in STATES:
-            raise ConfigurationError(f"invalid state {state!r}: choose from {', '.join(STATES)}")
-        return value
+        return _one_of(state, STATES, "state")
 
     def _ids(self, q: QueueKeys, state: str, start: int, stop: int) -> list[tuple[str, float | None]]:
         """Ids with their scores, oldest first: ``start``..``stop`` inclusive."""
@@ -329,8 +342,9 @@ class Inspector:
             lo, hi = max(0, length - 1 - stop), length - 1 - start
             if hi < 0 or lo > hi:
                 return []
-            return [(task_id, None) for task_id in reversed(self.redis.lrange(q.pending, lo, hi))]
-        return [(m, s) for m, s in self.redis.zrange(q.state_key(state), start, stop, withscores=True)]
+            return [(task_id, None) for task_id in reversed(cast("list[str]", self.redis.lrange(q.pending, lo, hi)))]
+        scored = self.redis.zrange(q.state_key(state), start, stop, withscores=True)
+        return cast("list[tuple[str, float | None]]", scored)
 
     def _count(self, q: QueueKeys, state: str) -> int:
         return self.redis.llen(q.pending) if state == "pending" else self.redis.zcard(q.state_key(state))
@@ -408,7 +422,7 @@ class Inspector:
         except ValueError:
             task_state = TaskState(state) if state else TaskState.PENDING
         next_at = archived_at = None
-        if task_state in (TaskState.SCHEDULED, TaskState.RETRY) and score is not None:
+        if task_state in DUE_STATES and score is not None:
             next_at = ms_to_datetime(score)
         elif task_state is TaskState.PENDING:
             # pending since its last move back to pending, else since it was enqueued
@@ -438,7 +452,7 @@ class Inspector:
         """Every field of one task; ``TaskNotFound`` when it does not exist."""
         q = self._queue(queue)
         validate_task_id(task_id)
-        row = self.redis.hmget(q.task(task_id), _TASK_FIELDS)
+        row = cast("list[str | None]", self.redis.hmget(q.task(task_id), _TASK_FIELDS))
         h = dict(zip(_TASK_FIELDS, row, strict=True))
         if h["msg"] is None and h["state"] is None:
             raise TaskNotFound(f"no task {task_id!r} in queue {queue!r}")
@@ -464,35 +478,38 @@ class Inspector:
 
     def run_task(self, queue: str, task_id: str) -> None:
         """Run a scheduled, retry or archived task now (move it to pending)."""
-        self._task_action("run", queue, task_id)
+        self._task_action(TaskAction.RUN.value, queue, task_id)
 
     def archive_task(self, queue: str, task_id: str) -> None:
         """Archive ("kill") a pending, scheduled or retry task."""
-        self._task_action("archive", queue, task_id)
+        self._task_action(TaskAction.ARCHIVE.value, queue, task_id)
 
     def delete_task(self, queue: str, task_id: str) -> None:
         """Delete a task that is not running."""
-        self._task_action("delete", queue, task_id)
+        self._task_action(TaskAction.DELETE.value, queue, task_id)
 
     def cancel_task(self, queue: str, task_id: str) -> None:
         """Cancel a running task: it stops and is archived as "cancelled by operator"."""
-        self._task_action("cancel", queue, task_id)
+        self._task_action(TaskAction.CANCEL.value, queue, task_id)
 
-    def _bulk(self, queue: str, state: str, action: str, allowed: tuple[str, ...]) -> BulkResult:
+    @staticmethod
+    def _check_action(action: str) -> str:
+        return _one_of(action, TASK_ACTIONS, "action")
+
+    def _check_bulk_state(self, action: str, state: str) -> str:
         state = self._check_state(state)
+        allowed = BULK_ACTION_STATES[action]
         if state not in allowed:
             raise ConfigurationError(f"cannot {action} all {state} tasks; allowed states: {', '.join(allowed)}")
+        return state
+
+    def _bulk(self, queue: str, state: str, action: str) -> BulkResult:
+        state = self._check_bulk_state(action, state)
         with broker_errors():
             q = self._require_queue(queue)
             total = 0
             while True:
-                now_ms = to_ms(self.clock.now())
-                if action == "run":
-                    n = self.scripts.admin_run_all(q, state, now_ms=now_ms, limit=BULK_CHUNK)
-                elif action == "archive":
-                    n = self.scripts.admin_archive_all(q, state, now_ms=now_ms, limit=BULK_CHUNK)
-                else:
-                    n = self.scripts.admin_delete_all(q, state, limit=BULK_CHUNK)
+                n = self._admin_all_script(action, q, state)
                 total += n
                 if n < BULK_CHUNK:
                     break
@@ -501,15 +518,27 @@ class Inspector:
 
     def run_all(self, queue: str, state: str) -> BulkResult:
         """Move every scheduled, retry or archived task of the queue to pending, in chunks."""
-        return self._bulk(queue, state, "run", ("scheduled", "retry", "archived"))
+        return self._bulk(queue, state, TaskAction.RUN.value)
 
     def archive_all(self, queue: str, state: str) -> BulkResult:
         """Archive every pending, scheduled or retry task of the queue, in chunks."""
-        return self._bulk(queue, state, "archive", ("pending", "scheduled", "retry"))
+        return self._bulk(queue, state, TaskAction.ARCHIVE.value)
 
     def delete_all(self, queue: str, state: str) -> BulkResult:
         """Delete every task of the queue in a state other than active, in chunks."""
-        return self._bulk(queue, state, "delete", ("pending", "scheduled", "retry", "archived", "completed"))
+        return self._bulk(queue, state, TaskAction.DELETE.value)
+
+    def act_on_all(self, queue: str, action: str, state: str) -> BulkResult:
+        """Run, archive, delete or cancel every task of ``queue`` in ``state``.
+
+        The states each action takes are ``states.BULK_ACTION_STATES``; any other is a
+        ``ConfigurationError``. Cancelling all is ``cancel_all`` (the state must be active).
+        """
+        action = self._check_action(action)
+        if action == TaskAction.CANCEL:
+            self._check_bulk_state(action, state)
+            return self.cancel_all(queue)
+        return self._bulk(queue, state, action)
 
     @translate
     def count(self, queue: str, state: str) -> int:
@@ -522,7 +551,7 @@ class Inspector:
     def servers(self) -> list[ServerInfo]:
         """Every live worker process, from its heartbeat (stale ones are left out)."""
         now_ms = to_ms(self.clock.now())
-        ids = self.redis.zrangebyscore(self.keys.servers, now_ms, "+inf")
+        ids = cast("list[str]", self.redis.zrangebyscore(self.keys.servers, now_ms, "+inf"))
         if not ids:
             return []
         pipe = self.redis.pipeline(transaction=False)
@@ -610,14 +639,26 @@ class Inspector:
     def _admin_script(self, action: str, q: QueueKeys, task_id: str) -> None:
         """The one dispatch from an action name to its operator script, for one task."""
         now_ms = to_ms(self.clock.now())
-        if action == "run":
+        if action == TaskAction.RUN:
             self.scripts.admin_run_task(q, task_id, now_ms=now_ms)
-        elif action == "archive":
+        elif action == TaskAction.ARCHIVE:
             self.scripts.admin_archive_task(q, task_id, now_ms=now_ms)
-        elif action == "delete":
+        elif action == TaskAction.DELETE:
             self.scripts.admin_delete_task(q, task_id)
-        else:
+        elif action == TaskAction.CANCEL:
             self.scripts.admin_cancel_task(q, task_id)
+        else:  # pragma: no cover - callers check the action first
+            raise ConfigurationError(f"invalid action {action!r}")
+
+    def _admin_all_script(self, action: str, q: QueueKeys, state: str) -> int:
+        """The one dispatch from an action name to its operator script, for one chunk of a state."""
+        if action == TaskAction.RUN:
+            return self.scripts.admin_run_all(q, state, now_ms=to_ms(self.clock.now()), limit=BULK_CHUNK)
+        if action == TaskAction.ARCHIVE:
+            return self.scripts.admin_archive_all(q, state, now_ms=to_ms(self.clock.now()), limit=BULK_CHUNK)
+        if action == TaskAction.DELETE:
+            return self.scripts.admin_delete_all(q, state, limit=BULK_CHUNK)
+        raise ConfigurationError(f"no bulk script for {action!r}")  # pragma: no cover - cancel_all is per task
 
     def act_on_tasks(self, queue: str, action: str, task_ids: list[str] | tuple[str, ...]) -> TaskBatchResult:
         """Run, archive, delete or cancel each of ``task_ids`` of ``queue``, as one audited action.
@@ -628,8 +669,7 @@ class Inspector:
         """
         from queuecore.core.errors import BrokerError
 
-        if action not in TASK_ACTIONS:
-            raise ConfigurationError(f"invalid action {action!r}: choose from {', '.join(TASK_ACTIONS)}")
+        action = self._check_action(action)
         ids = list(dict.fromkeys(task_ids))
         for task_id in ids:
             validate_task_id(task_id)
@@ -657,9 +697,10 @@ class Inspector:
 
         Tasks that finish before the request reaches them are not counted.
         """
+        (state,) = BULK_ACTION_STATES[TaskAction.CANCEL]  # active
         with broker_errors():
             q = self._require_queue(queue)
-            ids = self.redis.zrange(q.active, 0, -1)
+            ids = cast("list[str]", self.redis.zrange(q.state_key(state), 0, -1))
             cancelled = []
             for task_id in ids:
                 try:
@@ -667,11 +708,8 @@ class Inspector:
                 except (TaskNotFound, InvalidTaskState):
                     continue  # finished meanwhile
                 cancelled.append(task_id)
-        self._audit("tasks.cancel_all", queue, task_ids=cancelled, state="active", count=len(cancelled))
-        return BulkResult(queue, "active", "cancel", len(cancelled))
-
-
-TASK_ACTIONS = ("run", "archive", "delete", "cancel")
+        self._audit(f"tasks.{TaskAction.CANCEL}_all", queue, task_ids=cancelled, state=state, count=len(cancelled))
+        return BulkResult(queue, state, TaskAction.CANCEL.value, len(cancelled))
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ scripts change state without decoding the message.
 
 from __future__ import annotations
 
-import enum
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from queuecore.core.errors import InvalidPayload, TaskDecodeError
+from queuecore.core.states import TaskState as TaskState  # the vocabulary's home; re-exported here
 
 try:  # orjson is optional: faster, same output for our payloads
     import orjson as _orjson
@@ -24,24 +24,11 @@ DEFAULT_MAX_RETRY = 25
 DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
 
 
-class TaskState(enum.StrEnum):
-    """The six states a task moves through."""
-
-    PENDING = "pending"
-    ACTIVE = "active"
-    SCHEDULED = "scheduled"
-    RETRY = "retry"
-    ARCHIVED = "archived"
-    COMPLETED = "completed"
-
-    def __str__(self) -> str:
-        return self.value
-
-
 def dumps(value: Any) -> str:
     """Encode ``value`` as compact JSON text; raise ``TypeError``/``ValueError`` when it cannot be."""
     if _orjson is not None:
-        return _orjson.dumps(value).decode()
+        text: str = _orjson.dumps(value).decode()
+        return text
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 

@@ -12,10 +12,14 @@ the repair carries an expired lease, so it is recovered in the same round.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
-from queuecore.core.clock import to_ms
+from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
-from queuecore.core.keys import stats_day, stats_minute
+from queuecore.core.health import RedisHealth
+from queuecore.core.keys import QueueKeys, stats_day, stats_minute
+from queuecore.core.leases import LeaseRenewer
+from queuecore.core.scripts import Scripts
 
 logger = logging.getLogger("queuecore.worker")
 BATCH = 100
@@ -26,22 +30,26 @@ REPAIR_CALLS_PER_TURN = 4  # at most this many repair calls per queue and turn (
 class Recoverer(Periodic):
     name = "recoverer"
 
-    def __init__(self, worker) -> None:
-        super().__init__(worker, worker.config.recover_interval)
+    def __init__(self, scripts: Scripts, clock: Clock, queues: Iterable[QueueKeys], interval: float,
+                 repair_interval: float, renewer: LeaseRenewer, health: RedisHealth) -> None:
+        super().__init__(interval, health)
+        self._scripts = scripts
+        self._clock = clock
+        self._queues = tuple(queues)
+        self._repair_interval = repair_interval
+        self._renewer = renewer
 
     def run_once(self) -> tuple[int, int, int]:
         """Recover expired leases in every queue: returns (requeued, archived, orphans)."""
         # Renew this process's own leases first, so that after a Redis outage longer than the lease
         # the worker does not take back tasks it is still running or about to acknowledge.
-        if self.worker.processor.running:
-            self.worker.heartbeater.renew_leases()
+        self._renewer.renew()
         self.repair()
         totals = [0, 0, 0]
-        now = self.worker.clock.now()
-        for name in self.worker.config.queues:
-            q = self.worker.keys.queue(name)
+        now = self._clock.now()
+        for q in self._queues:
             while True:
-                counts = self.worker.scripts.recover(q, now_ms=to_ms(now), limit=BATCH, day=stats_day(now),
+                counts = self._scripts.recover(q, now_ms=to_ms(now), limit=BATCH, day=stats_day(now),
                                                      minute=stats_minute(now))
                 for i, n in enumerate(counts):
                     totals[i] += n
@@ -56,12 +64,11 @@ class Recoverer(Periodic):
     def repair(self) -> tuple[int, int]:
         """This worker's turn of the shared repair pass, if due, in every queue: (repaired, archived)."""
         repaired = archived = 0
-        now_ms = to_ms(self.worker.clock.now())
-        turn_ms = to_ms(self.worker.config.repair_interval)
-        for name in self.worker.config.queues:
-            q = self.worker.keys.queue(name)
+        now_ms = to_ms(self._clock.now())
+        turn_ms = to_ms(self._repair_interval)
+        for q in self._queues:
             for call in range(REPAIR_CALLS_PER_TURN):
-                cursor, fixed, dead, seen = self.worker.scripts.repair(
+                cursor, fixed, dead, seen = self._scripts.repair(
                     q, now_ms=now_ms, cursor="", count=REPAIR_SCAN_COUNT, turn_ms=turn_ms if call == 0 else 0)
                 repaired += fixed
                 archived += dead

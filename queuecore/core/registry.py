@@ -1,4 +1,4 @@
-"""Task types: the ``@task`` decorator and the name -> handler registry the worker uses."""
+"""Task types: handlers and the name -> handler registry the worker uses (``@task`` is in ``task.py``)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,10 @@ import inspect
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from queuecore.core.errors import ConfigurationError, InvalidPayload
 from queuecore.core.keys import validate_type_name
-
-if TYPE_CHECKING:
-    from queuecore.core.client import Client
-    from queuecore.core.message import TaskInfo
 
 ENQUEUE_OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in",
                              "unique_for", "task_id", "retention"})
@@ -34,11 +30,14 @@ class TaskRequest:
     type: str
     payload: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
-    handler: TaskFunction | None = field(default=None, compare=False, repr=False)
+    handler: Handler | None = field(default=None, compare=False, repr=False)
 
 
-class TaskFunction:
-    """A registered handler. Call it to run it here; ``.enqueue(...)`` to run it on a worker."""
+class Handler:
+    """A registered handler: its function, type name, default options and payload checks.
+
+    ``TaskFunction`` (in ``task.py``) adds ``.enqueue(...)``; the registry and the worker need only this.
+    """
 
     def __init__(self, func: Callable[..., Any], name: str, options: dict[str, Any],
                  retry_delay: Callable[[int, BaseException | None], float] | None = None) -> None:
@@ -68,7 +67,7 @@ class TaskFunction:
         return self.func(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<TaskFunction {self.name}>"
+        return f"<{type(self).__name__} {self.name}>"
 
     def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The payload for a call: positional arguments bound to their parameter names."""
@@ -102,47 +101,18 @@ class TaskFunction:
         """
         return TaskRequest(self.name, self.bind(*args, **kwargs), handler=self)
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
-        """Enqueue a call with the task's default options, on the default client."""
-        return _Bound(self, {}).enqueue(*args, **kwargs)
 
-    def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
-        """The same task with some options (and optionally the client) overridden."""
-        check_options(options)
-        return _Bound(self, options, client)
-
-
-class _Bound:
-    """A task with overridden options, from ``TaskFunction.using``."""
-
-    def __init__(self, task: TaskFunction, options: dict[str, Any], client: Client | None = None) -> None:
-        self.task = task
-        self.options = options
-        self.client = client
-
-    def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
-        check_options(options)
-        return _Bound(self.task, {**self.options, **options}, client or self.client)
-
-    def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
-        """A ``TaskRequest`` carrying the overridden options (they win over the batch's)."""
-        return TaskRequest(self.task.name, self.task.bind(*args, **kwargs), dict(self.options), handler=self.task)
-
-    def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
-        from queuecore.core.client import get_default_client
-
-        client = self.client or get_default_client()
-        return client.enqueue(self.task, self.task.bind(*args, **kwargs), **self.options)
+H = TypeVar("H", bound=Handler)
 
 
 class TaskRegistry:
     """Maps task type names to handlers. Thread-safe."""
 
     def __init__(self) -> None:
-        self._tasks: dict[str, TaskFunction] = {}
+        self._tasks: dict[str, Handler] = {}
         self._lock = threading.Lock()
 
-    def register(self, task: TaskFunction) -> TaskFunction:
+    def register(self, task: H) -> H:
         with self._lock:
             existing = self._tasks.get(task.name)
             if existing is not None and existing.func is not task.func and _origin(existing.func) != _origin(task.func):
@@ -150,7 +120,7 @@ class TaskRegistry:
             self._tasks[task.name] = task
         return task
 
-    def get(self, name: str) -> TaskFunction | None:
+    def get(self, name: str) -> Handler | None:
         return self._tasks.get(name)
 
     def names(self) -> list[str]:
@@ -165,21 +135,3 @@ def _origin(func: Callable[..., Any]) -> str:
 
 
 default_registry = TaskRegistry()
-
-
-def task(func: Callable[..., Any] | None = None, *, name: str | None = None,
-         registry: TaskRegistry | None = None,
-         retry_delay: Callable[[int, BaseException | None], float] | None = None,
-         **options: Any) -> Any:
-    """Register a function (``def`` or ``async def``) as a task type.
-
-    ``@task`` or ``@task(name="emails.send", queue="mail", max_retry=5, timeout=30)``. The type
-    name defaults to ``module.function``. Options become the defaults of ``fn.enqueue``.
-    """
-    check_options(options, DEFAULT_OPTIONS)
-
-    def decorate(f: Callable[..., Any]) -> TaskFunction:
-        type_name = name or f"{f.__module__}.{f.__qualname__}"
-        return (registry or default_registry).register(TaskFunction(f, type_name, dict(options), retry_delay))
-
-    return decorate(func) if func is not None else decorate

@@ -1,7 +1,9 @@
 """Typed wrappers around the Lua scripts in ``lua/``, one per file.
 
 This is the only module that knows each script's KEYS order and reply codes, and the only one
-that runs ``EVALSHA``. Every key comes from ``keys.py``.
+that runs ``EVALSHA``. Every key comes from ``keys.py``; so does every key-name prefix a script
+builds keys from (passed in ARGV, never cut out of another key name in Lua). Every script runs
+behind the shared prelude ``lua/_lib.lua`` (see ``script_source``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,14 @@ from redis.commands.core import Script
 
 from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound, WrongKeyType
 from queuecore.core.keys import Keys, QueueKeys
+from queuecore.core.message import DEFAULT_MAX_RETRY
+from queuecore.core.reasons import (
+    CANCELLED_BY_OPERATOR,
+    REPAIR_NO_MESSAGE,
+    REPAIR_UNKNOWN_STATE,
+    WORKER_LOST,
+    WORKER_LOST_UNDECODABLE,
+)
 from queuecore.core.redis_errors import is_wrong_type, wrong_type_message
 
 SCRIPT_NAMES = (
@@ -23,6 +33,7 @@ SCRIPT_NAMES = (
     "janitor", "repair", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
     "admin_run_all", "admin_archive_all", "admin_delete_all",
 )
+PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
 
 # Reply codes shared by the scripts.
 OK = 1
@@ -34,10 +45,19 @@ WRONG_STATE = -2
 LEASE_CANCEL_REQUESTED = 2
 
 
+def _lua_file(name: str) -> str:
+    return resources.files("queuecore.core").joinpath("lua", f"{name}.lua").read_text()
+
+
 @cache
 def script_source(name: str) -> str:
-    """The text of ``lua/<name>.lua``."""
-    return resources.files("queuecore.core").joinpath("lua", f"{name}.lua").read_text()
+    """What Redis runs for script ``name``: the prelude ``lua/_lib.lua``, then ``lua/<name>.lua``.
+
+    Both the registered SHA and a ``SCRIPT LOAD`` after ``NOSCRIPT`` use this text.
+    """
+    if name not in SCRIPT_NAMES:
+        raise ValueError(f"no Lua script {name!r}")
+    return _lua_file(PRELUDE) + "\n" + _lua_file(name)
 
 
 @dataclass(frozen=True)
@@ -193,7 +213,7 @@ class Scripts:
 
     def dequeue(self, q: QueueKeys, *, now_ms: int, lease_until_ms: int, count: int) -> list[Dequeued]:
         """Move up to ``count`` pending tasks to active under new leases; [] when paused or empty."""
-        reply = self._call("dequeue", [q.pending, q.active, q.paused], [now_ms, lease_until_ms, count])
+        reply = self._call("dequeue", [q.pending, q.active, q.paused], [now_ms, lease_until_ms, count, q.task_prefix])
         return [Dequeued(reply[i], reply[i + 1] or None, int(reply[i + 2]), int(reply[i + 3]))
                 for i in range(0, len(reply), 4)]
 
@@ -221,20 +241,23 @@ class Scripts:
               day: str, minute: str) -> bool:
         """Schedule the next attempt of a failed task; False when the lease was lost."""
         keys = [q.task(task_id), q.active, q.retry, q.stats]
-        return self._call("retry", keys, [task_id, lease, now_ms, retry_at_ms, error, day, minute]) == OK
+        reply: int = self._call("retry", keys, [task_id, lease, now_ms, retry_at_ms, error, day, minute])
+        return reply == OK
 
     def archive(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, error: str, day: str,
                 minute: str, max_archive_size: int, archive_cutoff_ms: int, count_failure: bool = True) -> bool:
         """Archive a task that failed for good; False when the lease was lost."""
         keys = [q.task(task_id), q.active, q.archived, q.stats]
         args = [task_id, lease, now_ms, error, day, minute, max_archive_size, archive_cutoff_ms,
-                1 if count_failure else 0]
-        return self._call("archive", keys, args) == OK
+                1 if count_failure else 0, q.task_prefix]
+        reply: int = self._call("archive", keys, args)
+        return reply == OK
 
     def requeue(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int) -> bool:
         """Hand an unfinished task back to the front of pending; False when the lease was lost."""
         keys = [q.task(task_id), q.active, q.pending]
-        return self._call("requeue", keys, [task_id, lease, now_ms, q.wake_channel]) == OK
+        reply: int = self._call("requeue", keys, [task_id, lease, now_ms, q.wake_channel])
+        return reply == OK
 
     def extend_lease(self, q: QueueKeys, held: list[tuple[str, int]], *, lease_until_ms: int) -> list[int]:
         """Renew leases of ``(task id, lease)`` pairs; one code each: 1 ok, 2 cancel requested, 0 lost."""
@@ -249,17 +272,24 @@ class Scripts:
     def forward(self, q: QueueKeys, source: str, *, now_ms: int, limit: int) -> int:
         """Move due tasks of ``source`` ("scheduled" or "retry") to pending; returns how many."""
         keys = [q.state_key(source), q.pending]
-        return int(self._call("forward", keys, [now_ms, limit, q.wake_channel]))
+        return int(self._call("forward", keys, [now_ms, limit, q.wake_channel, q.task_prefix]))
 
-    def recover(self, q: QueueKeys, *, now_ms: int, limit: int, day: str, minute: str) -> tuple[int, int, int]:
-        """Take back tasks whose lease expired: returns (requeued, archived, orphans dropped)."""
+    def recover(self, q: QueueKeys, *, now_ms: int, limit: int, day: str, minute: str,
+                default_max_retry: int = DEFAULT_MAX_RETRY) -> tuple[int, int, int]:
+        """Take back tasks whose lease expired: returns (requeued, archived, orphans dropped).
+
+        A message without ``max_retry`` has ``default_max_retry`` (the one the encoding leaves out).
+        """
         keys = [q.active, q.pending, q.archived, q.stats]
-        requeued, archived, orphans = self._call("recover", keys, [now_ms, limit, day, minute, q.wake_channel])
+        args = [now_ms, limit, day, minute, q.wake_channel, q.task_prefix, default_max_retry, WORKER_LOST,
+                WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR]
+        requeued, archived, orphans = self._call("recover", keys, args)
         return int(requeued), int(archived), int(orphans)
 
     def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, limit: int) -> int:
         """Delete completed tasks past retention and archived tasks past the age limit."""
-        return int(self._call("janitor", [q.completed, q.archived], [now_ms, archive_cutoff_ms, limit]))
+        return int(self._call("janitor", [q.completed, q.archived],
+                              [now_ms, archive_cutoff_ms, limit, q.task_prefix]))
 
     def repair(self, q: QueueKeys, *, now_ms: int, cursor: str = "0", count: int = 1000,
                turn_ms: int = 0) -> tuple[str, int, int, int]:
@@ -272,8 +302,9 @@ class Scripts:
         otherwise it returns ``("", 0, 0, -1)``.
         """
         keys = [q.pending, q.scheduled, q.retry, q.archived, q.completed, q.active, q.repair]
-        cursor, repaired, archived, seen = self._call("repair", keys,
-                                                      [now_ms, cursor, count, q.wake_channel, turn_ms])
+        args = [now_ms, cursor, count, q.wake_channel, turn_ms, q.task_prefix, REPAIR_NO_MESSAGE,
+                REPAIR_UNKNOWN_STATE]
+        cursor, repaired, archived, seen = self._call("repair", keys, args)
         return str(cursor), int(repaired), int(archived), int(seen)
 
     # -- operator ---------------------------------------------------------------------------------
@@ -301,7 +332,7 @@ class Scripts:
     def admin_delete_task(self, q: QueueKeys, task_id: str) -> None:
         """Delete a task that is not active, releasing its unique lock."""
         keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.completed]
-        self._check_admin(self._call("admin_delete_task", keys, [task_id]), q, task_id, "delete")
+        self._check_admin(self._call("admin_delete_task", keys, [task_id, q.base]), q, task_id, "delete")
 
     def admin_cancel_task(self, q: QueueKeys, task_id: str) -> None:
         """Flag an active task as cancelled and tell workers on the cancel channel."""
@@ -311,17 +342,19 @@ class Scripts:
 
     def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
         """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending."""
-        return int(self._call("admin_run_all", [q.state_key(state), q.pending], [limit, now_ms, q.wake_channel]))
+        return int(self._call("admin_run_all", [q.state_key(state), q.pending],
+                              [limit, now_ms, q.wake_channel, q.task_prefix]))
 
     def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
         """Archive up to ``limit`` tasks of the pending/scheduled/retry state."""
         kind = "list" if state == "pending" else "zset"
-        return int(self._call("admin_archive_all", [q.state_key(state), q.archived], [limit, now_ms, kind]))
+        return int(self._call("admin_archive_all", [q.state_key(state), q.archived],
+                              [limit, now_ms, kind, q.task_prefix]))
 
     def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int) -> int:
         """Delete up to ``limit`` tasks of a state other than active."""
         kind = "list" if state == "pending" else "zset"
-        return int(self._call("admin_delete_all", [q.state_key(state)], [limit, kind]))
+        return int(self._call("admin_delete_all", [q.state_key(state)], [limit, kind, q.task_prefix, q.base]))
 
 
 class DedicatedScripts(Scripts):

@@ -4,23 +4,33 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import Any
 
-if TYPE_CHECKING:
-    from queuecore.core.worker import Worker
+from queuecore.core.health import RedisHealth
 
 logger = logging.getLogger("queuecore.worker")
 
 
 class Subscriber:
-    """Holds one pub/sub connection; reconnects with backoff when Redis goes away."""
+    """Holds one pub/sub connection; reconnects with backoff when Redis goes away.
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
+    A message on ``cancel_channel`` (``<queue> <task id>``) calls ``on_cancel(task_id)``, which says
+    whether this process runs the task; one on a wake channel calls ``on_wake()``, as does every
+    (re)subscription, for anything published while the connection was away.
+    """
+
+    def __init__(self, redis: Any, cancel_channel: str, wake_channels: Iterable[str],
+                 on_cancel: Callable[[str], bool], on_wake: Callable[[], None], health: RedisHealth) -> None:
+        self._redis = redis
+        self._cancel_channel = cancel_channel
+        self._wake_channels = set(wake_channels)
+        self._on_cancel = on_cancel
+        self._on_wake = on_wake
+        self._health = health
         self.done = threading.Event()
         self.subscribed = threading.Event()
         self._thread: threading.Thread | None = None
-        self._wake_channels = {worker.keys.queue(q).wake_channel for q in worker.config.queues}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="queuecore-subscriber", daemon=True)
@@ -34,19 +44,19 @@ class Subscriber:
     def _loop(self) -> None:
         backoff = 0.1
         while not self.done.is_set():
-            pubsub = self.worker.redis.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(self.worker.keys.cancel_channel, *self._wake_channels)
+                pubsub.subscribe(self._cancel_channel, *self._wake_channels)
                 self.subscribed.set()
-                self.worker.processor.wake.set()  # anything published while we were away
+                self._on_wake()  # anything published while we were away
                 backoff = 0.1
                 while not self.done.is_set():
                     message = pubsub.get_message(timeout=0.5)
                     if message is not None:
-                        self._handle(message["channel"], message["data"])
+                        self.handle(message["channel"], message["data"])
             except Exception as exc:
                 self.subscribed.clear()
-                self.worker.report_redis_error("subscriber", exc)
+                self._health.report_error("subscriber", exc)
                 self.done.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             finally:
@@ -55,10 +65,11 @@ class Subscriber:
                 except Exception:
                     pass
 
-    def _handle(self, channel: str, data: str) -> None:
-        if channel == self.worker.keys.cancel_channel:
+    def handle(self, channel: str, data: str) -> None:
+        """Act on one pub/sub message."""
+        if channel == self._cancel_channel:
             queue, _, task_id = str(data).partition(" ")
-            if self.worker.processor.cancel(task_id):
+            if self._on_cancel(task_id):
                 logger.info("cancel requested for task %s in queue %s", task_id, queue)
-        else:
-            self.worker.processor.wake.set()
+        elif channel in self._wake_channels:
+            self._on_wake()

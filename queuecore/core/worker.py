@@ -13,8 +13,8 @@ import os
 import signal
 import socket
 import threading
-import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -22,12 +22,14 @@ import redis
 from queuecore.core.clock import Clock, SystemClock
 from queuecore.core.config import ConnectionConfig, WorkerConfig, redact_url
 from queuecore.core.forwarder import Forwarder
-from queuecore.core.heartbeat import Heartbeater
+from queuecore.core.health import RedisHealth
+from queuecore.core.heartbeat import Heartbeater, ServerState
 from queuecore.core.janitor import Janitor
+from queuecore.core.leases import LeaseRenewer
 from queuecore.core.processor import Processor
 from queuecore.core.recoverer import Recoverer
-from queuecore.core.redis_errors import is_connection_error
 from queuecore.core.registry import TaskRegistry, default_registry
+from queuecore.core.running import HeldTasks
 from queuecore.core.scripts import Scripts
 from queuecore.core.subscriber import Subscriber
 
@@ -53,8 +55,6 @@ class Worker:
         if config is None:
             config = WorkerConfig(**options)
         elif options:
-            from dataclasses import replace
-
             config = replace(config, **options)
         self.config = config
         self.connection = connection or ConnectionConfig.from_env(redis_url=redis_url, key_prefix=key_prefix)
@@ -64,42 +64,62 @@ class Worker:
         self.scripts = Scripts(self.redis, self.keys)
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
-        self.host = socket.gethostname()
-        self.pid = os.getpid()
-        self.server_id = f"{self.host}:{self.pid}:{uuid.uuid4().hex[:8]}"
-        self.started_at = 0.0
-        self._status = "idle"
-        self.processor = Processor(self)
-        self.heartbeater = Heartbeater(self)
-        self.subscriber = Subscriber(self)
-        self.forwarder = Forwarder(self)
-        self.recoverer = Recoverer(self)
-        self.janitor = Janitor(self)
+        host, pid = socket.gethostname(), os.getpid()
+        self.state = ServerState(id=f"{host}:{pid}:{uuid.uuid4().hex[:8]}", host=host, pid=pid,
+                                 concurrency=config.concurrency, queues=config.queues,
+                                 strict_priority=config.strict_priority)
+        self.health = RedisHealth()
+        self.held = HeldTasks()
+        # Each component gets what it uses; they share only the held tasks, the health and the state.
+        queue_keys = {name: self.keys.queue(name) for name in config.queues}
+        queues = list(queue_keys.values())
+        self.processor = Processor(config, self.scripts, queue_keys, self.clock, self.registry, self.held,
+                                   self.health)
+        renewer = LeaseRenewer(self.scripts, self.clock, config.lease_duration, self.held, queue_keys,
+                               on_lost=self.processor.lease_lost, on_cancel=self.processor.cancel)
+        self.heartbeater = Heartbeater(self.redis, self.keys, self.clock, config.heartbeat_interval, self.state,
+                                       self.held, renewer, self.health)
+        self.subscriber = Subscriber(self.redis, self.keys.cancel_channel, [q.wake_channel for q in queues],
+                                     on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
+                                     health=self.health)
+        self.forwarder = Forwarder(self.scripts, self.clock, queues, config.forward_interval, self.health)
+        self.recoverer = Recoverer(self.scripts, self.clock, queues, config.recover_interval,
+                                   config.repair_interval, renewer, self.health)
+        self.janitor = Janitor(self.scripts, self.clock, queues, config.janitor_interval, config.archive_max_age,
+                               self.health)
         self.stopped = threading.Event()
         self._force = threading.Event()
         self._shutdown_requested = threading.Event()
         self._quiet_requested = threading.Event()
         self._shutdown_lock = threading.Lock()
-        self._redis_down_since: float | None = None
-        self._error_lock = threading.Lock()
         self.handed_back = 0
 
     @property
     def status(self) -> str:
         """``active``, ``quiet`` (not fetching), ``stopping`` or ``stopped``."""
-        return self._status
+        return self.state.status
+
+    @property
+    def server_id(self) -> str:
+        """This process's id in heartbeats: ``host:pid:random``."""
+        return self.state.id
+
+    @property
+    def started_at(self) -> float:
+        """When ``start()`` ran (unix seconds); 0 before."""
+        return self.state.started_at
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start every component on background threads and return."""
-        self.started_at = self.clock.now()
-        self._status = "active"
+        self.state.started_at = self.clock.now()
+        self.state.status = "active"
         try:
             self.redis.sadd(self.keys.queues, *self.config.queues)
             self.heartbeater.beat()
         except Exception as exc:
-            self.report_redis_error("startup", exc)
+            self.health.report_error("startup", exc)
         logger.info("worker %s starting: queues %s, concurrency %d, Redis %s, prefix %r", self.server_id,
                     dict(self.config.queues), self.config.concurrency, redact_url(self.connection.redis_url),
                     self.keys.prefix)
@@ -126,8 +146,8 @@ class Worker:
 
     def stop(self) -> None:
         """Quiet mode: stop fetching new tasks; keep running tasks and heartbeats (SIGTSTP)."""
-        if self._status == "active":
-            self._status = "quiet"
+        if self.state.status == "active":
+            self.state.status = "quiet"
             self.processor.stop()
             logger.info("worker %s is quiet: no new tasks will be fetched", self.server_id)
             self._beat_now()
@@ -139,7 +159,7 @@ class Worker:
             if self.stopped.is_set():
                 return
             self.processor.stop()  # before "stopping" is announced: from then on nothing new is fetched
-            self._status = "stopping"
+            self.state.status = "stopping"
             self._beat_now()
             limit = self.config.shutdown_timeout if timeout is None else timeout
             self.handed_back = self.processor.shutdown(limit, self._force)
@@ -150,8 +170,8 @@ class Worker:
             try:
                 self.heartbeater.clear()
             except Exception as exc:
-                self.report_redis_error("shutdown", exc)
-            self._status = "stopped"
+                self.health.report_error("shutdown", exc)
+            self.state.status = "stopped"
             if self._owns_redis:
                 self.redis.close()
             self.stopped.set()
@@ -190,24 +210,4 @@ class Worker:
         try:
             self.heartbeater.beat()
         except Exception as exc:
-            self.report_redis_error("heartbeat", exc)
-
-    # -- errors -----------------------------------------------------------------------------------
-
-    def report_redis_error(self, where: str, exc: BaseException) -> None:
-        """Log a Redis outage once (and its end elsewhere); log other errors with their traceback."""
-        if is_connection_error(exc):
-            with self._error_lock:
-                first = self._redis_down_since is None
-                if first:
-                    self._redis_down_since = time.monotonic()
-            if first:
-                logger.error("Redis is unreachable (%s: %s); retrying with backoff", where, exc)
-            return
-        logger.error("error in %s: %s", where, exc, exc_info=exc)
-
-    def note_redis_ok(self) -> None:
-        with self._error_lock:
-            since, self._redis_down_since = self._redis_down_since, None
-        if since is not None:
-            logger.warning("Redis is reachable again after %.1fs", time.monotonic() - since)
+            self.health.report_error("heartbeat", exc)

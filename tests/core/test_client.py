@@ -31,7 +31,7 @@ from queuecore import (
 )
 from queuecore.core.clock import to_ms
 from queuecore.core.keys import stats_day, stats_minute
-from queuecore.core.message import TaskMessage
+from queuecore.core.message import DEFAULT_MAX_RETRY, TaskMessage
 from queuecore.core.scripts import Scripts
 from tests.conftest import wait_until
 from tests.helpers.state import empty_state, read_queue_state
@@ -88,9 +88,35 @@ def test_enqueue_returns_task_info_and_stores_the_task(fc_client: Client, fake_c
 
 def test_enqueue_defaults(client: Client, redis_client, connection) -> None:
     info = client.enqueue("some.task")
-    assert (info.queue, info.max_retry, info.payload, info.timeout, info.retention) == ("default", 25, {}, None, 0.0)
+    assert (info.queue, info.max_retry, info.payload, info.timeout, info.retention) == (
+        "default", DEFAULT_MAX_RETRY, {}, None, 0.0)
     assert stored_message(redis_client, connection, info).payload == {}
     assert redis_client.lrange(connection.keys.queue("default").pending, 0, -1) == [info.id]
+
+
+def test_the_connections_default_max_retry_applies_when_no_max_retry_is_given(redis_url, key_prefix, registry,
+                                                                               redis_client) -> None:
+    connection = ConnectionConfig(redis_url=redis_url, key_prefix=key_prefix, default_max_retry=3)
+    spelled = task(name="t.spelled", registry=registry, max_retry=7)(module_level_handler)
+    with Client(connection=connection, registry=registry) as c:
+        plain = c.enqueue("t.plain")
+        assert plain.max_retry == 3
+        assert stored_message(redis_client, connection, plain).max_retry == 3
+        assert c.enqueue("t.plain", max_retry=5).max_retry == 5  # the call's own wins
+        assert c.enqueue(spelled, {"x": 1}).max_retry == 7  # and so does the task's
+        assert c.enqueue_many([("t.plain", None)])[0].max_retry == 3
+        # DEFAULT_MAX_RETRY itself is left out of the stored message (decoders and recover assume it)
+        spelled_default = c.enqueue("t.plain", max_retry=DEFAULT_MAX_RETRY)
+        msg = redis_client.hget(connection.keys.queue("default").task(spelled_default.id), "msg")
+        assert '"max_retry"' not in msg
+        assert stored_message(redis_client, connection, spelled_default).max_retry == DEFAULT_MAX_RETRY
+
+
+@pytest.mark.parametrize("value", ["3", 2.5, True, None])
+def test_default_max_retry_must_be_a_whole_number(value: Any) -> None:
+    with pytest.raises(ConfigurationError, match="default_max_retry"):
+        ConnectionConfig(default_max_retry=value)
+    assert ConnectionConfig(default_max_retry=-1).default_max_retry == -1  # negative: retry forever
 
 
 def test_every_enqueue_gets_a_new_id(client: Client) -> None:

@@ -13,7 +13,7 @@ import redis
 
 from queuecore.core import scripts as scripts_module
 from queuecore.core.keys import Keys, QueueKeys, stats_day, stats_minute
-from queuecore.core.scripts import SCRIPT_NAMES, EnqueueItem, Scripts
+from queuecore.core.scripts import PRELUDE, SCRIPT_NAMES, EnqueueItem, Scripts
 from tests.conftest import free_port
 from tests.helpers.state import seed_task
 
@@ -196,8 +196,10 @@ def test_keys_and_globals_land_where_expected() -> None:
 
 
 def lua_files() -> dict[str, str]:
+    """The scripts' own files, by name: every ``lua/*.lua`` but the prelude (``_lib.lua``, no script)."""
     folder = resources.files("queuecore.core").joinpath("lua")
-    return {p.name[:-4]: p.read_text() for p in folder.iterdir() if p.name.endswith(".lua")}
+    return {p.name[:-4]: p.read_text() for p in folder.iterdir()
+            if p.name.endswith(".lua") and p.name != f"{PRELUDE}.lua"}
 
 
 def header(text: str) -> str:
@@ -217,6 +219,8 @@ def test_every_lua_file_is_a_known_script_and_every_script_has_a_file() -> None:
     files = lua_files()
     assert set(files) == set(SCRIPT_NAMES)
     assert len(SCRIPT_NAMES) == len(set(SCRIPT_NAMES))
+    assert PRELUDE not in SCRIPT_NAMES and not hasattr(Scripts, PRELUDE)  # the prelude is no script
+    assert resources.files("queuecore.core").joinpath("lua", f"{PRELUDE}.lua").is_file()
 
 
 # enqueue.lua and done.lua take batches: Scripts.enqueue_many/done_many run them, and Scripts.enqueue/
@@ -253,9 +257,19 @@ def test_lua_header_documents_keys_argv_and_replies(name: str) -> None:
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_keys_built_inside_a_script_are_declared_in_a_cluster_note(name: str) -> None:
     text = lua_files()[name]
-    builds_keys = re.search(r'\.\. "t:"|string\.(sub|match)\(KEYS', body(text))
+    builds_keys = re.search(r"qc_task_key|qc_check_task_hashes|task_prefix", body(text))
     if builds_keys:
-        assert "Cluster note" in header(text), f"{name}.lua builds key names from KEYS without a Cluster note"
+        assert "Cluster note" in header(text), f"{name}.lua builds key names without a Cluster note"
+        assert re.search(r"ARGV\[\d+\] task-key prefix, <prefix>:\{<q>\}:t:", header(text)), (
+            f"{name}.lua builds task keys without a task-key prefix in ARGV")
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_no_script_cuts_a_key_name_out_of_another(name: str) -> None:
+    """Prefixes come in ARGV from keys.py: renaming a key's suffix there must not break a script."""
+    code = body(lua_files()[name])
+    assert not re.search(r"string\.(sub|match|gsub|find)\(KEYS", code), name
+    assert '"t:"' not in code, name
 
 
 def test_scripts_module_is_the_only_evalsha_user() -> None:

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 import redis
 
+from queuecore.core import reasons
 from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
+from queuecore.core.message import DEFAULT_MAX_RETRY
 from queuecore.core.scripts import Dequeued, DoneItem, EnqueueItem, Scripts
 from tests.helpers.state import (
     Subscription,
@@ -862,13 +864,32 @@ def test_repair_leaves_other_queues_and_globbing_names_alone(r, q, scripts: Scri
 
 
 def test_recover_applies_the_default_max_retry_when_the_message_omits_it(r, q, scripts: Scripts) -> None:
-    """Messages store max_retry only when it is not the default (25); recover must use the same default."""
-    spent = seed_task(r, q, "spent", "active", score=NOW - 2, retried=25, lease=1)
-    seed_task(r, q, "more", "active", score=NOW - 1, retried=24, lease=1)
-    assert '"max_retry"' not in spent["msg"]
+    """Messages store max_retry only when it is not DEFAULT_MAX_RETRY; recover gets that same constant
+    from its wrapper (in ARGV), so a task without one is archived after DEFAULT_MAX_RETRY retries."""
+    spent = seed_task(r, q, "spent", "active", score=NOW - 2, retried=DEFAULT_MAX_RETRY, lease=1,
+                      max_retry=DEFAULT_MAX_RETRY)
+    more = seed_task(r, q, "more", "active", score=NOW - 1, retried=DEFAULT_MAX_RETRY - 1, lease=1,
+                     max_retry=DEFAULT_MAX_RETRY)
+    assert '"max_retry"' not in spent["msg"] and '"max_retry"' not in more["msg"]
     assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE) == (1, 1, 0)
-    assert r.hget(q.task("spent"), "state") == "archived"
-    assert (r.hget(q.task("more"), "state"), r.hget(q.task("more"), "retried")) == ("pending", "25")
+    lost = "worker lost (lease expired)"
+    assert read_queue_state(r, q) == empty_state(
+        pending=["more"], archived={"spent": NOW}, stats=stats(processed=2, failed=2),
+        tasks={"spent": {**spent, "state": "archived", "error": lost, "failed_at": str(NOW)},
+               "more": {**more, "state": "pending", "retried": str(DEFAULT_MAX_RETRY), "error": lost,
+                        "failed_at": str(NOW), "pending_since": str(NOW)}})
+
+
+def test_recover_takes_the_default_max_retry_and_reasons_from_its_wrapper(r, q, scripts: Scripts) -> None:
+    """Nothing of the retry policy or the reasons is written in recover.lua: the wrapper passes them."""
+    seed_task(r, q, "spent", "active", score=NOW - 3, retried=3, lease=1)  # no max_retry in the message
+    seed_task(r, q, "more", "active", score=NOW - 2, retried=2, lease=1)
+    seed_task(r, q, "own", "active", score=NOW - 1, retried=3, lease=1, max_retry=5)  # its own wins
+    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE, default_max_retry=3) == (2, 1, 0)
+    state = read_queue_state(r, q)
+    assert state["archived"] == {"spent": NOW}
+    assert sorted(state["pending"]) == ["more", "own"]
+    assert {state["tasks"][i]["error"] for i in ("spent", "more", "own")} == {reasons.WORKER_LOST}
 
 
 # == the call path ================================================================================

@@ -257,8 +257,8 @@ def test_handler_blocked_in_c_is_abandoned_and_its_slot_freed(make_worker, clien
 
     release.set()  # the abandoned handler returns at last: its outcome is ignored
     assert finished.wait(SOON)
-    pool = worker.processor._pool  # the abandoned thread leaves the pool once its (ignored) outcome is handled
-    wait_until(lambda: len(pool._threads) == 1, SOON, message="the abandoned thread to exit")
+    pool = worker.processor.pool  # the abandoned thread leaves the pool once its (ignored) outcome is handled
+    wait_until(lambda: pool.threads == 1, SOON, message="the abandoned thread to exit")
     assert inspector.get_task("default", blocked.id).state == TaskState.ARCHIVED
     assert inspector.queue_info("default").failed_today == 1
 

@@ -238,7 +238,7 @@ def test_worker_survives_a_redis_restart_without_losing_tasks(private_redis_fact
         server.stop()
         release.set()  # the handlers finish while Redis is away: their outcomes must wait for it
         wait_until(lambda: len(returned) == 5, SOON, message="all five handlers returned")
-        assert len(worker.processor.running) == 5  # every outcome is still unwritten
+        assert len(worker.held) == 5  # every outcome is still unwritten
         server.start()  # same port and directory: the append-only file brings the data back
 
         for info in infos:
@@ -247,7 +247,7 @@ def test_worker_survives_a_redis_restart_without_losing_tasks(private_redis_fact
         assert sorted(returned[:5]) == list(range(5))
         assert worker.status == "active"
         assert not worker.stopped.is_set()
-        assert all(t.is_alive() for t in worker.processor._threads)
+        assert all(t.is_alive() for t in worker.processor.threads)
         wait_until(lambda: [s.id for s in inspector.servers()] == [worker.server_id], SOON,
                    message="the worker's heartbeat to be back")
 
@@ -292,7 +292,7 @@ def test_outcomes_held_through_an_outage_longer_than_the_lease_are_not_run_again
         wait_until(lambda: len(runs) == 3, SOON, message="all three running")
         server.stop()
         release.set()
-        wait_until(lambda: all(r.finalized for r in worker.processor.snapshot()), SOON,
+        wait_until(lambda: all(r.finalized for r in worker.held.snapshot()), SOON,
                    message="all three handlers finished")
         down_since = time.monotonic()
         # The outage must outlast the lease: wall-clock time is the condition here.

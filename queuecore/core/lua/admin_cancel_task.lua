@@ -7,13 +7,8 @@
 -- Returns 1 requested, -1 no such task, -2 with the state when the task is not active.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-for i, want in ipairs({"hash"}) do
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
+-- wrong-type guard, before any write
+local err = qc_check_types(KEYS, {"hash"}) if err then return err end
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
     return -1

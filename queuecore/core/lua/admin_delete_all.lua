@@ -3,64 +3,28 @@
 -- KEYS[1] <prefix>:{<q>}:pending LIST, or <prefix>:{<q>}:scheduled|retry|archived|completed ZSET
 -- ARGV[1] at most this many tasks
 -- ARGV[2] "list" when KEYS[1] is the pending LIST, else "zset"
--- Cluster note: each task's HASH, and the unique lock named in its "unique" field, are built
--- from KEYS[1] and checked to carry the same "<prefix>:{<q>}:" start, so they share its slot.
+-- ARGV[3] task-key prefix, <prefix>:{<q>}:t:
+-- ARGV[4] the queue's key start, <prefix>:{<q>}:
+-- Cluster note: each task's HASH is built from ARGV[3], and the unique lock named in its "unique"
+-- field is only deleted when it starts with ARGV[4]: both carry the same {<q>} tag as KEYS[1], so
+-- they share its slot.
 -- Returns the number deleted; call again until it returns 0.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-local function wrong(key, want)
-    local t = redis.call("TYPE", key)["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
-do
-    local bad = wrong(KEYS[1], ARGV[2] == "list" and "list" or "zset")
-    if bad then
-        return bad
-    end
-    local task_prefix = string.match(KEYS[1], "^(.*}:)[a-z]+$") .. "t:"
-    local n = tonumber(ARGV[1])
-    local ids = {}
-    if n > 0 then
-        if ARGV[2] == "list" then
-            ids = redis.call("LRANGE", KEYS[1], -n, -1)
-        else
-            ids = redis.call("ZRANGE", KEYS[1], 0, n - 1)
-        end
-    end
-    for _, id in ipairs(ids) do  -- the task hashes (and their unique locks) this call reads and deletes
-        local key = task_prefix .. id
-        bad = wrong(key, "hash")
-        local lock = not bad and redis.call("HGET", key, "unique")
-        bad = bad or (lock and wrong(lock, "string"))
-        if bad then
-            return bad
-        end
-    end
-end
-local n = tonumber(ARGV[1])
-local base = string.match(KEYS[1], "^(.*}:)[a-z]+$")
-local task_prefix = base .. "t:"
-local ids
-if ARGV[2] == "list" then
-    ids = {}
-    for _ = 1, n do
-        local id = redis.call("RPOP", KEYS[1])
-        if not id then
-            break
-        end
-        ids[#ids + 1] = id
-    end
-else
-    ids = redis.call("ZRANGE", KEYS[1], 0, n - 1)
-    if #ids > 0 then
-        redis.call("ZREM", KEYS[1], unpack(ids))
-    end
-end
+local is_list, task_prefix, base = ARGV[2] == "list", ARGV[3], ARGV[4]
+-- wrong-type guard, before any write: KEYS[1], then the task hashes (and their unique locks) of the
+-- ids this call takes
+local err = qc_check_type(KEYS[1], is_list and "list" or "zset") if err then return err end
+local ids = qc_peek_ids(KEYS[1], is_list, tonumber(ARGV[1]))
 for _, id in ipairs(ids) do
-    local key = task_prefix .. id
+    local key = qc_task_key(task_prefix, id)
+    err = qc_check_type(key, "hash") if err then return err end
+    local lock = redis.call("HGET", key, "unique")
+    err = lock and qc_check_type(lock, "string") if err then return err end
+end
+qc_remove_ids(KEYS[1], is_list, ids)
+for _, id in ipairs(ids) do
+    local key = qc_task_key(task_prefix, id)
     local unique = redis.call("HGET", key, "unique")
     if unique and string.sub(unique, 1, #base) == base and redis.call("GET", unique) == id then
         redis.call("DEL", unique)

@@ -7,30 +7,17 @@
 -- KEYS[5] <prefix>:{<q>}:archived  ZSET
 -- KEYS[6] <prefix>:{<q>}:completed ZSET
 -- ARGV[1] task id
+-- ARGV[2] the queue's key start, <prefix>:{<q>}:
 -- Cluster note: the unique lock named in the task's "unique" field is only deleted when it starts
--- with the same "<prefix>:{<q>}:" as KEYS[1], so it shares the slot.
+-- with ARGV[2], the same "<prefix>:{<q>}:" as KEYS[1], so it shares the slot.
 -- Returns 1 deleted, -1 no such task, -2 with the state when it is active (cancel it instead).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-local function wrong(key, want)
-    local t = redis.call("TYPE", key)["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
-for i, want in ipairs({"hash", "list", "zset", "zset", "zset", "zset"}) do
-    local bad = wrong(KEYS[i], want)
-    if bad then
-        return bad
-    end
-end
+-- wrong-type guard
+local err = qc_check_types(KEYS, {"hash", "list", "zset", "zset", "zset", "zset"}) if err then return err end
 do  -- the unique lock named by the task, which this call may delete (GET must not fail midway)
     local lock = redis.call("HGET", KEYS[1], "unique")
-    local bad = lock and wrong(lock, "string")
-    if bad then
-        return bad
-    end
+    err = lock and qc_check_type(lock, "string") if err then return err end
 end
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
@@ -47,7 +34,7 @@ else
         redis.call("ZREM", zsets[state], ARGV[1])
     end
 end
-local base = string.sub(KEYS[2], 1, -8)
+local base = ARGV[2]
 local unique = redis.call("HGET", KEYS[1], "unique")
 if unique and string.sub(unique, 1, #base) == base and redis.call("GET", unique) == ARGV[1] then
     redis.call("DEL", unique)

@@ -11,13 +11,8 @@
 -- Returns 1 moved, -1 no such task, or -2 with the task's state when it cannot be run from there.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-for i, want in ipairs({"hash", "list", "zset", "zset", "zset"}) do
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
+-- wrong-type guard, before any write
+local err = qc_check_types(KEYS, {"hash", "list", "zset", "zset", "zset"}) if err then return err end
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
     return -1

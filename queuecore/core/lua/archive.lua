@@ -13,46 +13,36 @@
 -- ARGV[7] archive size limit (tasks)
 -- ARGV[8] archive age limit: tasks archived before this unix ms are dropped
 -- ARGV[9] 1 = count this in the processed/failed stats (an attempt ran and failed), 0 = do not
+-- ARGV[10] task-key prefix, <prefix>:{<q>}:t:
 -- Cluster note: hashes of archived tasks trimmed over the limits (<prefix>:{<q>}:t:<id>) are built
--- here from KEYS[3], in the same {<q>} slot. At most 10 are trimmed per call.
+-- here from ARGV[10], in the same {<q>} slot. At most 10 are trimmed per call.
 -- Returns 1 archived, 0 the lease was lost.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-for i, want in ipairs({"hash", "zset", "zset", "hash"}) do
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
-local state = redis.call("HMGET", KEYS[1], "state", "lease")
-if state[1] ~= "active" or state[2] ~= ARGV[2] then
+-- wrong-type guard, before any write
+local err = qc_check_types(KEYS, {"hash", "zset", "zset", "hash"}) if err then return err end
+if not qc_holds_lease(KEYS[1], ARGV[2]) then
     return 0
 end
 redis.call("ZREM", KEYS[2], ARGV[1])
 redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[4], "failed_at", ARGV[3])
 redis.call("HDEL", KEYS[1], "started_at", "cancel")
 redis.call("ZADD", KEYS[3], ARGV[3], ARGV[1])
-local task_prefix = string.sub(KEYS[3], 1, -9) .. "t:"
+local task_prefix = ARGV[10]
 local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", "(" .. ARGV[8], "LIMIT", 0, 10)
 for _, id in ipairs(old) do
-    redis.call("DEL", task_prefix .. id)
+    redis.call("DEL", qc_task_key(task_prefix, id))
     redis.call("ZREM", KEYS[3], id)
 end
 local excess = redis.call("ZCARD", KEYS[3]) - tonumber(ARGV[7])
 if excess > 0 then
     local ids = redis.call("ZRANGE", KEYS[3], 0, math.min(excess, 10) - 1)
     for _, id in ipairs(ids) do
-        redis.call("DEL", task_prefix .. id)
+        redis.call("DEL", qc_task_key(task_prefix, id))
         redis.call("ZREM", KEYS[3], id)
     end
 end
 if ARGV[9] == "1" then
-    redis.call("HINCRBY", KEYS[4], "processed", 1)
-    redis.call("HINCRBY", KEYS[4], "failed", 1)
-    redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[5], 1)
-    redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[5], 1)
-    redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[6], 1)
-    redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[6], 1)
+    qc_count_attempts(KEYS[4], ARGV[5], ARGV[6], 1, 1)
 end
 return 1

@@ -6,8 +6,9 @@
 -- ARGV[1] now, unix ms
 -- ARGV[2] lease expiry, unix ms
 -- ARGV[3] at most this many tasks
--- Cluster note: the task HASH of each popped id (<prefix>:{<q>}:t:<id>) is built here from KEYS[1]
--- (same {<q>} tag, so the same slot); its id is not known before the pop.
+-- ARGV[4] task-key prefix, <prefix>:{<q>}:t:
+-- Cluster note: the task HASH of each popped id (<prefix>:{<q>}:t:<id>) is built here from ARGV[4]
+-- (same {<q>} tag as KEYS, so the same slot); its id is not known before the pop.
 -- Returns a flat array id1, msg1, lease1, retried1, id2, ... ; msg is "" and lease 0 for an id whose
 -- hash is gone.
 -- Returns an empty array when the queue is paused or empty.
@@ -17,10 +18,6 @@
 -- Cost: every batch-level step is one command for the whole batch (LRANGE, one ZADD, one LTRIM);
 -- per task one HMGET and one HSET. All reads come first; a read of a wrong-type key fails (pcall),
 -- and the first write (the ZADD) writes nothing when it fails, so a refusal leaves no trace.
-local function refuse(key, want)
-    local t = redis.call("TYPE", key)["ok"]
-    return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
-end
 if redis.call("EXISTS", KEYS[3]) == 1 then
     return {}
 end
@@ -30,22 +27,23 @@ if n <= 0 then
 end
 local ids = redis.pcall("LRANGE", KEYS[1], -n, -1)
 if ids["err"] then
-    return refuse(KEYS[1], "list")
+    return qc_refuse(KEYS[1], "list")
 end
 local k = #ids
 if k == 0 then
     return {}
 end
-local task_prefix = string.sub(KEYS[1], 1, -8) .. "t:"
+local task_prefix = ARGV[4]
 -- Reads: the oldest task is the rightmost, so walk the peeked slice from its end.
 local out, zadd, live, seen = {}, {}, {}, {}
 for i = k, 1, -1 do
     local id = ids[i]
     if not seen[id] then  -- an id listed twice (never written so by these scripts) runs once
         seen[id] = true
-        local fields = redis.pcall("HMGET", task_prefix .. id, "msg", "retried", "lease")
+        local key = qc_task_key(task_prefix, id)
+        local fields = redis.pcall("HMGET", key, "msg", "retried", "lease")
         if fields["err"] then
-            return refuse(task_prefix .. id, "hash")
+            return qc_refuse(key, "hash")
         end
         local msg = fields[1]
         if msg then
@@ -70,11 +68,12 @@ end
 for first = 1, #zadd, 2000 do  -- the first ZADD fails before writing anything if the key is no zset
     local added = redis.pcall("ZADD", KEYS[2], unpack(zadd, first, math.min(first + 1999, #zadd)))
     if type(added) == "table" and added["err"] then
-        return refuse(KEYS[2], "zset")
+        return qc_refuse(KEYS[2], "zset")
     end
 end
 redis.call("LTRIM", KEYS[1], 0, -(k + 1))
 for i = 1, #live, 2 do
-    redis.call("HSET", task_prefix .. live[i], "state", "active", "started_at", ARGV[1], "lease", live[i + 1])
+    redis.call("HSET", qc_task_key(task_prefix, live[i]), "state", "active", "started_at", ARGV[1],
+        "lease", live[i + 1])
 end
 return out

@@ -19,10 +19,6 @@
 -- Cost: per task one HMGET (the fencing check); the active ZREM, the DEL of the tasks not kept and
 -- the three counters are one command each for the whole batch. All reads come first; a read of a
 -- wrong-type key fails (pcall), and queue-level keys are type-checked before the first write.
-local function refuse(key, want)
-    local t = redis.call("TYPE", key)["ok"]
-    return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
-end
 local n = tonumber(ARGV[4])
 local out = {}
 local owned = {}  -- indexes of the tasks whose lease is still held
@@ -31,7 +27,7 @@ for i = 1, n do
     local base = 5 + 5 * (i - 1)
     local state = redis.pcall("HMGET", KEYS[3 + i], "state", "lease")
     if state["err"] then
-        return refuse(KEYS[3 + i], "hash")
+        return qc_refuse(KEYS[3 + i], "hash")
     end
     if state[1] ~= "active" or state[2] ~= ARGV[base + 1] then
         out[i] = 0
@@ -43,7 +39,7 @@ for i = 1, n do
         if unique > 0 then  -- read now: a wrong-type lock must refuse before any write
             local holder = redis.pcall("GET", KEYS[unique])
             if type(holder) == "table" and holder["err"] then
-                return refuse(KEYS[unique], "string")
+                return qc_refuse(KEYS[unique], "string")
             end
             if holder ~= ARGV[base] then
                 ARGV[base + 4] = "0"  -- someone else's lock now: leave it
@@ -54,11 +50,10 @@ end
 if #owned == 0 then
     return out
 end
-for _, check in ipairs(keep and {{1, "zset"}, {2, "zset"}, {3, "hash"}} or {{1, "zset"}, {3, "hash"}}) do
-    local t = redis.call("TYPE", KEYS[check[1]])["ok"]
-    if t ~= "none" and t ~= check[2] then
-        return refuse(KEYS[check[1]], check[2])
-    end
+do  -- the queue-level keys this call writes (completed only when a task is kept)
+    local err = qc_check_type(KEYS[1], "zset") or (keep and qc_check_type(KEYS[2], "zset"))
+        or qc_check_type(KEYS[3], "hash")
+    if err then return err end
 end
 -- Writes: the ZREM comes first. It frees memory, so Redis allows it at maxmemory, and once a script
 -- has written, Redis lets it finish: acknowledgements still work when the server is full.
@@ -70,9 +65,7 @@ for first = 1, #ids, 1000 do
     redis.call("ZREM", KEYS[1], unpack(ids, first, math.min(first + 999, #ids)))
 end
 local done = #owned
-redis.call("HINCRBY", KEYS[3], "processed", done)
-redis.call("HINCRBY", KEYS[3], "processed:" .. ARGV[2], done)
-redis.call("HINCRBY", KEYS[3], "processed:" .. ARGV[3], done)
+qc_count_attempts(KEYS[3], ARGV[2], ARGV[3], done, 0)
 for _, i in ipairs(owned) do
     local base = 5 + 5 * (i - 1)
     local id, key = ARGV[base], KEYS[3 + i]

@@ -20,21 +20,13 @@
 -- Cost: per task one HSET; the pending ids go in one LPUSH per batch, and the task hashes are looked
 -- up with one EXISTS for the whole batch (TYPE each only when some exist). Every check comes before
 -- the first write.
-local function wrong(key, want)
-    local t = redis.call("TYPE", key)["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
 local n = tonumber(ARGV[3])
 local scheduled = false
 for i = 1, n do
     scheduled = scheduled or tonumber(ARGV[4 + 6 * (i - 1) + 2]) > 0
 end
-local bad = wrong(KEYS[1], "list") or (scheduled and wrong(KEYS[2], "zset"))
-if bad then
-    return bad
-end
+local err = qc_check_type(KEYS[1], "list") or (scheduled and qc_check_type(KEYS[2], "zset"))
+if err then return err end
 local found = 0
 do
     for first = 3, 2 + n, 1000 do
@@ -42,17 +34,11 @@ do
     end
     if found > 0 then
         for i = 3, 2 + n do
-            bad = wrong(KEYS[i], "hash")
-            if bad then
-                return bad
-            end
+            err = qc_check_type(KEYS[i], "hash") if err then return err end
         end
     end
     for i = 3 + n, #KEYS do  -- uniqueness locks
-        bad = wrong(KEYS[i], "string")
-        if bad then
-            return bad
-        end
+        err = qc_check_type(KEYS[i], "string") if err then return err end
     end
 end
 local out, push = {}, {}

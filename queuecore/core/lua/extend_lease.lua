@@ -7,13 +7,12 @@
 -- Returns one code per task: 1 renewed, 2 renewed but cancel requested, 0 lease lost (not renewed).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-for i = 1, #KEYS do
-    local want = i == 1 and "zset" or "hash"
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
+do  -- wrong-type guard, before any write
+    local wanted = {"zset"}
+    for i = 2, #KEYS do
+        wanted[i] = "hash"
     end
+    local err = qc_check_types(KEYS, wanted) if err then return err end
 end
 -- At maxmemory Redis refuses a script's first write when that command may grow memory (ZADD) but
 -- lets a script that already wrote go on. Renewals must work while Redis is full (they grow nothing),

@@ -11,30 +11,30 @@
 -- ARGV[3] stats day suffix
 -- ARGV[4] stats minute suffix
 -- ARGV[5] wake channel
--- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from KEYS[1], same slot.
+-- ARGV[6] task-key prefix, <prefix>:{<q>}:t:
+-- ARGV[7] max_retry of a message without one (message.DEFAULT_MAX_RETRY; negative = retry forever)
+-- ARGV[8] error of a task taken back (reasons.WORKER_LOST)
+-- ARGV[9] error of one whose message does not decode, archived (reasons.WORKER_LOST_UNDECODABLE)
+-- ARGV[10] error of one an operator had asked to cancel, archived (reasons.CANCELLED_BY_OPERATOR)
+-- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[6] (same {<q>}
+-- tag as KEYS), same slot.
 -- Returns {requeued, archived, orphans}: orphans are active ids whose hash was gone, or whose task key
 -- holds another Redis type (left untouched), dropped from active; one bad key never blocks the rest.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
 -- Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-for i, want in ipairs({"zset", "list", "zset", "hash"}) do
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
+-- wrong-type guard, before any write
+local err = qc_check_types(KEYS, {"zset", "list", "zset", "hash"}) if err then return err end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
-local task_prefix = string.sub(KEYS[1], 1, -7) .. "t:"
+local task_prefix = ARGV[6]
 local foreign = {}  -- task keys of another Redis type: never written, their ids only dropped from active
 for _, id in ipairs(ids) do
-    local t = redis.call("TYPE", task_prefix .. id)["ok"]
-    if t ~= "none" and t ~= "hash" then
+    if qc_check_type(qc_task_key(task_prefix, id), "hash") then
         foreign[id] = true
     end
 end
 local requeued, archived, orphans = 0, 0, 0
 for _, id in ipairs(ids) do
-    local key = task_prefix .. id
+    local key = qc_task_key(task_prefix, id)
     redis.call("ZREM", KEYS[1], id)
     local fields = {false}
     if not foreign[id] then
@@ -44,27 +44,22 @@ for _, id in ipairs(ids) do
         orphans = orphans + 1
     else
         local ok, msg = pcall(cjson.decode, fields[1])
-        local max_retry = 25  -- a message without max_retry has the default (message.DEFAULT_MAX_RETRY)
+        local max_retry = tonumber(ARGV[7])  -- a message without max_retry has the default
         if ok and type(msg) == "table" and type(msg["max_retry"]) == "number" then
             max_retry = msg["max_retry"]
         end
         local retried = tonumber(fields[2] or "0")
         redis.call("HDEL", key, "started_at", "cancel")
         if not fields[3] then  -- a cancelled task is not a failure, as when its worker archives it
-            redis.call("HINCRBY", KEYS[4], "processed", 1)
-            redis.call("HINCRBY", KEYS[4], "failed", 1)
-            redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[3], 1)
-            redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[3], 1)
-            redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[4], 1)
-            redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[4], 1)
+            qc_count_attempts(KEYS[4], ARGV[3], ARGV[4], 1, 1)
         end
         local reason
         if fields[3] then
-            reason = "cancelled by operator"
+            reason = ARGV[10]
         elseif not ok then
-            reason = "worker lost (lease expired); message undecodable"
+            reason = ARGV[9]
         else
-            reason = "worker lost (lease expired)"
+            reason = ARGV[8]
         end
         if fields[3] or not ok or (max_retry >= 0 and retried >= max_retry) then
             redis.call("HSET", key, "state", "archived", "error", reason, "failed_at", ARGV[1])

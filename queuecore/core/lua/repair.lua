@@ -23,21 +23,21 @@
 -- ARGV[4] wake channel, published when pending turns non-empty
 -- ARGV[5] turn length in ms: when > 0 the step runs only if next_at has passed, and sets next_at to
 --         now + this, so that across all workers one takes a turn per period; 0 runs unconditionally
+-- ARGV[6] task-key prefix, <prefix>:{<q>}:t:
+-- ARGV[7] error of a hash archived without a message (reasons.REPAIR_NO_MESSAGE)
+-- ARGV[8] error of a hash archived with an unknown or missing state (reasons.REPAIR_UNKNOWN_STATE),
+--         followed here by " (<state>)"
 -- Cluster note: the task HASHes (<prefix>:{<q>}:t:<id>) are found with SCAN MATCH on a pattern
--- built from KEYS[1] (same {<q>} tag, so the same slot; on a cluster node SCAN sees that node's keys,
--- which hold the whole slot). Their ids are not known before the scan.
+-- built from ARGV[6] (same {<q>} tag as KEYS, so the same slot; on a cluster node SCAN sees that
+-- node's keys, which hold the whole slot). Their ids are not known before the scan.
 -- Returns {next cursor ("0" when a pass is complete), repaired, archived, task hashes looked at};
 -- {"", 0, 0, -1} when it is not yet time for another turn (ARGV[5] > 0).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
 -- Redis type; checked before any write. A non-hash key under t: is skipped (not a task).
-for i, want in ipairs({"list", "zset", "zset", "zset", "zset", "zset", "hash"}) do
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
-local base = string.sub(KEYS[1], 1, -8)
-local task_prefix = base .. "t:"
+-- wrong-type guard
+local wanted = {"list", "zset", "zset", "zset", "zset", "zset", "hash"}
+local err = qc_check_types(KEYS, wanted) if err then return err end
+local task_prefix = ARGV[6]
 local pattern = string.gsub(task_prefix, "([%*%?%[%]\\])", "\\%1") .. "*"
 local now = tonumber(ARGV[1])
 local turn = tonumber(ARGV[5])
@@ -129,11 +129,9 @@ for _, key in ipairs(scan[2]) do
                 redis.call("ZADD", KEYS[5], expires, id)
                 repaired = repaired + 1
             else
-                local reason = "repair: task hash had no list entry and "
-                if not msg then
-                    reason = reason .. "no message"
-                else
-                    reason = reason .. "an unknown state (" .. tostring(state or "none") .. ")"
+                local reason = ARGV[7]
+                if msg then
+                    reason = ARGV[8] .. " (" .. tostring(state or "none") .. ")"
                 end
                 redis.call("HSET", key, "state", "archived", "error", reason, "failed_at", ARGV[1])
                 if not msg then

@@ -10,15 +10,9 @@
 -- Returns 1 requeued, 0 the lease was lost.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-for i, want in ipairs({"hash", "zset", "list"}) do
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
-local state = redis.call("HMGET", KEYS[1], "state", "lease")
-if state[1] ~= "active" or state[2] ~= ARGV[2] then
+-- wrong-type guard, before any write
+local err = qc_check_types(KEYS, {"hash", "zset", "list"}) if err then return err end
+if not qc_holds_lease(KEYS[1], ARGV[2]) then
     return 0
 end
 redis.call("ZREM", KEYS[2], ARGV[1])

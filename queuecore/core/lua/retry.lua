@@ -14,15 +14,9 @@
 -- Returns 1 scheduled for retry, 0 the lease was lost.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
--- Wrong-type guard: refuse before writing anything (a Lua error midway is not rolled back).
-for i, want in ipairs({"hash", "zset", "zset", "hash"}) do
-    local t = redis.call("TYPE", KEYS[i])["ok"]
-    if t ~= "none" and t ~= want then
-        return redis.error_reply("QCWRONGTYPE " .. KEYS[i] .. " holds a " .. t .. ", expected a " .. want)
-    end
-end
-local state = redis.call("HMGET", KEYS[1], "state", "lease")
-if state[1] ~= "active" or state[2] ~= ARGV[2] then
+-- wrong-type guard, before any write
+local err = qc_check_types(KEYS, {"hash", "zset", "zset", "hash"}) if err then return err end
+if not qc_holds_lease(KEYS[1], ARGV[2]) then
     return 0
 end
 redis.call("ZREM", KEYS[2], ARGV[1])
@@ -30,10 +24,5 @@ redis.call("HINCRBY", KEYS[1], "retried", 1)
 redis.call("HSET", KEYS[1], "state", "retry", "error", ARGV[5], "failed_at", ARGV[3])
 redis.call("HDEL", KEYS[1], "started_at", "cancel")
 redis.call("ZADD", KEYS[3], ARGV[4], ARGV[1])
-redis.call("HINCRBY", KEYS[4], "processed", 1)
-redis.call("HINCRBY", KEYS[4], "failed", 1)
-redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[6], 1)
-redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[6], 1)
-redis.call("HINCRBY", KEYS[4], "processed:" .. ARGV[7], 1)
-redis.call("HINCRBY", KEYS[4], "failed:" .. ARGV[7], 1)
+qc_count_attempts(KEYS[4], ARGV[6], ARGV[7], 1, 1)
 return 1

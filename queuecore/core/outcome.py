@@ -1,0 +1,156 @@
+"""What becomes of an attempt: the one place that decides between done, retry, archive, requeue
+and nothing at all, and with which delay. Pure functions, tested without Redis.
+
+``classify`` turns how a handler ended (a result, an exception, an interrupt with its reason) into
+an ``Outcome``; ``decide`` turns an outcome and the task's retry budget into the ``Decision`` the
+processor writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from queuecore.core.config import default_retry_delay
+from queuecore.core.errors import SkipRetry, TaskCancelled, TaskTimeout
+from queuecore.core.reasons import CANCELLED_BY_OPERATOR
+
+logger = logging.getLogger("queuecore.worker")
+
+MAX_ERROR_CHARS = 8000
+MAX_RETRY_DELAY = 365 * 24 * 3600.0
+
+# Why a running task was asked to stop (``TaskContext.cancel_reason``): these, CANCELLED_BY_OPERATOR,
+# or a timeout's own text.
+SHUTDOWN = "worker shutting down"
+LEASE_LOST = "lease lost"
+
+OutcomeKind = Literal["success", "failure", "skip_retry", "cancelled", "requeue", "lost"]
+RetryPolicy = Callable[[int, BaseException | None], float]
+
+
+class TaskTimeoutError(Exception):
+    """Recorded as the error of a task that ran past its timeout or deadline."""
+
+
+class Outcome:
+    """How one attempt ended: ``kind``, with the handler's result or error."""
+
+    __slots__ = ("error", "kind", "result")
+
+    def __init__(self, kind: OutcomeKind, result: Any = None, error: BaseException | None = None) -> None:
+        self.kind = kind
+        self.result = result
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Outcome({self.kind!r}, error={self.error!r})"
+
+
+def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
+    """The outcome of a handler that raised ``exc`` while its task's cancel reason was ``cancel_reason``."""
+    if isinstance(exc, (TaskCancelled, TaskTimeout, asyncio.CancelledError)) and cancel_reason:
+        if cancel_reason == SHUTDOWN:
+            return Outcome("requeue")
+        if cancel_reason == LEASE_LOST:
+            return Outcome("lost")
+        if cancel_reason == CANCELLED_BY_OPERATOR:
+            return Outcome("cancelled", error=exc)
+        return Outcome("failure", error=TaskTimeoutError(cancel_reason))
+    if isinstance(exc, SkipRetry):
+        return Outcome("skip_retry", error=exc)
+    if not isinstance(exc, Exception):
+        # KeyboardInterrupt, SystemExit or a stray CancelledError from the handler: a failure.
+        return Outcome("failure", error=RuntimeError(f"handler raised {type(exc).__name__}: {exc}"))
+    return Outcome("failure", error=exc)
+
+
+def abandoned(cancel_reason: str | None) -> Outcome:
+    """The outcome of a handler that ignored its interrupt and was abandoned."""
+    reason = cancel_reason or "interrupted"
+    error = TaskTimeoutError(f"{reason}; the handler did not stop and was abandoned")
+    if reason == CANCELLED_BY_OPERATOR:
+        return Outcome("cancelled", error=error)
+    if reason == SHUTDOWN:
+        return Outcome("requeue")
+    if reason == LEASE_LOST:
+        return Outcome("lost")
+    return Outcome("failure", error=error)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to write for an outcome.
+
+    ``action``: ``done`` (acknowledge), ``retry`` (in ``retry_in`` seconds), ``archive``,
+    ``requeue`` (hand back to pending, not an attempt) or ``nothing`` (the lease was lost: another
+    worker owns the task). ``error`` is the text to record; ``count_failure`` says whether the
+    archive counts as a failure in the statistics (a cancel does not).
+    """
+
+    action: Literal["done", "retry", "archive", "requeue", "nothing"]
+    error: str = ""
+    retry_in: float = 0.0
+    count_failure: bool = True
+
+
+def decide(outcome: Outcome, *, retried: int, max_retry: int, retry_delay: RetryPolicy,
+           task_id: str = "?") -> Decision:
+    """The one answer to "retry or archive?": a failure is retried while ``retried < max_retry``
+    (``max_retry < 0`` retries forever) after ``retry_delay(retried, error)`` seconds; SkipRetry,
+    an undecodable message, a cancel or a spent budget archive."""
+    kind = outcome.kind
+    if kind == "success":
+        return Decision("done")
+    if kind == "lost":
+        return Decision("nothing")
+    if kind == "requeue":
+        return Decision("requeue")
+    error = outcome.error or RuntimeError("unknown error")
+    if kind == "cancelled":
+        return Decision("archive", CANCELLED_BY_OPERATOR, count_failure=False)
+    exhausted = max_retry >= 0 and retried >= max_retry
+    if kind == "failure" and not exhausted:
+        return Decision("retry", format_error(error), retry_in=retry_delay_seconds(retry_delay, retried, error,
+                                                                                     task_id))
+    return Decision("archive", format_error(error))
+
+
+def retry_delay_seconds(policy: RetryPolicy, retried: int, error: BaseException, task_id: str = "?") -> float:
+    """``policy(retried, error)`` as a finite delay within [0, one year]; a policy that raises or
+    returns no finite number is logged and the default curve used instead."""
+    try:
+        delay = float(policy(retried, error))
+        if not math.isfinite(delay):
+            raise ValueError(f"retry delay {delay} is not finite")
+        return min(max(0.0, delay), MAX_RETRY_DELAY)
+    except Exception:
+        logger.exception("retry_delay raised for task %s; using the default", task_id)
+        return default_retry_delay(retried, error)
+
+
+def format_error(error: BaseException) -> str:
+    """``Type: message`` followed by the traceback, cut to ``MAX_ERROR_CHARS``.
+
+    Frames of the worker's own modules are left out: they are the same for every task.
+    """
+    head = f"{type(error).__name__}: {error}".rstrip(": ")
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename not in _WORKER_FILES]
+    text = head
+    if frames:
+        text += "\n\nTraceback (most recent call last):\n" + "".join(traceback.format_list(frames)) + head
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 20] + "\n... (truncated)"
+
+
+# The worker's own modules on the way into a handler (dispatch, middleware chain).
+_WORKER_FILES = frozenset(os.path.join(os.path.dirname(__file__), name) for name in ("processor.py", "context.py"))
+
+
+OUTCOME_WORDS = {"success": "done", "failure": "failed", "skip_retry": "archived (SkipRetry)",
+                 "cancelled": "cancelled", "requeue": "handed back"}

@@ -1,0 +1,13 @@
+"""The reasons written into a task's ``error`` field by the core itself (not by a handler).
+
+One home for each text: the script wrappers pass them to Lua in ARGV, and the worker compares
+against them. Imports nothing, so any core module can use it.
+"""
+
+from __future__ import annotations
+
+CANCELLED_BY_OPERATOR = "cancelled by operator"
+WORKER_LOST = "worker lost (lease expired)"
+WORKER_LOST_UNDECODABLE = f"{WORKER_LOST}; message undecodable"
+REPAIR_NO_MESSAGE = "repair: task hash had no list entry and no message"
+REPAIR_UNKNOWN_STATE = "repair: task hash had no list entry and an unknown state"  # + " (<state>)"

@@ -1,0 +1,123 @@
+"""The recorder: writes the decided outcome of an attempt to Redis, retrying while Redis is away."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from queuecore.core.clock import Clock, to_ms
+from queuecore.core.config import WorkerConfig
+from queuecore.core.errors import TaskDecodeError
+from queuecore.core.health import RedisHealth
+from queuecore.core.keys import QueueKeys, stats_day, stats_minute
+from queuecore.core.message import dumps
+from queuecore.core.outcome import OUTCOME_WORDS, Outcome, decide
+from queuecore.core.redis_errors import is_connection_error
+from queuecore.core.registry import TaskRegistry
+from queuecore.core.running import Running
+from queuecore.core.scripts import Scripts
+
+logger = logging.getLogger("queuecore.worker")
+
+
+class Recorder:
+    """Turns an outcome into its Redis write (``outcome.decide`` says which) and logs what happened.
+
+    Successes go through the ``Acker`` in batches; it uses ``with_retries`` and ``log`` from here.
+    """
+
+    def __init__(self, config: WorkerConfig, scripts: Scripts, queue_keys: Mapping[str, QueueKeys], clock: Clock,
+                 registry: TaskRegistry, health: RedisHealth) -> None:
+        self.config = config
+        self.scripts = scripts
+        self.queue_keys = queue_keys
+        self.clock = clock
+        self.registry = registry
+        self.health = health
+        self.write_deadline: float | None = None  # monotonic; past it, unwritable outcomes are given up
+
+    def with_retries(self, what: str, write: Callable[[], Any]) -> tuple[bool, Any]:
+        """Run ``write`` until Redis takes it: ``(True, reply)``, or ``(False, None)`` when given up.
+
+        Connection errors are retried with backoff (at least once per heartbeat, so outcomes are
+        written soon after Redis is back); other errors, or the shutdown write deadline, give up.
+        """
+        backoff = 0.05
+        max_backoff = min(5.0, self.config.heartbeat_interval)
+        while True:
+            try:
+                reply = write()
+                break
+            except Exception as exc:
+                if not is_connection_error(exc) or (
+                        self.write_deadline is not None and time.monotonic() > self.write_deadline):
+                    logger.error("could not record %s: %s; the lease will expire and the task run again", what, exc)
+                    return False, None
+                self.health.report_error("ack", exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, max_backoff)
+        self.health.note_ok()
+        return True, reply
+
+    def record(self, running: Running, outcome: Outcome) -> None:
+        """Write what ``outcome`` calls for (not a success: the acker writes those)."""
+        handler = self.registry.get(running.message.type)
+        policy = handler.retry_delay if handler is not None and handler.retry_delay else self.config.retry_delay
+        decision = decide(outcome, retried=running.retried, max_retry=running.message.max_retry,
+                          retry_delay=policy, task_id=running.id)
+        if decision.action == "nothing":
+            return
+        if outcome.kind in ("failure", "skip_retry") and outcome.error is not None \
+                and not isinstance(outcome.error, TaskDecodeError):
+            self._call_error_handler(running, outcome.error)
+        q = self.queue_keys[running.queue]
+
+        def write() -> bool:
+            now = self.clock.now()
+            now_ms = to_ms(now)
+            if decision.action == "requeue":
+                return self.scripts.requeue(q, running.id, running.lease, now_ms=now_ms)
+            if decision.action == "retry":
+                return self.scripts.retry(q, running.id, running.lease, now_ms=now_ms,
+                                          retry_at_ms=to_ms(now + decision.retry_in), error=decision.error,
+                                          day=stats_day(now), minute=stats_minute(now))
+            return self.scripts.archive(q, running.id, running.lease, now_ms=now_ms, error=decision.error,
+                                        day=stats_day(now), minute=stats_minute(now),
+                                        max_archive_size=self.config.max_archive_size,
+                                        archive_cutoff_ms=to_ms(now - self.config.archive_max_age),
+                                        count_failure=decision.count_failure)
+
+        written, accepted = self.with_retries(f"the outcome of task {running.id} ({outcome.kind})", write)
+        if written:
+            self.log(running, outcome.kind, accepted)
+
+    def log(self, running: Running, kind: str, accepted: bool) -> None:
+        """Log a written outcome: a warning when the lease was lost meanwhile, else at debug level."""
+        if not accepted:
+            logger.warning("task %s finished (%s) after its lease was lost; another worker owns it, the result is "
+                           "discarded", running.id, kind)
+        elif logger.isEnabledFor(logging.DEBUG):
+            logger.debug("task %s (%s) in %s: %s after %.3fs", running.id, running.message.type, running.queue,
+                         OUTCOME_WORDS.get(kind, kind), self.clock.now() - running.started)
+
+    def _call_error_handler(self, running: Running, error: BaseException) -> None:
+        hook = self.config.error_handler
+        if hook is None:
+            return
+        try:
+            hook(running.ctx, error)
+        except Exception:
+            logger.exception("error_handler raised for task %s", running.id)
+
+    @staticmethod
+    def encode_result(running: Running, outcome: Outcome) -> str:
+        """The handler's return value as JSON when the task keeps it (``retention``), else ""."""
+        if not running.message.retention:
+            return ""
+        try:
+            return dumps(outcome.result)
+        except (TypeError, ValueError):
+            logger.warning("task %s returned a value that is not JSON; keeping its repr()", running.id)
+            return dumps(repr(outcome.result))

@@ -1,0 +1,71 @@
+"""The tasks this worker process holds a lease on: what the heartbeat, the subscriber and the
+recoverer need to know about the processor's work, and nothing more."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from queuecore.core.context import TaskContext
+from queuecore.core.message import TaskMessage
+
+
+@dataclass
+class Running:
+    """One attempt this process holds a lease on, from fetch until its outcome is written."""
+
+    id: str
+    queue: str
+    lease: int
+    retried: int
+    message: TaskMessage
+    ctx: TaskContext
+    started: float  # wall clock seconds
+    deadline: float | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    finalized: bool = False
+    in_handler: bool = False
+    thread_ident: int | None = None
+    async_task: asyncio.Task[Any] | None = None
+    handed_back: bool = False
+    interrupted_at: float | None = None  # monotonic
+    cancel_seen_at: float | None = None  # monotonic
+
+
+class HeldTasks:
+    """Attempts held by this process, keyed by (task id, lease). Thread-safe.
+
+    Keyed by the lease too: after losing a lease this process may run the same task again while
+    the stale attempt is still going, and the two must not be mixed up.
+    """
+
+    def __init__(self) -> None:
+        self._attempts: dict[tuple[str, int], Running] = {}
+        self._lock = threading.Lock()
+
+    def add(self, running: Running) -> None:
+        with self._lock:
+            self._attempts[(running.id, running.lease)] = running
+
+    def forget(self, running: Running) -> None:
+        """Drop an attempt whose outcome is written (or given up); a newer attempt stays."""
+        key = (running.id, running.lease)
+        with self._lock:
+            if self._attempts.get(key) is running:
+                del self._attempts[key]
+
+    def get(self, task_id: str, lease: int) -> Running | None:
+        return self._attempts.get((task_id, lease))
+
+    def with_id(self, task_id: str) -> list[Running]:
+        """Every held attempt of one task (usually one)."""
+        return [r for r in self.snapshot() if r.id == task_id]
+
+    def snapshot(self) -> list[Running]:
+        with self._lock:
+            return list(self._attempts.values())
+
+    def __len__(self) -> int:
+        return len(self._attempts)

@@ -1,0 +1,62 @@
+"""The ``@task`` decorator and ``TaskFunction``: a registered handler that can enqueue itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from queuecore.core.client import Client, get_default_client
+from queuecore.core.message import TaskInfo
+from queuecore.core.registry import DEFAULT_OPTIONS, Handler, TaskRegistry, TaskRequest, check_options, default_registry
+
+
+class TaskFunction(Handler):
+    """A registered handler. Call it to run it here; ``.enqueue(...)`` to run it on a worker."""
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
+        """Enqueue a call with the task's default options, on the default client."""
+        return _Bound(self, {}).enqueue(*args, **kwargs)
+
+    def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
+        """The same task with some options (and optionally the client) overridden."""
+        check_options(options)
+        return _Bound(self, options, client)
+
+
+class _Bound:
+    """A task with overridden options, from ``TaskFunction.using``."""
+
+    def __init__(self, task: TaskFunction, options: dict[str, Any], client: Client | None = None) -> None:
+        self.task = task
+        self.options = options
+        self.client = client
+
+    def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
+        check_options(options)
+        return _Bound(self.task, {**self.options, **options}, client or self.client)
+
+    def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
+        """A ``TaskRequest`` carrying the overridden options (they win over the batch's)."""
+        return TaskRequest(self.task.name, self.task.bind(*args, **kwargs), dict(self.options), handler=self.task)
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
+        client = self.client or get_default_client()
+        return client.enqueue(self.task, self.task.bind(*args, **kwargs), **self.options)
+
+
+def task(func: Callable[..., Any] | None = None, *, name: str | None = None,
+         registry: TaskRegistry | None = None,
+         retry_delay: Callable[[int, BaseException | None], float] | None = None,
+         **options: Any) -> Any:
+    """Register a function (``def`` or ``async def``) as a task type.
+
+    ``@task`` or ``@task(name="emails.send", queue="mail", max_retry=5, timeout=30)``. The type
+    name defaults to ``module.function``. Options become the defaults of ``fn.enqueue``.
+    """
+    check_options(options, DEFAULT_OPTIONS)
+
+    def decorate(f: Callable[..., Any]) -> TaskFunction:
+        type_name = name or f"{f.__module__}.{f.__qualname__}"
+        return (registry or default_registry).register(TaskFunction(f, type_name, dict(options), retry_delay))
+
+    return decorate(func) if func is not None else decorate

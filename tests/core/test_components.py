@@ -1,0 +1,297 @@
+"""Each worker component built alone, from only what it uses: a real Redis, the FakeClock, and
+plain callables where it reports to a sibling. No Worker is constructed in this module."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+import pytest
+import redis
+
+from queuecore.core.acker import Acker
+from queuecore.core.clock import FakeClock, to_ms
+from queuecore.core.config import ConnectionConfig, WorkerConfig
+from queuecore.core.context import TaskContext
+from queuecore.core.forwarder import Forwarder
+from queuecore.core.handlers import HandlerPool
+from queuecore.core.health import RedisHealth
+from queuecore.core.heartbeat import Heartbeater, ServerState
+from queuecore.core.janitor import Janitor
+from queuecore.core.keys import QueueKeys, stats_day, stats_minute
+from queuecore.core.leases import LeaseRenewer
+from queuecore.core.message import TaskMessage
+from queuecore.core.outcome import LEASE_LOST
+from queuecore.core.processor import Processor
+from queuecore.core.recorder import Recorder
+from queuecore.core.recoverer import Recoverer
+from queuecore.core.registry import TaskRegistry
+from queuecore.core.running import HeldTasks, Running
+from queuecore.core.scripts import Scripts
+from queuecore.core.subscriber import Subscriber
+from queuecore.core.task import task
+from tests.conftest import wait_until
+from tests.helpers.state import make_msg, read_pending, read_task, read_zset, seed_task
+
+LEASE = 30.0
+
+
+@pytest.fixture
+def q(connection: ConnectionConfig) -> QueueKeys:
+    return connection.keys.queue("default")
+
+
+@pytest.fixture
+def health() -> RedisHealth:
+    return RedisHealth()
+
+
+def held_attempt(r: redis.Redis, q: QueueKeys, task_id: str, *, lease: int, expires: float,
+                 **fields: object) -> Running:
+    """Seed an active task under ``lease`` and the attempt a worker would hold for it."""
+    msg = make_msg(task_id, q.queue)
+    seed_task(r, q, task_id, "active", score=to_ms(expires), msg=msg, lease=lease, **fields)
+    message = TaskMessage.decode(task_id, q.queue, msg)
+    ctx = TaskContext(id=task_id, queue=q.queue, type=message.type, retried=0, max_retry=message.max_retry,
+                      payload=message.payload)
+    return Running(id=task_id, queue=q.queue, lease=lease, retried=0, message=message, ctx=ctx, started=0.0,
+                   deadline=None)
+
+
+class Calls:
+    """Records the calls a component makes to a sibling."""
+
+    def __init__(self, reply: object = None) -> None:
+        self.args: list[tuple[object, ...]] = []
+        self.reply = reply
+        self.event = threading.Event()
+
+    def __call__(self, *args: object) -> object:
+        self.args.append(args)
+        self.event.set()
+        return self.reply
+
+
+# -- LeaseRenewer ---------------------------------------------------------------------------------
+
+def renewer_for(scripts: Scripts, clock: FakeClock, held: HeldTasks, q: QueueKeys, lost: Calls,
+                cancel: Calls) -> LeaseRenewer:
+    return LeaseRenewer(scripts, clock, LEASE, held, {q.queue: q}, on_lost=lost, on_cancel=cancel)
+
+
+def test_lease_renewer_extends_held_leases_and_reports_lost_and_cancelled(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys) -> None:
+    now = fake_clock.now()
+    held = HeldTasks()
+    for attempt in (held_attempt(redis_client, q, "ours", lease=3, expires=now + 1),
+                    held_attempt(redis_client, q, "flagged", lease=1, expires=now + 1, cancel=1),
+                    held_attempt(redis_client, q, "taken", lease=1, expires=now + 1)):
+        held.add(attempt)
+    redis_client.hset(q.task("taken"), "lease", 2)  # another worker recovered and re-leased it
+    lost, cancel = Calls(), Calls()
+    renewer_for(scripts, fake_clock, held, q, lost, cancel).renew()
+    active = read_zset(redis_client, q.active)
+    assert active["ours"] == active["flagged"] == to_ms(now + LEASE)
+    assert active["taken"] == to_ms(now + 1)  # not ours: left alone
+    assert lost.args == [("taken", 1)] and cancel.args == [("flagged",)]
+
+
+def test_lease_renewer_skips_attempts_that_already_lost_their_lease(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys) -> None:
+    held = HeldTasks()
+    attempt = held_attempt(redis_client, q, "gone", lease=1, expires=fake_clock.now() + 1)
+    attempt.ctx.request_cancel(LEASE_LOST)
+    held.add(attempt)
+    lost, cancel = Calls(), Calls()
+    renewer_for(scripts, fake_clock, held, q, lost, cancel).renew()
+    assert read_zset(redis_client, q.active)["gone"] == to_ms(fake_clock.now() + 1)
+    assert lost.args == [] and cancel.args == []
+
+
+# -- Heartbeater ----------------------------------------------------------------------------------
+
+def test_heartbeater_publishes_the_server_state_and_clears_it(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, connection: ConnectionConfig,
+        health: RedisHealth) -> None:
+    held = HeldTasks()
+    held.add(held_attempt(redis_client, q, "t1", lease=1, expires=fake_clock.now() + 1))
+    state = ServerState(id="host:1:abc", host="host", pid=1, concurrency=4, queues={"default": 1},
+                        strict_priority=False, started_at=fake_clock.now() - 5, status="active")
+    renewer = renewer_for(scripts, fake_clock, held, q, Calls(), Calls())
+    beater = Heartbeater(redis_client, connection.keys, fake_clock, 2.0, state, held, renewer, health)
+    beater.run_once()
+    info = json.loads(redis_client.get(connection.keys.server("host:1:abc")))
+    assert info["status"] == "active" and info["concurrency"] == 4 and info["queues"] == {"default": 1}
+    assert [w["task_id"] for w in info["workers"]] == ["t1"]
+    assert redis_client.pttl(connection.keys.server("host:1:abc")) <= to_ms(beater.ttl)
+    assert read_zset(redis_client, connection.keys.servers) == {"host:1:abc": to_ms(fake_clock.now() + 6.0)}
+    assert read_zset(redis_client, q.active)["t1"] == to_ms(fake_clock.now() + LEASE)  # renewed on the beat
+    state.status = "quiet"
+    beater.beat()
+    assert json.loads(redis_client.get(connection.keys.server("host:1:abc")))["status"] == "quiet"
+    beater.clear()
+    assert redis_client.get(connection.keys.server("host:1:abc")) is None
+    assert read_zset(redis_client, connection.keys.servers) == {}
+
+
+# -- Forwarder, Janitor ---------------------------------------------------------------------------
+
+def test_forwarder_moves_due_scheduled_and_retry_tasks(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
+    now = fake_clock.now()
+    seed_task(redis_client, q, "due", "scheduled", score=to_ms(now - 1))
+    seed_task(redis_client, q, "again", "retry", score=to_ms(now))
+    seed_task(redis_client, q, "later", "scheduled", score=to_ms(now + 60))
+    forwarder = Forwarder(scripts, fake_clock, [q], 0.5, health)
+    assert forwarder.run_once() == 2
+    assert sorted(read_pending(redis_client, q)) == ["again", "due"]
+    assert read_task(redis_client, q, "due")["state"] == "pending"
+    assert read_zset(redis_client, q.scheduled) == {"later": to_ms(now + 60)}
+    fake_clock.advance(60)
+    assert forwarder.run_once() == 1
+
+
+def test_janitor_deletes_expired_tasks_and_old_counters(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
+    now = fake_clock.now()
+    seed_task(redis_client, q, "expired", "completed", score=to_ms(now - 1))
+    seed_task(redis_client, q, "kept", "completed", score=to_ms(now + 60))
+    seed_task(redis_client, q, "ancient", "archived", score=to_ms(now - 3600))
+    old_minute, new_minute = stats_minute(now - 4 * 3600), stats_minute(now)
+    redis_client.hset(q.stats, mapping={f"processed:{old_minute}": 1, f"processed:{new_minute}": 2,
+                                        f"processed:{stats_day(now)}": 3, "processed": 5})
+    janitor = Janitor(scripts, fake_clock, [q], 8.0, archive_max_age=600, health=health)
+    assert janitor.run_once() == 2
+    assert read_task(redis_client, q, "expired") == {} and read_task(redis_client, q, "ancient") == {}
+    assert read_task(redis_client, q, "kept")["state"] == "completed"
+    assert set(redis_client.hkeys(q.stats)) == {f"processed:{new_minute}", f"processed:{stats_day(now)}", "processed"}
+
+
+# -- Recoverer ------------------------------------------------------------------------------------
+
+def test_recoverer_renews_its_own_leases_before_taking_back_expired_ones(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
+    now = fake_clock.now()
+    held = HeldTasks()
+    held.add(held_attempt(redis_client, q, "mine", lease=1, expires=now - 5))  # expired during an outage
+    held_attempt(redis_client, q, "dead", lease=1, expires=now - 5)  # its worker died
+    renewer = renewer_for(scripts, fake_clock, held, q, Calls(), Calls())
+    recoverer = Recoverer(scripts, fake_clock, [q], 10.0, 0.0, renewer, health)
+    assert recoverer.run_once() == (1, 0, 0)
+    assert read_pending(redis_client, q) == ["dead"]
+    dead = read_task(redis_client, q, "dead")
+    assert dead["state"] == "pending" and dead["retried"] == "1" and dead["error"] == "worker lost (lease expired)"
+    assert read_zset(redis_client, q.active) == {"mine": to_ms(now + LEASE)}
+
+
+# -- Subscriber -----------------------------------------------------------------------------------
+
+def test_subscriber_passes_on_cancels_and_wake_ups(redis_client: redis.Redis, q: QueueKeys,
+                                                   connection: ConnectionConfig, health: RedisHealth) -> None:
+    cancel, wake = Calls(reply=True), Calls()
+    subscriber = Subscriber(redis_client, connection.keys.cancel_channel, [q.wake_channel], on_cancel=cancel,
+                            on_wake=wake, health=health)
+    subscriber.start()
+    try:
+        wait_until(subscriber.subscribed.is_set, 10, message="the subscription")
+        wait_until(lambda: wake.args, 10, message="the wake-up on subscribing")
+        wakes = len(wake.args)
+        redis_client.publish(connection.keys.cancel_channel, "default task-7")
+        wait_until(lambda: cancel.args, 10, message="the cancel")
+        assert cancel.args == [("task-7",)]
+        redis_client.publish(q.wake_channel, "1")
+        wait_until(lambda: len(wake.args) > wakes, 10, message="the wake-up")
+    finally:
+        subscriber.shutdown()
+
+
+# -- Acker, Recorder, Processor -------------------------------------------------------------------
+
+def test_acker_acknowledges_a_batch_and_reports_each_task(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
+    now = fake_clock.now()
+    attempts = [held_attempt(redis_client, q, f"t{i}", lease=1, expires=now + 30) for i in range(3)]
+    redis_client.hset(q.task("t2"), "lease", 9)  # lost meanwhile
+    recorder = Recorder(WorkerConfig(), scripts, {q.queue: q}, fake_clock, TaskRegistry(), health)
+    acknowledged = Calls()
+    acker = Acker(scripts.dedicated(), fake_clock, {q.queue: q}, recorder.with_retries, acknowledged)
+    acker.start()
+    for attempt in attempts:
+        acker.put(attempt, "")
+    acker.stop()  # writes what is queued first
+    assert sorted((r.id, accepted) for r, accepted in acknowledged.args) == [("t0", True), ("t1", True),
+                                                                          ("t2", False)]
+    assert read_task(redis_client, q, "t0") == {}  # no retention: a finished task leaves no trace
+    assert read_task(redis_client, q, "t2")["state"] == "active"
+    assert list(read_zset(redis_client, q.active)) == ["t2"]
+
+
+def test_processor_runs_a_task_without_a_worker(redis_client: redis.Redis, scripts: Scripts, q: QueueKeys,
+                                                health: RedisHealth) -> None:
+    from queuecore.core.clock import SystemClock
+
+    registry = TaskRegistry()
+    ran = threading.Event()
+
+    @task(name="test.task", registry=registry)
+    def handler() -> None:
+        ran.set()
+
+    clock = SystemClock()
+    seed_task(redis_client, q, "one", "pending", msg=make_msg("one", q.queue, max_retry=0))
+    held = HeldTasks()
+    processor = Processor(WorkerConfig(concurrency=2, fetch_poll_interval=0.05), scripts, {q.queue: q}, clock,
+                          registry, held, health)
+    processor.start()
+    try:
+        assert ran.wait(10)
+        wait_until(lambda: read_task(redis_client, q, "one") == {}, 10, message="the acknowledgement")
+        assert read_zset(redis_client, q.active) == {} and read_pending(redis_client, q) == []
+        wait_until(lambda: len(held) == 0, 10, message="the attempt to be released")
+    finally:
+        assert processor.shutdown(1.0) == 0
+
+
+# -- HandlerPool, RedisHealth ---------------------------------------------------------------------
+
+def test_handler_pool_runs_at_most_size_threads() -> None:
+    release = threading.Event()
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        with lock:
+            started.append(threading.get_ident())
+        release.wait(10)
+
+    pool = HandlerPool("test-pool", 2)
+    for _ in range(3):
+        pool.submit(work)
+    wait_until(lambda: len(started) == 2, 10, message="two handlers running")
+    assert pool.threads == 2 and pool.queued == 1
+    release.set()
+    wait_until(lambda: len(started) == 3, 10, message="the third handler")
+    pool.shutdown()
+    wait_until(lambda: pool.threads == 0, 10, message="the pool's threads to end")
+
+
+def test_redis_health_logs_an_outage_once_and_its_end(caplog: pytest.LogCaptureFixture) -> None:
+    health = RedisHealth()
+    caplog.set_level(logging.INFO, logger="queuecore.worker")
+    for where in ("fetch", "heartbeater", "ack"):
+        health.report_error(where, redis.ConnectionError("refused"))
+    assert health.down
+    health.note_ok()
+    health.note_ok()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "unreachable" in m]) == 1 and "fetch" in messages[0]
+    assert len([m for m in messages if "reachable again" in m]) == 1 and not health.down
+
+
+def test_redis_health_logs_other_errors_with_their_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    health = RedisHealth()
+    health.report_error("janitor", ValueError("odd reply"))
+    assert not health.down
+    [record] = caplog.records
+    assert record.levelno == logging.ERROR and record.exc_info is not None and "odd reply" in record.getMessage()

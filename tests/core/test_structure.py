@@ -1,0 +1,103 @@
+"""The core's shape: no import cycle, and no component that needs the whole Worker."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from queuecore.core.acker import Acker
+from queuecore.core.forwarder import Forwarder
+from queuecore.core.heartbeat import Heartbeater
+from queuecore.core.janitor import Janitor
+from queuecore.core.leases import LeaseRenewer
+from queuecore.core.processor import Processor
+from queuecore.core.recorder import Recorder
+from queuecore.core.recoverer import Recoverer
+from queuecore.core.subscriber import Subscriber
+
+CORE = Path(__file__).resolve().parents[2] / "queuecore" / "core"
+
+
+def module_name(path: Path) -> str:
+    return "queuecore.core." + path.stem if path.stem != "__init__" else "queuecore.core"
+
+
+def core_imports(tree: ast.AST) -> set[str]:
+    """Every queuecore.core module this module imports: at the top, under TYPE_CHECKING, or
+    deferred inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "queuecore.core":
+                found.update(f"queuecore.core.{alias.name}" for alias in node.names)
+            elif node.module.startswith("queuecore.core."):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("queuecore.core."))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = {module_name(path): path for path in CORE.glob("*.py")}
+    return {name: core_imports(ast.parse(path.read_text())) & set(modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (or a module importing itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph[node]:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_core_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert "queuecore.core.processor" in graph and graph["queuecore.core.worker"], "the walk found the modules"
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"a"}}) == [["a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from queuecore.core.worker import W\n"
+                     "def f():\n    from queuecore.core import client\n")
+    assert core_imports(tree) == {"queuecore.core.worker", "queuecore.core.client"}
+
+
+@pytest.mark.parametrize("component", [Processor, Recorder, Acker, LeaseRenewer, Heartbeater, Subscriber,
+                                       Forwarder, Recoverer, Janitor])
+def test_no_component_takes_the_whole_worker(component: type) -> None:
+    params = inspect.signature(component.__init__).parameters
+    assert "worker" not in params and "processor" not in params
+    assert "queuecore.core.worker" not in import_graph()[component.__module__]
