@@ -14,6 +14,7 @@ from queuecore.core.leases import LeaseRenewer
 from queuecore.core.message import dumps
 from queuecore.core.outcome import LEASE_LOST
 from queuecore.core.running import HeldTasks
+from queuecore.core.scripts import Scripts
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Heartbeater(Periodic):
         super().__init__(interval, health)
         self._redis = redis
         self._keys = keys
+        self._scripts = Scripts(redis, keys)
         self._clock = clock
         self._state = state
         self._held = held
@@ -54,7 +56,12 @@ class Heartbeater(Periodic):
         self.beat()
 
     def beat(self) -> None:
-        """Write this process's ``ServerInfo`` with a TTL."""
+        """Write this process's ``ServerInfo`` with a TTL.
+
+        Two script calls (the process's own key, then the index of live processes: two cluster
+        slots), each beginning with a write that frees memory, so heartbeats go on while Redis is at
+        maxmemory: a worker that is still working never drops out of the operators' server list.
+        """
         state = self._state
         now = self._clock.now()
         info = {
@@ -73,15 +80,11 @@ class Heartbeater(Periodic):
                 for r in self._held.snapshot() if not r.finalized and r.ctx.cancel_reason != LEASE_LOST
             ],
         }
-        keys = self._keys
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.set(keys.server(state.id), dumps(info), px=to_ms(self.ttl))
-        pipe.zadd(keys.servers, {state.id: to_ms(now + self.ttl)})
-        pipe.zremrangebyscore(keys.servers, "-inf", to_ms(now))
-        pipe.execute()
+        self._scripts.heartbeat(state.id, dumps(info), ttl_ms=to_ms(self.ttl))
+        self._scripts.heartbeat_index(state.id, expires_ms=to_ms(now + self.ttl), now_ms=to_ms(now))
 
     def clear(self) -> None:
-        """Remove this process's heartbeat on clean exit."""
+        """Remove this process's heartbeat on clean exit (DEL and ZREM free memory: fine at maxmemory)."""
         pipe = self._redis.pipeline(transaction=False)
         pipe.delete(self._keys.server(self._state.id))
         pipe.zrem(self._keys.servers, self._state.id)

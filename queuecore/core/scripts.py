@@ -31,8 +31,9 @@ from queuecore.core.redis_errors import is_wrong_type, wrong_type_message
 SCRIPT_NAMES = (
     "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
     "janitor", "repair", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
-    "admin_run_all", "admin_archive_all", "admin_delete_all",
+    "admin_run_all", "admin_archive_all", "admin_delete_all", "heartbeat", "heartbeat_index",
 )
+SERVER_SCRIPTS = ("heartbeat", "heartbeat_index")  # a worker process's own keys, not a queue's
 PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
 
 # Reply codes shared by the scripts.
@@ -258,6 +259,14 @@ class Scripts:
         keys = [q.task(task_id), q.active, q.pending]
         reply: int = self._call("requeue", keys, [task_id, lease, now_ms, q.wake_channel])
         return reply == OK
+
+    def heartbeat(self, server_id: str, info: str, *, ttl_ms: int) -> None:
+        """Write a worker process's heartbeat (``info``, JSON) with a TTL; works at maxmemory."""
+        self._call("heartbeat", [self.keys.server(server_id)], [info, ttl_ms])
+
+    def heartbeat_index(self, server_id: str, *, expires_ms: int, now_ms: int) -> None:
+        """List a worker process as live until ``expires_ms`` and drop expired ones; works at maxmemory."""
+        self._call("heartbeat_index", [self.keys.servers], [server_id, expires_ms, now_ms])
 
     def extend_lease(self, q: QueueKeys, held: list[tuple[str, int]], *, lease_until_ms: int) -> list[int]:
         """Renew leases of ``(task id, lease)`` pairs; one code each: 1 ok, 2 cancel requested, 0 lost."""

@@ -13,7 +13,7 @@ import redis
 
 from queuecore.core import scripts as scripts_module
 from queuecore.core.keys import Keys, QueueKeys, stats_day, stats_minute
-from queuecore.core.scripts import PRELUDE, SCRIPT_NAMES, EnqueueItem, Scripts
+from queuecore.core.scripts import PRELUDE, SCRIPT_NAMES, SERVER_SCRIPTS, EnqueueItem, Scripts
 from tests.conftest import free_port
 from tests.helpers.state import seed_task
 
@@ -161,12 +161,24 @@ def test_every_wrapper_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis
     q = connection.keys.queue("emails")
     call_every_wrapper(s, redis_client, q)
     called = {name for name, _ in s.calls}
-    assert called == set(SCRIPT_NAMES), f"not exercised: {set(SCRIPT_NAMES) - called}"
+    assert called == set(SCRIPT_NAMES) - set(SERVER_SCRIPTS), f"not exercised: {set(SCRIPT_NAMES) - called}"
     queue_slot = crc16_xmodem(b"emails") % SLOTS
     for name, keys in s.calls:
         assert keys, f"{name} was called without KEYS"
         assert {key_slot(k) for k in keys} == {queue_slot}, (name, keys)
         assert all(k.startswith(q.base) for k in keys), (name, keys)
+
+
+def test_every_server_script_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis, connection) -> None:
+    """The heartbeat scripts touch a worker process's own keys, never a queue's: one slot per call."""
+    s = RecordingScripts(redis_client, connection.keys)
+    server_id = "host:123:abcd1234"
+    s.heartbeat(server_id, '{"id": "host:123:abcd1234"}', ttl_ms=60_000)
+    s.heartbeat_index(server_id, expires_ms=NOW + 60_000, now_ms=NOW)
+    assert {name for name, _ in s.calls} == set(SERVER_SCRIPTS)
+    for name, keys in s.calls:
+        assert keys and len({key_slot(k) for k in keys}) == 1, (name, keys)
+        assert all(k.startswith(connection.keys.prefix + ":servers") for k in keys), (name, keys)
 
 
 def test_two_queues_use_their_own_tags(redis_client: redis.Redis, connection) -> None:
