@@ -34,7 +34,7 @@ class Periodic:
         while not self.done.is_set():
             try:
                 self.run_once()
-                self.health.note_ok()
+                self.health.note_ok(self.name)
             except Exception as exc:
                 self.health.report_error(self.name, exc)
             self.done.wait(self.interval)

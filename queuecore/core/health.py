@@ -1,4 +1,5 @@
-"""Redis health as the worker's components see it: an outage is logged once, and so is its end."""
+"""Redis health as the worker's components see it: an outage is logged once, and so is its end;
+so is a spell of Redis being full (``maxmemory``)."""
 
 from __future__ import annotations
 
@@ -6,17 +7,29 @@ import logging
 import threading
 import time
 
-from queuecore.core.redis_errors import is_connection_error
+import redis
+
+from queuecore.core.errors import RedisFull
+from queuecore.core.redis_errors import is_connection_error, is_out_of_memory
 
 logger = logging.getLogger("queuecore.worker")
 
 
+def is_full(exc: BaseException) -> bool:
+    """True when Redis refused a write because it is at ``maxmemory``."""
+    return isinstance(exc, RedisFull) or (isinstance(exc, redis.ResponseError) and is_out_of_memory(str(exc)))
+
+
 class RedisHealth:
     """Shared by the components of one worker: each reports the errors it meets and the successes
-    after them, and the operator sees one line when Redis goes away and one when it is back."""
+    after them, and the operator sees one line when Redis goes away and one when it is back; one
+    when Redis is full (a write refused at ``maxmemory``) and one when every component that met
+    that refusal has written again."""
 
     def __init__(self) -> None:
         self._down_since: float | None = None  # monotonic
+        self._full_since: float | None = None  # monotonic
+        self._full_in: set[str] = set()  # components whose last write Redis refused as full
         self._lock = threading.Lock()
 
     @property
@@ -24,9 +37,15 @@ class RedisHealth:
         """True between a connection error and the next success."""
         return self._down_since is not None
 
-    def report_error(self, where: str, exc: BaseException) -> None:
-        """Log a Redis outage once (its end is logged by ``note_ok``); log other errors with their
-        traceback."""
+    @property
+    def full(self) -> bool:
+        """True while a component's last write was refused at ``maxmemory``."""
+        return self._full_since is not None
+
+    def report_error(self, where: str, exc: BaseException, *, retried: bool = True) -> None:
+        """Log a Redis outage, or Redis being full, once (its end is logged by ``note_ok``); log other
+        errors with their traceback. ``retried=False`` for a one-shot call (nothing of ``where`` will
+        write again to end the spell of being full)."""
         if is_connection_error(exc):
             with self._lock:
                 first = self._down_since is None
@@ -35,13 +54,33 @@ class RedisHealth:
             if first:
                 logger.error("Redis is unreachable (%s: %s); retrying with backoff", where, exc)
             return
+        if is_full(exc):
+            with self._lock:
+                first = self._full_since is None
+                if first:
+                    self._full_since = time.monotonic()
+                if retried:
+                    self._full_in.add(where)
+            if first:
+                logger.error("Redis is full (maxmemory reached): %s cannot write; retrying. Running tasks "
+                             "are still acknowledged; new ones wait until Redis has room", where)
+            return
         logger.error("error in %s: %s", where, exc, exc_info=exc)
 
-    def note_ok(self) -> None:
-        """A Redis call succeeded: end a reported outage, if any."""
-        if self._down_since is None:  # the common case, without the lock
+    def note_ok(self, where: str = "") -> None:
+        """A Redis call of component ``where`` succeeded: end a reported outage; end the spell of Redis
+        being full when ``where`` was refused and no other component still is."""
+        if self._down_since is None and self._full_since is None:  # the common case, without the lock
             return
         with self._lock:
-            since, self._down_since = self._down_since, None
-        if since is not None:
-            logger.warning("Redis is reachable again after %.1fs", time.monotonic() - since)
+            down, self._down_since = self._down_since, None
+            full = None
+            if where in self._full_in:  # only a component that was refused can show there is room
+                self._full_in.discard(where)
+                if not self._full_in:
+                    full, self._full_since = self._full_since, None
+        now = time.monotonic()
+        if down is not None:
+            logger.warning("Redis is reachable again after %.1fs", now - down)
+        if full is not None:
+            logger.warning("Redis has room again after %.1fs", now - full)

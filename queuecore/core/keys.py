@@ -105,6 +105,12 @@ class QueueKeys:
         return self.base + "repair"
 
     @property
+    def recovery(self) -> str:
+        """HASH of the recoverers' shared view of time: ``seen`` (Redis time of the last recovery
+        round, ms) and ``grace_until`` (ms): see ``recover.lua``."""
+        return self.base + "recovery"
+
+    @property
     def task_prefix(self) -> str:
         """The start of every task hash key of this queue (``...:t:<id>``)."""
         return self.base + "t:"

@@ -158,7 +158,7 @@ class Processor:
             self.wake.clear()
             try:
                 got = self.fetch(free)
-                self.health.note_ok()
+                self.health.note_ok("fetch")
                 backoff = 0.05
             except Exception as exc:  # Redis away: log, back off, go on
                 self.health.report_error("fetch", exc)

@@ -58,7 +58,7 @@ class Recorder:
                 self.health.report_error("ack", exc)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, max_backoff)
-        self.health.note_ok()
+        self.health.note_ok("ack")
         return True, reply
 
     def record(self, running: Running, outcome: Outcome) -> None:

@@ -7,6 +7,12 @@ workers: its SCAN cursor lives in Redis and one worker per queue takes a turn ev
 ``repair_interval`` seconds, so its cost does not grow with the number of workers, a large keyspace
 is covered over several turns, and Redis is never blocked for long. A hash put back in ``active`` by
 the repair carries an expired lease, so it is recovered in the same round.
+
+Outage grace: leases that expired while Redis (or every worker's connection to it) was away
+belong to owners that could not renew them. When a round finds that no round of any worker ran for
+longer than ``outage_after`` seconds (measured on Redis's clock), it takes nothing back and starts
+a grace of ``grace`` seconds (one lease) in which no worker takes anything back, so that owners that
+are alive renew their leases and write their outcomes first (``recover.lua``).
 """
 
 from __future__ import annotations
@@ -23,6 +29,14 @@ from queuecore.core.scripts import Scripts
 
 logger = logging.getLogger("queuecore.worker")
 BATCH = 100
+
+
+def outage_threshold(lease_duration: float, heartbeat_interval: float, recover_interval: float) -> float:
+    """The silence (no recovery round by any worker) that counts as an outage: shorter than the time a
+    live owner's lease can go unrenewed (``lease_duration - heartbeat_interval``), so every outage
+    that can expire such a lease is seen, but never shorter than two recovery intervals, so that
+    rounds running late are not taken for one."""
+    return max(lease_duration - heartbeat_interval, 2 * recover_interval)
 REPAIR_SCAN_COUNT = 1000  # SCAN COUNT hint of one repair call
 REPAIR_CALLS_PER_TURN = 4  # at most this many repair calls per queue and turn (each well under 100 ms)
 
@@ -31,29 +45,42 @@ class Recoverer(Periodic):
     name = "recoverer"
 
     def __init__(self, scripts: Scripts, clock: Clock, queues: Iterable[QueueKeys], interval: float,
-                 repair_interval: float, renewer: LeaseRenewer, health: RedisHealth) -> None:
+                 repair_interval: float, renewer: LeaseRenewer, health: RedisHealth, *,
+                 outage_after: float = 0.0, grace: float = 0.0) -> None:
         super().__init__(interval, health)
         self._scripts = scripts
         self._clock = clock
         self._queues = tuple(queues)
         self._repair_interval = repair_interval
         self._renewer = renewer
+        self._outage_ms = to_ms(outage_after)
+        self._grace_ms = to_ms(grace)
 
     def run_once(self) -> tuple[int, int, int]:
         """Recover expired leases in every queue: returns (requeued, archived, orphans)."""
         # Renew this process's own leases first, so that after a Redis outage longer than the lease
         # the worker does not take back tasks it is still running or about to acknowledge.
         self._renewer.renew()
-        self.repair()
+        try:
+            self.repair()
+            self.health.note_ok("repair")
+        except Exception as exc:  # Redis full, say: recovery (whose first write frees memory) goes on
+            self.health.report_error("repair", exc)
         totals = [0, 0, 0]
         now = self._clock.now()
         for q in self._queues:
             while True:
-                counts = self._scripts.recover(q, now_ms=to_ms(now), limit=BATCH, day=stats_day(now),
-                                                     minute=stats_minute(now))
-                for i, n in enumerate(counts):
+                got = self._scripts.recover(q, now_ms=to_ms(now), limit=BATCH, day=stats_day(now),
+                                            minute=stats_minute(now), outage_ms=self._outage_ms,
+                                            grace_ms=self._grace_ms)
+                if got.silence_ms:
+                    logger.warning("queue %r: no recovery round ran for %.1fs (Redis, or every worker's "
+                                   "connection to it, was away); leases that expired meanwhile get %.1fs "
+                                   "of grace for their owners to renew them", q.queue, got.silence_ms / 1000,
+                                   got.grace_left_ms / 1000)
+                for i, n in enumerate(got.counts):
                     totals[i] += n
-                if sum(counts) < BATCH:
+                if sum(got.counts) < BATCH:
                     break
         requeued, archived, orphans = totals
         if requeued or archived or orphans:

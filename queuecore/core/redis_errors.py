@@ -24,6 +24,16 @@ def wrong_type_message(text: str) -> str:
     return f"corrupt data in Redis, nothing was written: {detail}"
 
 
+def is_out_of_memory(text: str) -> bool:
+    """True for Redis's refusal of a write at ``maxmemory`` (``OOM command not allowed ...``), also
+    when it comes back from inside a script."""
+    return text.startswith("OOM") or ": OOM " in text or "maxmemory" in text
+
+
+def full_message(text: str) -> str:
+    return f"Redis is full (maxmemory reached): {text}"
+
+
 def is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError))
 
@@ -37,8 +47,8 @@ def broker_errors() -> Iterator[None]:
         raise BrokerError(f"Redis is unreachable: {exc}") from exc
     except redis.ResponseError as exc:
         text = str(exc)
-        if text.startswith("OOM") or "maxmemory" in text:
-            raise RedisFull(f"Redis is full (maxmemory reached): {text}") from exc
+        if is_out_of_memory(text):
+            raise RedisFull(full_message(text)) from exc
         if is_wrong_type(text):
             raise WrongKeyType(wrong_type_message(text)) from exc
         raise BrokerError(f"Redis refused the operation: {text}") from exc

@@ -11,12 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 from redis.commands.core import Script
 
-from queuecore.core.errors import DuplicateTask, InvalidTaskState, TaskIdConflict, TaskNotFound, WrongKeyType
+from queuecore.core.errors import (
+    DuplicateTask,
+    InvalidTaskState,
+    RedisFull,
+    TaskIdConflict,
+    TaskNotFound,
+    WrongKeyType,
+)
 from queuecore.core.keys import Keys, QueueKeys
 from queuecore.core.message import DEFAULT_MAX_RETRY
 from queuecore.core.reasons import (
@@ -26,7 +33,7 @@ from queuecore.core.reasons import (
     WORKER_LOST,
     WORKER_LOST_UNDECODABLE,
 )
-from queuecore.core.redis_errors import is_wrong_type, wrong_type_message
+from queuecore.core.redis_errors import full_message, is_out_of_memory, is_wrong_type, wrong_type_message
 
 SCRIPT_NAMES = (
     "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
@@ -83,6 +90,20 @@ class EnqueueItem:
     check_id: bool = True  # False for generated random ids, which cannot collide
 
 
+class Recovery(NamedTuple):
+    """What one ``recover`` call did: ``counts`` is (requeued, archived, orphans)."""
+
+    requeued: int
+    archived: int
+    orphans: int
+    grace_left_ms: int = 0  # > 0: in an outage grace, nothing was taken back
+    silence_ms: int = 0  # > 0: this call found a silence this long and began the grace
+
+    @property
+    def counts(self) -> tuple[int, int, int]:
+        return self.requeued, self.archived, self.orphans
+
+
 @dataclass(frozen=True)
 class DoneItem:
     """One succeeded task to acknowledge: its id, lease, retention (ms), result (JSON) and unique lock."""
@@ -111,7 +132,8 @@ class Scripts:
     def _call(self, name: str, keys: list[str], args: list[Any], client: Any = None) -> Any:
         """Run script ``name``; with a pipeline as ``client`` the call is queued and returns it.
 
-        A key of the wrong Redis type raises ``WrongKeyType`` (the scripts check types before writing).
+        A key of the wrong Redis type raises ``WrongKeyType`` (the scripts check types before writing);
+        a write refused at ``maxmemory`` raises ``RedisFull``.
         """
         try:
             if client is not None:
@@ -120,6 +142,8 @@ class Scripts:
         except redis.ResponseError as exc:
             if is_wrong_type(str(exc)):
                 raise WrongKeyType(wrong_type_message(str(exc))) from exc
+            if is_out_of_memory(str(exc)):
+                raise RedisFull(full_message(str(exc))) from exc
             raise
 
     def _on_pooled_connection(self, name: str, keys: list[str], args: list[Any]) -> Any:
@@ -284,16 +308,19 @@ class Scripts:
         return int(self._call("forward", keys, [now_ms, limit, q.wake_channel, q.task_prefix]))
 
     def recover(self, q: QueueKeys, *, now_ms: int, limit: int, day: str, minute: str,
-                default_max_retry: int = DEFAULT_MAX_RETRY) -> tuple[int, int, int]:
-        """Take back tasks whose lease expired: returns (requeued, archived, orphans dropped).
+                default_max_retry: int = DEFAULT_MAX_RETRY, outage_ms: int = 0, grace_ms: int = 0) -> Recovery:
+        """Take back tasks whose lease expired: returns (requeued, archived, orphans dropped, grace
+        left in ms, silence in ms that began a grace in this call).
 
         A message without ``max_retry`` has ``default_max_retry`` (the one the encoding leaves out).
+        With ``outage_ms > 0``, a call that finds no call ran for longer than that (Redis's clock)
+        takes nothing back and starts a grace of ``grace_ms``, during which no call takes anything
+        back: owners cut off by the outage renew their leases first (``recover.lua``).
         """
-        keys = [q.active, q.pending, q.archived, q.stats]
+        keys = [q.active, q.pending, q.archived, q.stats, q.recovery]
         args = [now_ms, limit, day, minute, q.wake_channel, q.task_prefix, default_max_retry, WORKER_LOST,
-                WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR]
-        requeued, archived, orphans = self._call("recover", keys, args)
-        return int(requeued), int(archived), int(orphans)
+                WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR, outage_ms, grace_ms]
+        return Recovery(*(int(n) for n in self._call("recover", keys, args)))
 
     def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, limit: int) -> int:
         """Delete completed tasks past retention and archived tasks past the age limit."""

@@ -27,7 +27,7 @@ from queuecore.core.heartbeat import Heartbeater, ServerState
 from queuecore.core.janitor import Janitor
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.processor import Processor
-from queuecore.core.recoverer import Recoverer
+from queuecore.core.recoverer import Recoverer, outage_threshold
 from queuecore.core.registry import TaskRegistry, default_registry
 from queuecore.core.running import HeldTasks
 from queuecore.core.scripts import Scripts
@@ -83,8 +83,10 @@ class Worker:
                                      on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
                                      health=self.health)
         self.forwarder = Forwarder(self.scripts, self.clock, queues, config.forward_interval, self.health)
-        self.recoverer = Recoverer(self.scripts, self.clock, queues, config.recover_interval,
-                                   config.repair_interval, renewer, self.health)
+        self.recoverer = Recoverer(
+            self.scripts, self.clock, queues, config.recover_interval, config.repair_interval, renewer, self.health,
+            outage_after=outage_threshold(config.lease_duration, config.heartbeat_interval, config.recover_interval),
+            grace=config.lease_duration)
         self.janitor = Janitor(self.scripts, self.clock, queues, config.janitor_interval, config.archive_max_age,
                                self.health)
         self.stopped = threading.Event()
@@ -117,9 +119,12 @@ class Worker:
         self.state.status = "active"
         try:
             self.redis.sadd(self.keys.queues, *self.config.queues)
-            self.heartbeater.beat()
         except Exception as exc:
-            self.health.report_error("startup", exc)
+            self.health.report_error("startup", exc, retried=False)
+        try:
+            self.heartbeater.beat()
+        except Exception as exc:  # the heartbeater beats again within its interval
+            self.health.report_error(self.heartbeater.name, exc)
         logger.info("worker %s starting: queues %s, concurrency %d, Redis %s, prefix %r", self.server_id,
                     dict(self.config.queues), self.config.concurrency, redact_url(self.connection.redis_url),
                     self.keys.prefix)

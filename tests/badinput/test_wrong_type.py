@@ -212,7 +212,7 @@ def test_recover_skips_a_task_key_of_another_type_and_recovers_the_rest(redis_cl
     redis_client.zadd(q.active, {"bad": NOW - 2})
     redis_client.set(q.task("bad"), "not a hash")
     before = redis_client.dump(q.task("bad"))
-    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE) == (1, 0, 1)
+    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE).counts == (1, 0, 1)
     assert redis_client.dump(q.task("bad")) == before
     assert redis_client.zcard(q.active) == 0
     assert redis_client.lrange(q.pending, 0, -1) == ["good"]

@@ -14,6 +14,7 @@ from queuecore.core.acker import Acker
 from queuecore.core.clock import FakeClock, to_ms
 from queuecore.core.config import ConnectionConfig, WorkerConfig
 from queuecore.core.context import TaskContext
+from queuecore.core.errors import RedisFull
 from queuecore.core.forwarder import Forwarder
 from queuecore.core.handlers import HandlerPool
 from queuecore.core.health import RedisHealth
@@ -287,6 +288,29 @@ def test_redis_health_logs_an_outage_once_and_its_end(caplog: pytest.LogCaptureF
     messages = [r.getMessage() for r in caplog.records]
     assert len([m for m in messages if "unreachable" in m]) == 1 and "fetch" in messages[0]
     assert len([m for m in messages if "reachable again" in m]) == 1 and not health.down
+
+
+def test_redis_health_logs_redis_full_once_until_every_refused_component_writes_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    health = RedisHealth()
+    caplog.set_level(logging.INFO, logger="queuecore.worker")
+    full = redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'.")
+
+    def lines(word: str) -> int:
+        return len([r for r in caplog.records if word in r.getMessage()])
+
+    health.report_error("startup", full, retried=False)  # one-shot: cannot end the spell itself
+    health.report_error("fetch", full)
+    health.report_error("repair", RedisFull("Redis is full (maxmemory reached): ..."))
+    assert health.full and not health.down and lines("Redis is full") == 1
+    assert not [r for r in caplog.records if r.exc_info]
+    health.note_ok("heartbeater")  # writes that work at maxmemory prove nothing
+    health.note_ok("fetch")
+    assert health.full and lines("room again") == 0
+    health.note_ok("repair")
+    assert not health.full and lines("room again") == 1
+    health.note_ok("repair")
+    assert lines("room again") == 1
 
 
 def test_redis_health_logs_other_errors_with_their_traceback(caplog: pytest.LogCaptureFixture) -> None:

@@ -474,7 +474,7 @@ def test_recover_expired_leases(r, q, scripts: Scripts) -> None:
     requeue = seed_task(r, q, "requeue-me", "active", score=NOW, max_retry=3, retried=1, **seed)
     healthy = seed_task(r, q, "healthy", "active", score=NOW + 1, **seed)
 
-    assert scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE) == (2, 3, 1)
+    assert scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE).counts == (2, 3, 1)
 
     lost = "worker lost (lease expired)"
 
@@ -501,16 +501,56 @@ def test_recover_expired_leases(r, q, scripts: Scripts) -> None:
 def test_recover_respects_the_limit(r, q, scripts: Scripts) -> None:
     for i in range(3):
         seed_task(r, q, f"x{i}", "active", score=NOW - 10 + i, lease=1)
-    assert scripts.recover(q, now_ms=NOW, limit=2, day=DAY, minute=MINUTE) == (2, 0, 0)
+    assert scripts.recover(q, now_ms=NOW, limit=2, day=DAY, minute=MINUTE).counts == (2, 0, 0)
     state = read_queue_state(r, q)
     assert state["active"] == {"x2": NOW - 8}
     assert sorted(state["pending"]) == ["x0", "x1"]
 
 
+def redis_ms(r: redis.Redis) -> int:
+    seconds, micros = r.time()
+    return seconds * 1000 + micros // 1000
+
+
+def test_recover_after_a_silence_longer_than_the_outage_threshold_gives_one_grace(r, q, scripts: Scripts) -> None:
+    seed_task(r, q, "expired", "active", score=NOW - 10, lease=1)
+    grace = dict(now_ms=NOW, limit=100, day=DAY, minute=MINUTE, outage_ms=5_000, grace_ms=60_000)
+    # No round has run yet: nothing to compare with, so recovery goes ahead and the round is recorded.
+    first = scripts.recover(q, **grace)
+    assert first.counts == (1, 0, 0) and (first.grace_left_ms, first.silence_ms) == (0, 0)
+    seen = int(r.hget(q.recovery, "seen"))
+    assert abs(seen - redis_ms(r)) < 5_000  # Redis's clock, not the caller's now_ms
+    # A round right after: no silence, no grace.
+    seed_task(r, q, "expired2", "active", score=NOW - 10, lease=1)
+    r.hset(q.recovery, "seen", redis_ms(r) - 4_000)  # 4 s ago: under the threshold
+    assert scripts.recover(q, **grace).counts == (1, 0, 0)
+    # The last round ran 6 s ago (past the 5 s threshold): take nothing back, begin a grace.
+    seed_task(r, q, "expired3", "active", score=NOW - 10, lease=1)
+    r.hset(q.recovery, "seen", redis_ms(r) - 6_000)
+    begun = scripts.recover(q, **grace)
+    assert begun.counts == (0, 0, 0)
+    assert begun.silence_ms >= 6_000 and 55_000 < begun.grace_left_ms <= 60_000
+    assert r.zscore(q.active, "expired3") == NOW - 10
+    # During the grace no round takes anything back, whatever its own now_ms says.
+    during = scripts.recover(q, **{**grace, "now_ms": NOW + 10**9})
+    assert during.counts == (0, 0, 0) and during.silence_ms == 0 and during.grace_left_ms > 0
+    # Once the grace is over (as if its minute had passed), recovery goes on.
+    r.hset(q.recovery, "grace_until", redis_ms(r) - 1)
+    assert scripts.recover(q, **grace).counts == (1, 0, 0)
+    assert r.zscore(q.active, "expired3") is None
+
+
+def test_recover_without_an_outage_threshold_leaves_the_recovery_hash_alone(r, q, scripts: Scripts) -> None:
+    seed_task(r, q, "expired", "active", score=NOW - 10, lease=1)
+    r.hset(q.recovery, mapping={"seen": 1, "grace_until": 2**40})
+    assert scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE).counts == (1, 0, 0)
+    assert r.hgetall(q.recovery) == {"seen": "1", "grace_until": str(2**40)}
+
+
 def test_recover_with_nothing_expired(r, q, scripts: Scripts) -> None:
     seed_active(r, q, "a")
     before = read_queue_state(r, q)
-    assert scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE) == (0, 0, 0)
+    assert scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE).counts == (0, 0, 0)
     assert read_queue_state(r, q) == before
 
 
@@ -871,7 +911,7 @@ def test_recover_applies_the_default_max_retry_when_the_message_omits_it(r, q, s
     more = seed_task(r, q, "more", "active", score=NOW - 1, retried=DEFAULT_MAX_RETRY - 1, lease=1,
                      max_retry=DEFAULT_MAX_RETRY)
     assert '"max_retry"' not in spent["msg"] and '"max_retry"' not in more["msg"]
-    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE) == (1, 1, 0)
+    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE).counts == (1, 1, 0)
     lost = "worker lost (lease expired)"
     assert read_queue_state(r, q) == empty_state(
         pending=["more"], archived={"spent": NOW}, stats=stats(processed=2, failed=2),
@@ -885,7 +925,7 @@ def test_recover_takes_the_default_max_retry_and_reasons_from_its_wrapper(r, q, 
     seed_task(r, q, "spent", "active", score=NOW - 3, retried=3, lease=1)  # no max_retry in the message
     seed_task(r, q, "more", "active", score=NOW - 2, retried=2, lease=1)
     seed_task(r, q, "own", "active", score=NOW - 1, retried=3, lease=1, max_retry=5)  # its own wins
-    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE, default_max_retry=3) == (2, 1, 0)
+    assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE, default_max_retry=3).counts == (2, 1, 0)
     state = read_queue_state(r, q)
     assert state["archived"] == {"spent": NOW}
     assert sorted(state["pending"]) == ["more", "own"]

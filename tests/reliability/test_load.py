@@ -11,11 +11,10 @@ import pytest
 import redis
 
 from queuecore import Client, ConnectionConfig, Inspector, Worker, default_registry
+from queuecore.core.inspector import BULK_CHUNK
 from tests.conftest import FAST, wait_until
 from tests.helpers import proc_tasks
 from tests.reliability.oracle import check_invariants
-
-from queuecore.core.inspector import BULK_CHUNK
 
 
 @pytest.mark.slow

@@ -125,7 +125,7 @@ def test_racing_recover_scripts_on_a_shared_clock(redis_client, connection) -> N
         while True:
             got = s.recover(q, now_ms=now, limit=7, day=stats_day(now / 1000), minute=stats_minute(now / 1000))
             out.append(got)
-            if got == (0, 0, 0):
+            if got.counts == (0, 0, 0):
                 return
 
     threads = [threading.Thread(target=go, args=(c,)) for c in clients]

@@ -122,3 +122,51 @@ def test_kill9_of_redis_with_aof_always_loses_no_acknowledged_enqueue(spawn, pri
         stop.set()
         client.close()
         server.stop()
+
+
+def test_outage_past_the_lease_with_idle_workers_beside_reruns_nothing(
+        spawn, private_redis_factory, key_prefix: str, log: Path, tmp_path: Path) -> None:
+    """Worker A runs 8 tasks; 3 idle workers watch the same queue with quicker recoverers. Redis (AOF
+    always) goes away for longer than the lease while the tasks finish, and comes back on the same
+    files. A's acknowledgements must land: no task runs twice, none runs on an idle worker."""
+    server = private_redis_factory("--appendonly", "yes", "--appendfsync", "always")
+    connection = ConnectionConfig(redis_url=server.url, key_prefix=key_prefix)
+    client = Client(connection=connection)
+    inspector = Inspector(connection=connection)
+    lease = 2.0
+    try:
+        gates = [tmp_path / f"gate-{i}" for i in range(8)]
+        ids = [client.enqueue("proc.gate", {"path": str(g), "tag": f"o{i}"}, retention=600).id
+               for i, g in enumerate(gates)]
+        a = spawn(redis_url=server.url, concurrency=8, prefetch=0, lease=lease, heartbeat=0.4, recover=0.5)
+        wait_until(lambda: {e["id"] for e in task_events(log, "start", pid=a.pid)} == set(ids), 20,
+                   message="A to start all 8 tasks")
+        idle = [spawn(redis_url=server.url, concurrency=8, prefetch=0, lease=lease, heartbeat=0.4, recover=0.1)
+                for _ in range(3)]
+        wait_until(lambda: len(inspector.servers()) == 4, 20, message="the idle workers' heartbeats")
+
+        server.stop()  # SHUTDOWN: the AOF (fsynced on every write) is what comes back
+        down_at = time.monotonic()
+        for g in gates:
+            g.touch()  # the tasks finish while Redis is away; their outcomes wait to be written
+        wait_until(lambda: len(task_events(log, "end", pid=a.pid)) == 8, 20, message="the 8 tasks to end")
+        # The outage must outlast the lease (and the outage threshold): wall-clock time is the fault here.
+        wait_until(lambda: time.monotonic() - down_at > lease + 1.0, 10, interval=0.05,
+                   message="the outage to outlast the lease")
+        server.start()
+        wait_until(lambda: all(inspector.get_task(Q, i).state == "completed" for i in ids), 30,
+                   message="A's acknowledgements after the outage")
+        runs = runs_by_id(read_log(log))
+        assert {i: len(runs[i]) for i in ids} == {i: 1 for i in ids}, "a task ran twice"
+        assert {r["pid"] for i in ids for r in runs[i]} == {a.pid}
+        assert all(inspector.get_task(Q, i).retried == 0 for i in ids)
+        check_invariants(client.redis, connection.keys, ids, log)
+        graced = [w for w in (a, *idle) if "of grace for their owners to renew them" in w.stderr()]
+        print(f"\nRedis away {time.monotonic() - down_at:.1f}s with lease {lease}s: 8 tasks acknowledged once; "
+              f"{len(graced)} worker(s) logged the grace")
+        assert graced, "the grace is logged"
+        assert all(w.alive for w in (a, *idle))
+    finally:
+        client.close()
+        inspector.close()
+        server.stop()

@@ -141,7 +141,7 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule()
     def recover(self) -> None:
-        _requeued, _archived, orphans = self.s.recover(self.q, now_ms=self.now, limit=100, **self.day)
+        _requeued, _archived, orphans = self.s.recover(self.q, now_ms=self.now, limit=100, **self.day).counts
         assert orphans == 0
 
     @rule()

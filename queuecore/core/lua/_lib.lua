@@ -14,6 +14,16 @@ local function qc_refuse(key, want, got)
     return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. got .. ", expected a " .. want)
 end
 
+-- The reply for a failed redis.pcall (its error table failed): the wrong-type refusal for key when
+-- Redis said WRONGTYPE; any other error (an out-of-memory refusal, say) passed on as it came, so
+-- that Redis being full is never reported as corrupt data.
+local function qc_pcall_refusal(failed, key, want)
+    if string.find(failed["err"], "WRONGTYPE", 1, true) then
+        return qc_refuse(key, want)
+    end
+    return failed
+end
+
 -- The refusal when key exists with a type other than want; nil when it is a want or missing.
 local function qc_check_type(key, want)
     local got = redis.call("TYPE", key)["ok"]

@@ -14,6 +14,8 @@
 -- Returns an empty array when the queue is paused or empty.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
+-- At maxmemory the first write (ZADD, which grows memory) is refused with Redis's own "OOM ..."
+-- error reply, passed on unchanged: nothing is written and the tasks stay pending.
 --
 -- Cost: every batch-level step is one command for the whole batch (LRANGE, one ZADD, one LTRIM);
 -- per task one HMGET and one HSET. All reads come first; a read of a wrong-type key fails (pcall),
@@ -67,8 +69,8 @@ end
 -- Writes.
 for first = 1, #zadd, 2000 do  -- the first ZADD fails before writing anything if the key is no zset
     local added = redis.pcall("ZADD", KEYS[2], unpack(zadd, first, math.min(first + 1999, #zadd)))
-    if type(added) == "table" and added["err"] then
-        return qc_refuse(KEYS[2], "zset")
+    if type(added) == "table" and added["err"] then  -- wrong type, or Redis full (OOM)
+        return qc_pcall_refusal(added, KEYS[2], "zset")
     end
 end
 redis.call("LTRIM", KEYS[1], 0, -(k + 1))

@@ -16,14 +16,44 @@
 -- ARGV[8] error of a task taken back (reasons.WORKER_LOST)
 -- ARGV[9] error of one whose message does not decode, archived (reasons.WORKER_LOST_UNDECODABLE)
 -- ARGV[10] error of one an operator had asked to cancel, archived (reasons.CANCELLED_BY_OPERATOR)
+-- ARGV[11] outage threshold, ms: a round that finds no round ran for longer than this (by Redis's
+--          clock) begins a grace; 0 turns the grace off (and the recovery HASH is not touched)
+-- ARGV[12] grace, ms (the calling worker's lease duration)
+-- KEYS[5] <prefix>:{<q>}:recovery  HASH  seen (Redis time of the last round, ms), grace_until (ms)
+--
+-- Outage grace: when Redis, or every worker's connection to it, was away for longer than the
+-- threshold, leases that expired meanwhile belong to owners that could not renew them. The first
+-- round after such a silence takes back nothing and starts a grace of ARGV[12] ms, during which no
+-- round takes anything back: owners that are alive renew their leases (and write their outcomes)
+-- first. Redis's own clock (TIME) measures the silence, so workers' clock skew cannot start one.
 -- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[6] (same {<q>}
 -- tag as KEYS), same slot.
--- Returns {requeued, archived, orphans}: orphans are active ids whose hash was gone, or whose task key
--- holds another Redis type (left untouched), dropped from active; one bad key never blocks the rest.
+-- Returns {requeued, archived, orphans, grace_left_ms, silence_ms}: orphans are active ids whose hash
+-- was gone, or whose task key holds another Redis type (left untouched), dropped from active; one bad
+-- key never blocks the rest. grace_left_ms > 0 during a grace (nothing was taken back); silence_ms is
+-- the silence that began a grace in this round, else 0.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
 -- Redis type; checked before any write, so nothing is written.
 -- wrong-type guard, before any write
-local err = qc_check_types(KEYS, {"zset", "list", "zset", "hash"}) if err then return err end
+local err = qc_check_types(KEYS, {"zset", "list", "zset", "hash", "hash"}) if err then return err end
+local threshold = tonumber(ARGV[11])
+if threshold > 0 then
+    local time = redis.call("TIME")
+    local clock = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    local kept = redis.call("HMGET", KEYS[5], "seen", "grace_until")
+    local seen, grace_until = tonumber(kept[1]), tonumber(kept[2] or "0")
+    local silence = 0
+    if seen and clock - seen > threshold then
+        silence = clock - seen
+        grace_until = clock + tonumber(ARGV[12])
+    end
+    -- Bookkeeping may be refused at maxmemory (HSET can grow memory): a missed "seen" can only
+    -- start a grace later, which delays recovery by one lease and never runs a task twice.
+    redis.pcall("HSET", KEYS[5], "seen", clock, "grace_until", grace_until)
+    if clock < grace_until then
+        return {0, 0, 0, grace_until - clock, silence}
+    end
+end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
 local task_prefix = ARGV[6]
 local foreign = {}  -- task keys of another Redis type: never written, their ids only dropped from active
@@ -76,4 +106,4 @@ for _, id in ipairs(ids) do
         end
     end
 end
-return {requeued, archived, orphans}
+return {requeued, archived, orphans, 0, 0}
