@@ -145,3 +145,23 @@ def suicide(tag: str = "", how: str = "exit") -> None:
     if how == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     os._exit(1)
+
+
+def _quick_retry(retried: int, error: BaseException | None) -> float:
+    return 0.2
+
+
+@task(name="proc.fail", retry_delay=_quick_retry)
+def fail(tag: str = "") -> None:
+    """Fail every attempt (logged as an abort); retried after 0.2 s until its retries are spent."""
+    with _logged(tag=tag):
+        raise RuntimeError(f"proc.fail {tag}: fails every time")
+
+
+@task(name="proc.skip")
+def skip(tag: str = "") -> None:
+    """Raise SkipRetry: archived at once, never retried."""
+    from queuecore import SkipRetry
+
+    with _logged(tag=tag):
+        raise SkipRetry(f"proc.skip {tag}: not worth retrying")
