@@ -46,6 +46,11 @@ class StatsSnapshot:
     def concurrency(self) -> int:
         return sum(s.concurrency for s in self.servers)
 
+    @property
+    def waiting(self) -> int:
+        """Tasks fetched ahead, waiting for a free slot (not counted as busy)."""
+        return sum(s.waiting_count for s in self.servers)
+
     def to_dict(self) -> dict[str, Any]:
         counts = self.state_counts
         return {
@@ -57,6 +62,6 @@ class StatsSnapshot:
                        "error_rate": self.error_rate},
             "queues": [q.to_dict() for q in self.queues],
             "servers": {"up": len(self.servers), "busy_workers": self.busy_workers,
-                        "concurrency": self.concurrency},
+                        "concurrency": self.concurrency, "waiting": self.waiting},
             "redis": self.redis.to_dict(),
         }

@@ -33,7 +33,7 @@ from adminctl.fmt import (
 )
 from adminctl.models import StatsSnapshot
 from queuecore.core.inspector import TaskPage
-from queuecore.core.message import DailyStats, QueueInfo, ServerInfo, TaskInfo, WorkerInfo
+from queuecore.core.message import DailyStats, QueueInfo, ServerInfo, TaskInfo, WaitingTaskInfo, WorkerInfo
 from queuecore.core.states import DUE_STATES, STATES
 
 STATE_STYLES = {
@@ -232,7 +232,8 @@ def render_stats(snap: StatsSnapshot, *, color: bool = True, problem: str | None
             (human_count(snap.failed_today), "bold red" if snap.failed_today else "bold"),
             " · error rate ", percent(snap.error_rate))),
         ("Workers", Text.assemble((plural(len(snap.servers), "server"), "bold"), " up · ",
-                                  (f"{snap.busy_workers}/{snap.concurrency}", "bold"), " busy")),
+                                  (f"{snap.busy_workers}/{snap.concurrency}", "bold"), " busy",
+                                  f" · {human_count(snap.waiting)} fetched ahead" if snap.waiting else "")),
         ("Redis", Text(" · ".join(redis_bits))),
     ]
     for label, value in lines:
@@ -349,8 +350,9 @@ def task_table(tasks: Sequence[TaskInfo], state: str, now: float) -> FitTable:
             rows.append([Text(t.id), type_cell, Text(ago(t.completed_at, now)),
                          _user(compact_json(t.result)) if t.result is not None else Text("-", style=DIM)])
         else:
-            if state == "active":
-                when = human_duration(now - t.started_at.timestamp()) if t.started_at else "-"
+            if state == "active":  # running since its handler started; "waiting": fetched ahead, not started
+                when = human_duration(now - t.started_at.timestamp()) if t.started_at else (
+                    "waiting" if t.worker else "-")
             elif state == "pending":
                 when = human_duration(now - t.next_process_at.timestamp()) if t.next_process_at else "-"
             else:
@@ -389,7 +391,12 @@ def task_detail(t: TaskInfo, now: float) -> RenderableType:
     grid.add_row("Enqueued", timestamp(t.enqueued_at, now))
     if t.next_process_at and t.state in DUE_STATES:
         grid.add_row("Due", timestamp(t.next_process_at, now))
-    if t.started_at:
+    if t.state == "active":
+        grid.add_row("Fetched", timestamp(t.fetched_at, now) if t.fetched_at else "-")
+        grid.add_row("Worker", escape(t.worker) if t.worker else Text("not in any live heartbeat", style=DIM))
+        grid.add_row("Started", timestamp(t.started_at, now) if t.started_at else Text(
+            "not yet (fetched ahead, waiting for a free slot)" if t.worker else "not reported yet", style=DIM))
+    elif t.started_at:
         grid.add_row("Started", timestamp(t.started_at, now))
     if t.completed_at:
         grid.add_row("Completed", timestamp(t.completed_at, now))
@@ -421,9 +428,11 @@ def task_detail(t: TaskInfo, now: float) -> RenderableType:
 
 
 def server_table(servers: Sequence[ServerInfo], now: float) -> FitTable:
-    """``server ls``: one row per live worker process."""
+    """``server ls``: one row per live worker process. ``busy``: handlers running of ``concurrency``;
+    ``ahead``: tasks fetched ahead, waiting for a free slot."""
     columns = [Column("host", shrink=2, min_width=8), Column("pid", "right"), Column("status"),
-               Column("busy", "right"), Column("queues", shrink=2, min_width=8), Column("started", "right")]
+               Column("busy", "right"), Column("ahead", "right"), Column("queues", shrink=2, min_width=8),
+               Column("started", "right")]
     status_styles = {"active": "green", "quiet": "yellow", "stopping": "red"}
     rows = []
     for srv in servers:
@@ -433,7 +442,8 @@ def server_table(servers: Sequence[ServerInfo], now: float) -> FitTable:
         busy_style = "bold" if srv.active_count >= srv.concurrency else ""
         rows.append([_user(srv.host, 60), Text(str(srv.pid)),
                      Text(escape(srv.status), style=status_styles.get(srv.status, "")),
-                     Text(f"{srv.active_count}/{srv.concurrency}", style=busy_style), Text(queues),
+                     Text(f"{srv.active_count}/{srv.concurrency}", style=busy_style),
+                     Text(str(srv.waiting_count), style=DIM if not srv.waiting_count else ""), Text(queues),
                      Text(ago(srv.started_at, now))])
     return FitTable(columns, rows)
 
@@ -447,4 +457,14 @@ def worker_table(workers: Iterable[WorkerInfo], now: float, *, title: str | None
         overdue = w.deadline is not None and w.deadline.timestamp() < now
         rows.append([_user(_server_label(w.server_id), 60), _user(w.queue, 40), _user(w.type, 60), Text(w.task_id),
                      Text(human_duration(now - w.started_at.timestamp()), style="red" if overdue else "")])
+    return FitTable(columns, rows, title=title)
+
+
+def waiting_table(waiting: Iterable[WaitingTaskInfo], now: float, *, title: str | None = None) -> FitTable:
+    """Tasks fetched ahead that wait for a free slot: which process, which task, and since when."""
+    columns = [Column("server", shrink=2, min_width=8), Column("queue", shrink=2, min_width=5),
+               Column("type", shrink=2, min_width=6), Column("task id", shrink=0), Column("waiting", "right")]
+    rows = [[_user(_server_label(w.server_id), 60), _user(w.queue, 40), _user(w.type, 60), Text(w.task_id),
+             Text(human_duration(now - w.fetched_at.timestamp()))]
+            for w in sorted(waiting, key=lambda w: w.fetched_at)]
     return FitTable(columns, rows, title=title)

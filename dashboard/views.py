@@ -126,8 +126,11 @@ def _totals(queues: list[Any]) -> dict[str, Any]:
 
 
 def _capacity(servers: list[Any]) -> dict[str, Any]:
+    """Busy slots (handlers running, never more than each server's concurrency) of all slots, and the
+    tasks fetched ahead that wait for a slot, counted apart."""
     busy, capacity = sum(s.active_count for s in servers), sum(s.concurrency for s in servers)
-    return {"servers": servers, "busy": busy, "capacity": capacity, "utilisation": busy / capacity if capacity else 0}
+    return {"servers": servers, "busy": busy, "capacity": capacity, "utilisation": busy / capacity if capacity else 0,
+            "waiting": sum(s.waiting_count for s in servers)}
 
 
 def _chart(ins: Inspector, range_name: str, queue: str | None = None) -> dict[str, Any]:

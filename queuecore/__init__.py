@@ -28,7 +28,15 @@ from queuecore.core.errors import (
     WrongKeyType,
 )
 from queuecore.core.inspector import Inspector
-from queuecore.core.message import AuditEntry, DailyStats, QueueInfo, ServerInfo, TaskInfo, WorkerInfo
+from queuecore.core.message import (
+    AuditEntry,
+    DailyStats,
+    QueueInfo,
+    ServerInfo,
+    TaskInfo,
+    WaitingTaskInfo,
+    WorkerInfo,
+)
 from queuecore.core.registry import TaskRegistry, TaskRequest, default_registry
 from queuecore.core.states import TaskState
 from queuecore.core.task import TaskFunction, task
@@ -67,6 +75,7 @@ __all__ = [
     "TaskRequest",
     "TaskState",
     "TaskTimeout",
+    "WaitingTaskInfo",
     "Worker",
     "WorkerConfig",
     "WorkerInfo",

@@ -8,7 +8,7 @@ import click
 
 from adminctl.app import App
 from adminctl.options import json_option
-from adminctl.render import server_table, worker_table
+from adminctl.render import server_table, waiting_table, worker_table
 
 
 @click.group()
@@ -27,10 +27,12 @@ def server() -> None:
 def server_ls(app: App) -> None:
     """List every live worker process and the tasks it is running.
 
-    Each row comes from the process's heartbeat: host, pid, concurrency,
-    queues with weights, status (active, quiet, stopping) and when it
-    started; then each running task with how long it has run. Processes
-    whose heartbeat expired are not shown.
+    Each row comes from the process's heartbeat: host, pid, status
+    (active, quiet, stopping), busy (handlers running / concurrency),
+    ahead (tasks fetched ahead that wait for a free slot), queues with
+    weights and when it started; then each running task with how long
+    its handler has run, and each task fetched ahead with how long it
+    has waited. Processes whose heartbeat expired are not shown.
 
     \b
     Examples:
@@ -51,3 +53,7 @@ def server_ls(app: App) -> None:
     if workers:
         term.print("")
         term.print(worker_table(workers, now, title="Running tasks"))
+    waiting = [w for s in servers for w in s.waiting]
+    if waiting:
+        term.print("")
+        term.print(waiting_table(waiting, now, title="Fetched ahead, waiting for a free slot"))

@@ -64,6 +64,17 @@ class Heartbeater(Periodic):
         """
         state = self._state
         now = self._clock.now()
+        # Running: the handler started (at most ``concurrency``). Waiting: fetched ahead, not started.
+        running: list[dict[str, Any]] = []
+        waiting: list[dict[str, Any]] = []
+        for r in self._held.snapshot():
+            if r.finalized or r.ctx.cancel_reason == LEASE_LOST:
+                continue
+            if r.begun:
+                running.append({"task_id": r.id, "queue": r.queue, "type": r.message.type, "started_at": r.started,
+                                "deadline": r.deadline})
+            else:
+                waiting.append({"task_id": r.id, "queue": r.queue, "type": r.message.type, "fetched_at": r.fetched})
         info = {
             "id": state.id,
             "host": state.host,
@@ -74,11 +85,8 @@ class Heartbeater(Periodic):
             "started_at": state.started_at,
             "status": state.status,
             "heartbeat_at": now,
-            "workers": [
-                {"task_id": r.id, "queue": r.queue, "type": r.message.type, "started_at": r.started,
-                 "deadline": r.deadline}
-                for r in self._held.snapshot() if not r.finalized and r.ctx.cancel_reason != LEASE_LOST
-            ],
+            "workers": running,
+            "waiting": waiting,
         }
         self._scripts.heartbeat(state.id, dumps(info), ttl_ms=to_ms(self.ttl))
         self._scripts.heartbeat_index(state.id, expires_ms=to_ms(now + self.ttl), now_ms=to_ms(now))

@@ -30,6 +30,7 @@ from queuecore.core.message import (
     ServerInfo,
     TaskInfo,
     TaskMessage,
+    WaitingTaskInfo,
     WorkerInfo,
     dumps,
     loads,
@@ -403,13 +404,26 @@ class Inspector:
             pipe.hmget(q.task(task_id), _TASK_FIELDS)
         rows = pipe.execute()
         out = []
+        holders = self._holders() if state == TaskState.ACTIVE else {}
         for (task_id, score), row in zip(ids, rows, strict=True):
             if row[0] is None and row[1] is None:
                 continue  # deleted between the two reads
-            out.append(self._info(q, task_id, dict(zip(_TASK_FIELDS, row, strict=True)), state, score))
+            out.append(self._info(q, task_id, dict(zip(_TASK_FIELDS, row, strict=True)), state, score, holders))
         return out
 
-    def _info(self, q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None, score: float | None) -> TaskInfo:
+    def _holders(self) -> dict[tuple[str, str], WorkerInfo | WaitingTaskInfo]:
+        """(queue, task id) -> the live heartbeat entry of a task a worker holds: running, or fetched
+        and waiting for a free slot."""
+        out: dict[tuple[str, str], WorkerInfo | WaitingTaskInfo] = {}
+        for server in self.servers():
+            for waiting in server.waiting:
+                out[(waiting.queue, waiting.task_id)] = waiting
+            for running in server.workers:
+                out[(running.queue, running.task_id)] = running
+        return out
+
+    def _info(self, q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None, score: float | None,
+              holders: dict[tuple[str, str], WorkerInfo | WaitingTaskInfo] | None = None) -> TaskInfo:
         state_value = h.get("state") or state or "pending"
         try:
             m = TaskMessage.decode(task_id, q.queue, h.get("msg"))
@@ -430,6 +444,16 @@ class Inspector:
                 seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None)
         elif task_state is TaskState.ARCHIVED and score is not None:
             archived_at = ms_to_datetime(score)
+        started_at = ms_to_datetime(h.get("started_at"))
+        worker = fetched_at = None
+        if task_state is TaskState.ACTIVE:
+            # The hash holds when the task was fetched; its handler's start is in its worker's heartbeat.
+            fetched_at, started_at = started_at, None
+            holder = (holders or {}).get((q.queue, task_id))
+            if holder is not None:
+                worker = holder.server_id
+                if isinstance(holder, WorkerInfo):
+                    started_at = holder.started_at
         result = None
         if h.get("result"):
             try:
@@ -441,10 +465,10 @@ class Inspector:
             retried=_int(h.get("retried")), max_retry=m.max_retry, last_error=h.get("error") or None,
             last_failed_at=ms_to_datetime(h.get("failed_at")), next_process_at=next_at,
             enqueued_at=seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None,
-            started_at=ms_to_datetime(h.get("started_at")), completed_at=ms_to_datetime(h.get("completed_at")),
+            started_at=started_at, completed_at=ms_to_datetime(h.get("completed_at")),
             archived_at=archived_at, timeout=m.timeout, deadline=seconds_to_datetime(m.deadline),
             retention=m.retention, unique_key=m.unique_key, result=result, cancel_requested=bool(h.get("cancel")),
-            decode_error=decode_error,
+            decode_error=decode_error, worker=worker, fetched_at=fetched_at,
         )
 
     @translate
@@ -460,7 +484,8 @@ class Inspector:
         score = None
         if state in ZSET_STATES:
             score = self.redis.zscore(q.state_key(state), task_id)
-        return self._info(q, task_id, h, state, score)
+        holders = self._holders() if state == TaskState.ACTIVE else None
+        return self._info(q, task_id, h, state, score, holders)
 
     def _task_keys(self, queue: str, task_id: str) -> QueueKeys:
         validate_task_id(task_id)
@@ -549,7 +574,8 @@ class Inspector:
 
     @translate
     def servers(self) -> list[ServerInfo]:
-        """Every live worker process, from its heartbeat (stale ones are left out)."""
+        """Every live worker process, from its heartbeat (stale ones are left out): the tasks whose
+        handlers run (``workers``) and the tasks fetched ahead that wait for a slot (``waiting``)."""
         now_ms = to_ms(self.clock.now())
         ids = cast("list[str]", self.redis.zrangebyscore(self.keys.servers, now_ms, "+inf"))
         if not ids:
@@ -567,18 +593,21 @@ class Inspector:
                                       started_at=seconds_to_datetime(w["started_at"]),  # type: ignore[arg-type]
                                       deadline=seconds_to_datetime(w.get("deadline")))
                            for w in d.get("workers", [])]
+                waiting = [WaitingTaskInfo(server_id=d["id"], task_id=w["task_id"], queue=w["queue"], type=w["type"],
+                                           fetched_at=seconds_to_datetime(w["fetched_at"]))  # type: ignore[arg-type]
+                           for w in d.get("waiting", [])]
                 out.append(ServerInfo(
                     id=d["id"], host=d["host"], pid=int(d["pid"]), concurrency=int(d["concurrency"]),
                     queues=dict(d["queues"]), strict_priority=bool(d["strict_priority"]),
                     started_at=seconds_to_datetime(d["started_at"]),  # type: ignore[arg-type]
                     status=d["status"], heartbeat_at=seconds_to_datetime(d["heartbeat_at"]),  # type: ignore[arg-type]
-                    workers=workers))
+                    workers=workers, waiting=waiting))
             except (ValueError, KeyError, TypeError, OverflowError):
                 continue  # a malformed heartbeat is not a live server we can describe
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))
 
     def workers(self) -> list[WorkerInfo]:
-        """Every task being processed right now, across live worker processes."""
+        """Every task being processed right now (its handler running), across live worker processes."""
         return [w for s in self.servers() for w in s.workers]
 
     # -- redis ------------------------------------------------------------------------------------

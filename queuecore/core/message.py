@@ -180,6 +180,11 @@ class TaskInfo:
     result: Any = None
     cancel_requested: bool = False
     decode_error: str | None = None
+    # An active task: the worker process holding it (server id), and when that worker fetched it.
+    # Its ``started_at`` is when its handler started, as that worker's heartbeat reports it: None while
+    # the task waits in the worker's prefetch buffer, or until the worker's next heartbeat lists it.
+    worker: str | None = None
+    fetched_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a stable shape (datetimes as ISO 8601 strings)."""
@@ -243,7 +248,8 @@ class DailyStats:
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """One task being processed right now by a worker process."""
+    """One task being processed right now by a worker process: its handler is running, and has been
+    since ``started_at`` (a task fetched ahead and still waiting for a free slot is a ``WaitingTaskInfo``)."""
 
     server_id: str
     task_id: str
@@ -260,8 +266,29 @@ class WorkerInfo:
 
 
 @dataclass(frozen=True)
+class WaitingTaskInfo:
+    """A task a worker process fetched ahead (leased, so no other worker takes it) whose handler has
+    not started yet: it waits for one of the process's ``concurrency`` slots."""
+
+    server_id: str
+    task_id: str
+    queue: str
+    type: str
+    fetched_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["fetched_at"] = self.fetched_at.isoformat()
+        return out
+
+
+@dataclass(frozen=True)
 class ServerInfo:
-    """One worker process, from its heartbeat."""
+    """One worker process, from its heartbeat.
+
+    ``workers`` are the tasks whose handlers run now (never more than ``concurrency``); ``waiting``
+    the tasks fetched ahead that wait for a free slot.
+    """
 
     id: str
     host: str
@@ -273,16 +300,24 @@ class ServerInfo:
     status: str  # "active", "quiet" or "stopping"
     heartbeat_at: datetime
     workers: list[WorkerInfo] = field(default_factory=list)
+    waiting: list[WaitingTaskInfo] = field(default_factory=list)
 
     @property
     def active_count(self) -> int:
+        """How many handlers run now (busy slots)."""
         return len(self.workers)
+
+    @property
+    def waiting_count(self) -> int:
+        """How many fetched tasks wait for a free slot."""
+        return len(self.waiting)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["started_at"] = self.started_at.isoformat()
         out["heartbeat_at"] = self.heartbeat_at.isoformat()
         out["workers"] = [w.to_dict() for w in self.workers]
+        out["waiting"] = [w.to_dict() for w in self.waiting]
         return out
 
 

@@ -1,7 +1,9 @@
 """The processor: fetches tasks into free slots, dispatches each to its handler, supervises
 timeouts and cancels, and finalizes each attempt (writes its outcome exactly once).
 
-Sync handlers run on a ``HandlerPool``, async handlers on an ``AsyncLoop``. What to write for an
+Fetched tasks wait in a buffer until one of the ``concurrency`` run slots is free (sync and async
+handlers share them), then run: sync handlers on a ``HandlerPool``, async handlers on an
+``AsyncLoop``. What to write for an
 outcome is decided in ``outcome.py`` and written by the ``Recorder``; successes are acknowledged in
 batches by the ``Acker``.
 A handler that cannot be interrupted is abandoned (its slot freed, its task failed) after
@@ -15,6 +17,7 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -64,7 +67,12 @@ class Processor:
         self.async_loop = AsyncLoop(config.concurrency)
         held_at_once = config.concurrency + (config.prefetch or 0)
         self._slots = Slots(held_at_once, max(1, min(config.prefetch or 0, held_at_once // 2)),
-                            lambda: self.pool.queued)
+                            lambda: len(self._ready) + self.pool.queued)
+        # Fetched attempts waiting for one of the ``concurrency`` run slots, and how many are taken:
+        # sync and async handlers together never run more than ``concurrency`` at once.
+        self._run_lock = threading.Lock()
+        self._ready: deque[tuple[Running, Callable[[], None]]] = deque()
+        self._running = 0
         self.threads: list[threading.Thread] = []
         self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health)
         self._acker = Acker(scripts.dedicated(), clock, queue_keys, self.recorder.with_retries, self._acknowledged)
@@ -100,10 +108,15 @@ class Processor:
         self._stopping.set()
         self.wake.set()
         self._slots.wake_all()
+        waiting = self._take_ready()  # fetched ahead, never started: back at once, for others to run
+        for running in waiting:
+            self._finalize(running, Outcome("requeue"))
         deadline = time.monotonic() + timeout
         while len(self.held) and time.monotonic() < deadline and not (force and force.is_set()):
             time.sleep(0.01)
         remaining = self.held.snapshot()
+        for running in self._take_ready():  # fetched before the fetcher stopped: never started
+            self._finalize(running, Outcome("requeue"))
         for running in remaining:
             running.ctx.request_cancel(SHUTDOWN)
             self._interrupt(running, TaskCancelled)
@@ -113,7 +126,7 @@ class Processor:
         grace = time.monotonic() + min(1.0, self.config.cancel_grace)
         while any(not r.finalized for r in remaining) and time.monotonic() < grace:
             time.sleep(0.01)
-        handed_back = sum(1 for r in remaining if r.finalized and r.handed_back)
+        handed_back = sum(1 for r in remaining if r.finalized and r.handed_back) + len(waiting)
         for running in remaining:
             if self._finalize(running, Outcome("requeue")):
                 handed_back += 1
@@ -204,18 +217,60 @@ class Processor:
         running = self._hold(queue, task_id, lease, retried, message, now)
         handler = self.registry.get(message.type)
         func = handler.func if handler is not None else None
+        start: Callable[[], None]
         if handler is not None and handler.is_async:
-            self.async_loop.start(lambda: self._run_async(running, handler.func),
-                                  lambda task: self._keep_async_task(running, task))
+            def start() -> None:
+                self.async_loop.start(lambda: self._run_async(running, handler.func),
+                                      lambda task: self._keep_async_task(running, task))
         else:
-            self.pool.submit(lambda: self._run_sync(running, func))
+            def start() -> None:
+                self.pool.submit(lambda: self._run_sync(running, func))
+        with self._run_lock:
+            self._ready.append((running, start))
+        self._start_ready()
+
+    # -- run slots --------------------------------------------------------------------------------
+
+    def _start_ready(self) -> None:
+        """Start fetched attempts, oldest first, while fewer than ``concurrency`` handlers run."""
+        starts = []
+        with self._run_lock:
+            while self._ready and self._running < self.config.concurrency:
+                running, start = self._ready.popleft()
+                if running.finalized:  # handed back (shutdown) while it waited
+                    continue
+                running.run_slot = True
+                self._running += 1
+                starts.append(start)
+            drained = not self._ready
+        for start in starts:
+            start()
+        if starts and drained:
+            self._slots.recheck()  # the buffer ran dry: the fetcher may fetch before a batch is free
+
+    def _free_run_slot(self, running: Running) -> None:
+        """The attempt's thread or coroutine is free (or it was abandoned): its run slot goes to the
+        next fetched attempt. Once per attempt."""
+        with self._run_lock:
+            if not running.run_slot:
+                return
+            running.run_slot = False
+            self._running -= 1
+        self._start_ready()
+
+    def _take_ready(self) -> list[Running]:
+        """Empty the buffer of fetched attempts that have not started."""
+        with self._run_lock:
+            taken = [running for running, _ in self._ready]
+            self._ready.clear()
+        return taken
 
     def _hold(self, queue: str, task_id: str, lease: int, retried: int, message: TaskMessage,
               now: float) -> Running:
         ctx = TaskContext(id=task_id, queue=queue, type=message.type, retried=retried,
                           max_retry=message.max_retry, payload=message.payload)
         running = Running(id=task_id, queue=queue, lease=lease, retried=retried, message=message, ctx=ctx,
-                          started=now, deadline=message.deadline)
+                          started=now, deadline=message.deadline, fetched=now)
         self._slots.use()
         self.held.add(running)
         return running
@@ -230,11 +285,18 @@ class Processor:
             deadline = message.deadline if deadline is None else min(deadline, message.deadline)
         running.started = now
         running.deadline = running.ctx.deadline = deadline
+        running.begun = True
 
     def _call_handler(self, running: Running, func: Callable[..., Any]) -> Any:
         return call_with_middleware(self.config.middleware, running.ctx, lambda: func(**running.message.payload))
 
     def _run_sync(self, running: Running, func: Callable[..., Any] | None) -> None:
+        try:
+            self._run_sync_attempt(running, func)
+        finally:
+            self._free_run_slot(running)
+
+    def _run_sync_attempt(self, running: Running, func: Callable[..., Any] | None) -> None:
         outcome: Outcome | None = None
         token = set_current(running.ctx)
         try:
@@ -266,6 +328,14 @@ class Processor:
         self._finalize(running, outcome)
 
     async def _run_async(self, running: Running, func: Callable[..., Any]) -> None:
+        try:
+            await self._run_async_attempt(running, func)
+        finally:
+            self._free_run_slot(running)
+
+    async def _run_async_attempt(self, running: Running, func: Callable[..., Any]) -> None:
+        if running.finalized:  # handed back while it waited to start
+            return
         token = set_current(running.ctx)
         try:
             async with self.async_loop.slots():
@@ -355,6 +425,7 @@ class Processor:
         if running.thread_ident is not None:
             self.pool.abandon(running.thread_ident)
         self._finalize(running, abandoned(running.ctx.cancel_reason))
+        self._free_run_slot(running)  # the thread runs on, outside the count; another takes the slot
 
     # -- finalizing -------------------------------------------------------------------------------
 

@@ -14,7 +14,11 @@ from queuecore.core.message import TaskMessage
 
 @dataclass
 class Running:
-    """One attempt this process holds a lease on, from fetch until its outcome is written."""
+    """One attempt this process holds a lease on, from fetch until its outcome is written.
+
+    Fetched ahead, it waits for a free run slot (``begun`` False); then its handler runs
+    (``begun``); it is ``finalized`` once its outcome is decided.
+    """
 
     id: str
     queue: str
@@ -22,9 +26,12 @@ class Running:
     retried: int
     message: TaskMessage
     ctx: TaskContext
-    started: float  # wall clock seconds
+    started: float  # wall clock seconds: when it was fetched, then when its handler started
     deadline: float | None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    fetched: float = 0.0  # wall clock seconds
+    begun: bool = False  # its handler started (it holds one of the ``concurrency`` run slots)
+    run_slot: bool = False  # it holds a run slot (from its start until its thread or coroutine is free)
     finalized: bool = False
     in_handler: bool = False
     thread_ident: int | None = None

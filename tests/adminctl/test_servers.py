@@ -14,7 +14,7 @@ from tests.adminctl.conftest import widest_line
 from tests.conftest import wait_until
 
 SERVER_KEYS = {"id", "host", "pid", "concurrency", "queues", "strict_priority", "started_at", "status",
-               "heartbeat_at", "workers"}
+               "heartbeat_at", "workers", "waiting"}
 WORKER_KEYS = {"server_id", "task_id", "queue", "type", "started_at", "deadline"}
 
 
@@ -64,7 +64,8 @@ def test_server_and_worker_ls_with_a_blocked_task(adminctl, client: Client, insp
 
         stats = adminctl("stats")
         assert "1 server up · 1/4 busy" in stats.stdout
-        assert adminctl("stats", "--json").json()["servers"] == {"up": 1, "busy_workers": 1, "concurrency": 4}
+        assert adminctl("stats", "--json").json()["servers"] == {"up": 1, "busy_workers": 1, "concurrency": 4,
+                                                                  "waiting": 0}
         busy = adminctl("queue", "remove", "work", "--force", "--yes")
         assert busy.code == 1 and "active task" in busy.stderr and "work" in inspector.queues()
 

@@ -74,7 +74,7 @@ def test_stats_json_shape(adminctl, client: Client, inspector: Inspector, key_pr
     assert [q["name"] for q in data["queues"]] == ["mail", "reports"]
     assert all(set(q) == QUEUE_KEYS for q in data["queues"])
     assert data["queues"][0]["paused"] is True
-    assert data["servers"] == {"up": 0, "busy_workers": 0, "concurrency": 0}
+    assert data["servers"] == {"up": 0, "busy_workers": 0, "concurrency": 0, "waiting": 0}
     assert data["prefix"] == key_prefix
     assert set(data["redis"]) >= {"version", "used_memory", "connected_clients", "key_count", "queues"}
     assert data["redis"]["queues"] == 2

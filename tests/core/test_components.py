@@ -116,7 +116,12 @@ def test_heartbeater_publishes_the_server_state_and_clears_it(
         redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, connection: ConnectionConfig,
         health: RedisHealth) -> None:
     held = HeldTasks()
-    held.add(held_attempt(redis_client, q, "t1", lease=1, expires=fake_clock.now() + 1))
+    running = held_attempt(redis_client, q, "t1", lease=1, expires=fake_clock.now() + 1)
+    running.begun, running.started = True, fake_clock.now() - 1  # its handler runs
+    held.add(running)
+    fetched = held_attempt(redis_client, q, "t2", lease=1, expires=fake_clock.now() + 1)
+    fetched.fetched = fake_clock.now() - 2  # fetched ahead, waiting for a free slot
+    held.add(fetched)
     state = ServerState(id="host:1:abc", host="host", pid=1, concurrency=4, queues={"default": 1},
                         strict_priority=False, started_at=fake_clock.now() - 5, status="active")
     renewer = renewer_for(scripts, fake_clock, held, q, Calls(), Calls())
@@ -124,7 +129,8 @@ def test_heartbeater_publishes_the_server_state_and_clears_it(
     beater.run_once()
     info = json.loads(redis_client.get(connection.keys.server("host:1:abc")))
     assert info["status"] == "active" and info["concurrency"] == 4 and info["queues"] == {"default": 1}
-    assert [w["task_id"] for w in info["workers"]] == ["t1"]
+    assert [(w["task_id"], w["started_at"]) for w in info["workers"]] == [("t1", fake_clock.now() - 1)]
+    assert [(w["task_id"], w["fetched_at"]) for w in info["waiting"]] == [("t2", fake_clock.now() - 2)]
     assert redis_client.pttl(connection.keys.server("host:1:abc")) <= to_ms(beater.ttl)
     assert read_zset(redis_client, connection.keys.servers) == {"host:1:abc": to_ms(fake_clock.now() + 6.0)}
     assert read_zset(redis_client, q.active)["t1"] == to_ms(fake_clock.now() + LEASE)  # renewed on the beat

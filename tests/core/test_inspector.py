@@ -291,8 +291,9 @@ def test_get_task_in_every_state(fi: Inspector, redis_client, connection) -> Non
     assert (p.state, p.payload, p.max_retry, p.type, p.next_process_at) == (
         TaskState.PENDING, {"k": 1}, 4, "test.task", dt(NOW_MS - 500))
     a = fi.get_task("default", "a")
-    assert (a.state, a.started_at, a.cancel_requested, a.next_process_at) == (
-        TaskState.ACTIVE, dt(NOW_MS - 100), True, None)
+    # active: the hash says when it was fetched; no live heartbeat says its handler started
+    assert (a.state, a.fetched_at, a.started_at, a.worker, a.cancel_requested, a.next_process_at) == (
+        TaskState.ACTIVE, dt(NOW_MS - 100), None, None, True, None)
     s = fi.get_task("default", "s")
     assert (s.state, s.next_process_at, s.archived_at) == (TaskState.SCHEDULED, dt(NOW_MS + 9000), None)
     r = fi.get_task("default", "r")

@@ -129,7 +129,15 @@ def test_queue_page_shows_state_specific_columns(viewer: DjangoClient, client: C
     seed_task(redis_client, q, "a1", "archived", score=to_ms(now - 60), error="KeyError: 'user'")
     seed_task(redis_client, q, "c1", "completed", score=to_ms(now + 600), result=dumps({"rows": 12}),
               started_at=to_ms(now - 3), completed_at=to_ms(now - 1))
-    seed_task(redis_client, q, "w1", "active", score=to_ms(now + 30), started_at=to_ms(now - 75), lease=1)
+    seed_task(redis_client, q, "w1", "active", score=to_ms(now + 30), started_at=to_ms(now - 80), lease=1)
+    seed_task(redis_client, q, "w2", "active", score=to_ms(now + 30), started_at=to_ms(now - 5), lease=1)
+    # A worker's heartbeat: w1's handler started 75 s ago (5 s after its fetch); w2 waits for a slot.
+    beat = {"id": "h:1:x", "host": "h", "pid": 1, "concurrency": 1, "queues": {"default": 1},
+            "strict_priority": False, "started_at": now - 100, "status": "active", "heartbeat_at": now,
+            "workers": [{"task_id": "w1", "queue": "default", "type": "x", "started_at": now - 75, "deadline": None}],
+            "waiting": [{"task_id": "w2", "queue": "default", "type": "x", "fetched_at": now - 5}]}
+    redis_client.set(connection.keys.server("h:1:x"), dumps(beat))
+    redis_client.zadd(connection.keys.servers, {"h:1:x": to_ms(now + 60)})
     retry = html(viewer.get("/queues/default/retry/"))
     assert "TimeoutError: upstream took too long" in retry and "Traceback" not in retry  # first line only
     assert "Next attempt" in retry and re.search(r">in 1m \d\ds<", retry)
@@ -139,7 +147,8 @@ def test_queue_page_shows_state_specific_columns(viewer: DjangoClient, client: C
     completed = html(viewer.get("/queues/default/completed/"))
     assert "{&quot;rows&quot;: 12}" in completed
     active = html(viewer.get("/queues/default/active/"))
-    assert re.search(r">1m 1[5-9]s<", active)  # running for
+    assert re.search(r">1m 1[5-9]s<", active)  # running for, since its handler started
+    assert "fetched ahead" in active and ">1m 2" not in active  # w2 has no running time
 
 
 def test_queue_page_filters_by_type_and_by_text(viewer: DjangoClient, client: Client) -> None:
