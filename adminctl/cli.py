@@ -23,7 +23,7 @@ from adminctl.commands.stats import stats
 from adminctl.commands.task import task
 from adminctl.commands.worker import worker
 from adminctl.terminal import Terminal
-from queuecore.core.errors import BrokerError, ConfigurationError, QueuecoreError
+from queuecore.core.errors import BrokerError, ConfigurationError, InvalidOption, QueuecoreError
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # operational: missing queue/task, wrong state, duplicate, bad payload, declined
@@ -36,7 +36,7 @@ def exit_code_for(exc: BaseException) -> int | None:
     """The exit code of a known error, ``None`` for anything else (a bug)."""
     if isinstance(exc, (BrokerError, redis.RedisError)):
         return EXIT_UNAVAILABLE
-    if isinstance(exc, ConfigurationError):
+    if isinstance(exc, ConfigurationError) and not isinstance(exc, InvalidOption):  # InvalidOption: refused input
         return EXIT_UNAVAILABLE
     if isinstance(exc, QueuecoreError):
         return EXIT_ERROR

@@ -2,23 +2,35 @@
 
 Links to a queue always name its state (``<queue>/pending/``), so a queue called like a page
 (``servers``) stays reachable; ``<queue>/`` alone redirects there.
+
+A queue name is one path segment: the converter takes exactly the names the core accepts
+(``queuecore.core.keys.is_valid_name``), which hold no ``/`` and are never ``.`` or ``..``, so
+neither Django nor a browser normalising the URL can turn one queue's URL into another's.
 """
 
 from django.urls import path, register_converter
 
 from dashboard import views
+from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
+
+_NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 
 
 class QueueNameConverter:
-    # Queue names are 1-200 characters without whitespace or braces; "/" is allowed, so the match
-    # is lazy and the fixed suffixes that follow it decide.
-    regex = r"[^\s{}]{1,200}?"
+    """Exactly the valid queue names: the regex takes the alphabet (without "/"), and ``to_python``
+    and ``to_url`` refuse the rest (``.``, ``..``, and any format character newer than the regex)."""
+
+    regex = f"{_NOT_A_DOT_SEGMENT}{NAME_CHARACTER_CLASS}{{1,{NAME_MAX_LENGTH}}}"
 
     def to_python(self, value: str) -> str:
+        if not is_valid_name(value):
+            raise ValueError(f"not a queue name: {value!r}")  # no match: the URL is a 404
         return value
 
     def to_url(self, value: str) -> str:
+        if not is_valid_name(value):
+            raise ValueError(f"not a queue name: {value!r}")  # reverse() raises NoReverseMatch
         return value
 
 
@@ -33,12 +45,18 @@ class StateConverter:
 
 
 class TaskIdConverter:
-    regex = r"[A-Za-z0-9_.:\-]{1,200}"
+    """Task ids (letters, digits, ``_ . : -``); never ``.`` or ``..``."""
+
+    regex = _NOT_A_DOT_SEGMENT + r"[A-Za-z0-9_.:\-]{1,200}"
 
     def to_python(self, value: str) -> str:
+        if value in (".", ".."):
+            raise ValueError("not a task id")
         return value
 
     def to_url(self, value: str) -> str:
+        if value in (".", ".."):
+            raise ValueError("not a task id")
         return value
 
 

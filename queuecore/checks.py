@@ -19,7 +19,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """Validate the ``QUEUECORE`` setting without touching the network."""
     from django.conf import settings
 
-    from queuecore.conf import connection_config, get_config, merged_settings
+    from queuecore.conf import connection_config, get_config, merged_settings, setting_message
 
     raw_user = getattr(settings, "QUEUECORE", {})
     if not isinstance(raw_user, dict):
@@ -33,7 +33,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     merged = merged_settings()
     try:
         connection_config(merged)
-    except (ConfigurationError, TypeError) as exc:
+    except ConfigurationError as exc:
+        messages.append(Error(setting_message(exc), id="queuecore.E002"))
+    except TypeError as exc:
         messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E002"))
     try:
         parse_queues(merged["QUEUES"])
@@ -51,7 +53,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if not messages:
         try:
             get_config().worker_config()
-        except (ConfigurationError, TypeError, ImportError) as exc:
+        except ConfigurationError as exc:
+            messages.append(Error(setting_message(exc), id="queuecore.E005"))
+        except (TypeError, ImportError) as exc:
             messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E005"))
     return messages
 

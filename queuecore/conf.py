@@ -17,6 +17,7 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from queuecore.core.config import ConnectionConfig, WorkerConfig
+from queuecore.core.errors import ConfigurationError
 from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RETRY
 
 DEFAULTS: dict[str, Any] = {
@@ -53,6 +54,18 @@ _WORKER_KEYS = {
     "FORWARD_INTERVAL": "forward_interval", "JANITOR_INTERVAL": "janitor_interval",
     "MAX_ARCHIVE_SIZE": "max_archive_size", "ARCHIVE_MAX_AGE": "archive_max_age",
 }
+
+
+_CONNECTION_KEYS = {"REDIS_URL": "redis_url", "KEY_PREFIX": "key_prefix", "MAX_PAYLOAD_BYTES": "max_payload_bytes",
+                    "DEFAULT_MAX_RETRY": "default_max_retry"}
+_SETTING_OF_FIELD = {field: key for key, field in {**_WORKER_KEYS, **_CONNECTION_KEYS}.items()}
+
+
+def setting_message(exc: ConfigurationError) -> str:
+    """The message of a configuration error raised from the settings, naming the ``QUEUECORE`` key:
+    ``QUEUECORE['LEASE_DURATION']: lease_duration is out of range: got nan; allowed: ...``."""
+    key = _SETTING_OF_FIELD.get(exc.field or "")
+    return f"QUEUECORE['{key}']: {exc}" if key else f"QUEUECORE: {exc}"
 
 
 @dataclass(frozen=True)
@@ -107,8 +120,7 @@ def get_config() -> Config:
 
 def connection_config(raw: dict[str, Any]) -> ConnectionConfig:
     """The ``ConnectionConfig`` of merged settings: where Redis is, and the client's defaults."""
-    return ConnectionConfig(redis_url=raw["REDIS_URL"], key_prefix=raw["KEY_PREFIX"],
-                            max_payload_bytes=raw["MAX_PAYLOAD_BYTES"], default_max_retry=raw["DEFAULT_MAX_RETRY"])
+    return ConnectionConfig(**{field: raw[key] for key, field in _CONNECTION_KEYS.items()})
 
 
 @receiver(setting_changed)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from queuecore.core.clock import Clock, to_ms
+from queuecore.core.errors import RedisFull
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
+from queuecore.core.limits import MAX_DURATION
+from queuecore.core.redis_errors import is_connection_error
 from queuecore.core.running import Running
 from queuecore.core.scripts import DoneItem, Scripts
 
@@ -73,20 +76,78 @@ class Acker:
                     self._on_acknowledged(running, None)
 
     def write(self, batch: list[tuple[Running, str]]) -> None:
-        """Acknowledge ``batch`` now: one ``done`` call per queue."""
+        """Acknowledge ``batch`` now: one ``done`` call per queue.
+
+        One task's data never costs another task its acknowledgement: a task whose item cannot be
+        built is given up alone, and a call that Redis refuses as a whole (a corrupt key of one
+        task, say) is written again one task at a time, so only the task at fault is given up.
+        """
         by_queue: dict[str, list[tuple[Running, str]]] = {}
         for running, result in batch:
             by_queue.setdefault(running.queue, []).append((running, result))
         for queue, group in by_queue.items():
-            q = self._queue_keys[queue]
-            items = [DoneItem(r.id, r.lease, to_ms(r.message.retention), result, r.message.unique_key)
-                     for r, result in group]
+            self._write_queue(self._queue_keys[queue], group)
 
-            def write(q: QueueKeys = q, items: list[DoneItem] = items) -> list[bool]:
-                now = self._clock.now()
+    def _write_queue(self, q: QueueKeys, group: list[tuple[Running, str]]) -> None:
+        owners: list[Running] = []
+        items: list[DoneItem] = []
+        for running, result in group:
+            try:
+                items.append(DoneItem(running.id, running.lease, retention_ms(running.message.retention), result,
+                                      running.message.unique_key))
+            except Exception:  # a bug or a message no check foresaw: this task only
+                logger.exception("cannot acknowledge task %s; its lease will expire and it will run again",
+                                 running.id)
+                self._on_acknowledged(running, None)
+                continue
+            owners.append(running)
+        if not items:
+            return
+        reply = self._write_items(q, items)
+        if isinstance(reply, _Refused) and len(items) > 1:
+            logger.warning("Redis refused the acknowledgement of %d task(s) of queue %s together (%s); "
+                           "writing them one by one", len(items), q.queue, reply.error)
+            for running, item in zip(owners, items, strict=True):
+                self._report([running], self._write_items(q, [item]))
+            return
+        self._report(owners, reply)
+
+    def _write_items(self, q: QueueKeys, items: list[DoneItem]) -> list[bool] | _Refused | None:
+        """One ``done`` call, retried while Redis is away: the codes, ``_Refused``, or None if given up."""
+
+        def write() -> list[bool] | _Refused:
+            now = self._clock.now()
+            try:
                 return self._scripts.done_many(q, items, now_ms=to_ms(now), day=stats_day(now),
                                                minute=stats_minute(now))
+            except Exception as exc:
+                if is_connection_error(exc) or isinstance(exc, RedisFull):
+                    raise  # about Redis, not about these tasks: persist retries or gives up
+                return _Refused(exc)
 
-            written, codes = self._persist(f"the acknowledgement of {len(items)} task(s)", write)
-            for index, (running, _) in enumerate(group):
-                self._on_acknowledged(running, codes[index] if written else None)
+        written, reply = self._persist(f"the acknowledgement of {len(items)} task(s)", write)
+        return cast("list[bool] | _Refused", reply) if written else None
+
+    def _report(self, owners: list[Running], reply: list[bool] | _Refused | None) -> None:
+        if isinstance(reply, _Refused):
+            logger.error("could not record the acknowledgement of %s: %s; the lease will expire and the task "
+                         "run again", ", ".join(f"task {r.id}" for r in owners), reply.error)
+        for index, running in enumerate(owners):
+            self._on_acknowledged(running, reply[index] if isinstance(reply, list) else None)
+
+
+class _Refused:
+    """A ``done`` call that Redis refused for what it holds (not for being away)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def retention_ms(seconds: float) -> int:
+    """A completed task's retention in whole ms, within the documented range (a message stored by an
+    older client, or by hand, may hold any number: 1e306 kept for the longest retention, not raised)."""
+    if not seconds > 0:  # 0, negative or NaN: not kept
+        return 0
+    return to_ms(min(seconds, MAX_DURATION))

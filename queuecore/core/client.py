@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -16,10 +16,20 @@ import redis
 
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
-from queuecore.core.errors import BatchEnqueueError, ConfigurationError, InvalidPayload, QueuecoreError
+from queuecore.core.errors import (
+    BatchEnqueueError,
+    BrokerError,
+    ConfigurationError,
+    InvalidOption,
+    InvalidPayload,
+    QueuecoreError,
+    RedisFull,
+    WrongKeyType,
+)
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
+from queuecore.core.limits import MAX_DURATION, MAX_RETRY, PROCESS_IN, RETENTION, TIMEOUT, UNIQUE_FOR, Range
 from queuecore.core.message import TaskInfo, TaskMessage, encode_payload, seconds_to_datetime
-from queuecore.core.redis_errors import broker_errors
+from queuecore.core.redis_errors import broker_errors, full_message, is_out_of_memory, is_wrong_type, wrong_type_message
 from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry
 from queuecore.core.scripts import EnqueueItem, Scripts
 from queuecore.core.states import TaskState
@@ -28,40 +38,34 @@ _QUEUE_REGISTRATION_TTL = 10.0  # seconds a client trusts that a queue is in the
 ENQUEUE_CHUNK = 1000  # tasks per script call: keeps each call to Redis short
 
 
-def _finite(value: int | float, name: str) -> float:
-    """``value`` as a float; NaN, infinities and numbers too large for a float are refused."""
-    try:
-        result = float(value)
-    except OverflowError:
-        result = math.inf
-    if not math.isfinite(result):
-        raise ConfigurationError(f"{name} must be a finite number, got {value!r}")
-    return result
-
-
-def _seconds(value: Any, name: str) -> float:
+def _seconds(value: Any, name: str, allowed: Range) -> float:
+    """A duration option (seconds or a ``timedelta``) in its documented range, else ``InvalidOption``."""
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{name} must be a number of seconds or a timedelta, got {value!r}")
-    return _finite(value, name)
+        raise InvalidOption(f"{name} must be a number of seconds or a timedelta, got {value!r}", field=name)
+    return allowed.check(value, name, InvalidOption)
 
 
-def _timestamp(value: Any, name: str) -> float:
+def _timestamp(value: Any, name: str, now: float) -> float:
+    """A point in time (an aware datetime, a naive one in local time as ``datetime.timestamp`` reads
+    it, or unix seconds) from 1970-01-01 UTC to ``MAX_DURATION`` after now, else ``InvalidOption``."""
+    allowed = "a datetime (or unix seconds) from 1970-01-01 UTC to 10 years from now"
     if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigurationError(f"{name} must be a datetime, got {value!r}")
-    return _in_range(_finite(value, name), name)
-
-
-def _in_range(timestamp: float, name: str) -> float:
-    """Refuse a point in time that cannot be a datetime (it could be stored but never shown)."""
-    try:
-        datetime.fromtimestamp(timestamp, tz=UTC)
-    except (OverflowError, ValueError, OSError):
-        raise ConfigurationError(f"{name} is out of range: {timestamp!r}") from None
-    return timestamp
+        try:
+            seconds = value.timestamp()
+        except (OverflowError, ValueError, OSError):  # e.g. a naive datetime(1, 1, 1) in local time
+            raise InvalidOption(f"{name} is out of range: got {value!r}; allowed: {allowed}", field=name) from None
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidOption(f"{name} must be a datetime, got {value!r}", field=name)
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+    if not math.isfinite(seconds) or not 0 <= seconds <= now + MAX_DURATION:
+        raise InvalidOption(f"{name} is out of range: got {value!r}; allowed: {allowed}", field=name)
+    return seconds
 
 
 @lru_cache(maxsize=16)
@@ -148,35 +152,29 @@ class Client:
         max_retry = options.get("max_retry")
         if max_retry is None:
             max_retry = self.connection.default_max_retry
-        if isinstance(max_retry, bool) or not isinstance(max_retry, int):
-            raise ConfigurationError(f"max_retry must be a whole number, got {max_retry!r}")
+        max_retry = int(MAX_RETRY.check(max_retry, "max_retry", InvalidOption))
         timeout = options.get("timeout")
         if timeout is not None:
-            timeout = _seconds(timeout, "timeout")
-            if timeout <= 0:
-                raise ConfigurationError("timeout must be positive")
-            _in_range(now + timeout, "timeout")  # the attempt's deadline must be a point in time
+            timeout = _seconds(timeout, "timeout", TIMEOUT)
         deadline = options.get("deadline")
         if deadline is not None:
-            deadline = _timestamp(deadline, "deadline")
+            deadline = _timestamp(deadline, "deadline", now)
         process_at: float | None = None
         if options.get("process_at") is not None and options.get("process_in") is not None:
-            raise ConfigurationError("give process_at or process_in, not both")
+            raise InvalidOption("give process_at or process_in, not both", field="process_at")
         if options.get("process_at") is not None:
-            process_at = _timestamp(options["process_at"], "process_at")
+            process_at = _timestamp(options["process_at"], "process_at", now)
         elif options.get("process_in") is not None:
-            process_at = _in_range(now + _seconds(options["process_in"], "process_in"), "process_in")
+            process_at = now + _seconds(options["process_in"], "process_in", PROCESS_IN)
         if process_at is not None and process_at <= now:
             process_at = None  # due already: straight to pending
-        retention = _seconds(options["retention"], "retention") if options.get("retention") else 0.0
-        if retention < 0:
-            raise ConfigurationError("retention must not be negative")
+        retention = 0.0
+        if options.get("retention") is not None:
+            retention = _seconds(options["retention"], "retention", RETENTION)
         unique_key = None
         unique_ttl = 0.0
         if options.get("unique_for") is not None:
-            unique_ttl = _seconds(options["unique_for"], "unique_for")
-            if unique_ttl <= 0:
-                raise ConfigurationError("unique_for must be positive")
+            unique_ttl = _seconds(options["unique_for"], "unique_for", UNIQUE_FOR)
             digest = hashlib.sha256(f"{type_name}\0{queue}\0{payload_json}".encode()).hexdigest()[:32]
             unique_key = self.keys.queue(queue).unique(type_name, digest)
         message = TaskMessage(id=task_id, type=type_name, payload=payload, queue=queue, max_retry=max_retry,
@@ -187,9 +185,8 @@ class Client:
 
     def _valid_name(self, name: Any, kind: str) -> str:
         """Validate a queue or type name once per client; later uses are a set lookup."""
-        if (kind, name) in self._valid_names:
-            known: str = name
-            return known
+        if isinstance(name, str) and (kind, name) in self._valid_names:
+            return name
         checked = validate_queue_name(name) if kind == "queue" else validate_type_name(name)
         if len(self._valid_names) < 10_000:
             self._valid_names.add((kind, checked))
@@ -198,12 +195,18 @@ class Client:
     def _send(self, prepared: list[_Prepared], now: float) -> list[Any]:
         """Store prepared tasks: one ``enqueue`` call per queue and chunk, all in one round-trip.
 
-        Returns the script's reply for each task, in order.
+        Returns the script's reply for each task, in order. Each call stores all of its tasks or,
+        when it is refused (malformed input, a key of the wrong type, Redis full), none. When
+        every call is refused the error is raised; when only some are (a batch over several
+        queues or chunks), the tasks of a refused call get its error in place of a reply.
         """
         register = self._queues_to_register({p.message.queue for p in prepared})
         if not register and len(prepared) == 1:  # the common case: one task, one script call
             with broker_errors():
-                return [self._enqueue_call(prepared[0].message.queue, prepared, to_ms(now), None)[0]]
+                try:
+                    return [self._enqueue_call(prepared[0].message.queue, prepared, to_ms(now), None)[0]]
+                except redis.ResponseError as exc:
+                    raise _enqueue_error(exc) from exc
         by_queue: dict[str, list[int]] = {}
         for index, p in enumerate(prepared):
             by_queue.setdefault(p.message.queue, []).append(index)
@@ -216,19 +219,33 @@ class Client:
             try:
                 if not register and len(calls) == 1:  # the common case: one call, no pipeline
                     queue, indexes = calls[0]
-                    groups = [self._enqueue_call(queue, [prepared[i] for i in indexes], now_ms, None)]
+                    try:
+                        groups = [self._enqueue_call(queue, [prepared[i] for i in indexes], now_ms, None)]
+                    except redis.ResponseError as exc:
+                        raise _enqueue_error(exc) from exc
                 else:
                     pipe = self.redis.pipeline(transaction=False)
                     if register:
                         pipe.sadd(self.keys.queues, *register)
                     for queue, indexes in calls:
                         self._enqueue_call(queue, [prepared[i] for i in indexes], now_ms, pipe)
-                    groups = pipe.execute()[1 if register else 0:]
+                    results = pipe.execute(raise_on_error=False)
+                    if register and isinstance(results[0], Exception):
+                        raise results[0]
+                    groups = results[1 if register else 0:]
+                    refused = [g for g in groups if isinstance(g, Exception)]
+                    if refused and len(refused) == len(groups):  # nothing was stored
+                        raise _enqueue_error(refused[0]) from refused[0]
             except BaseException:
                 self._forget_registration(register)
                 raise
         replies: list[Any] = [None] * len(prepared)
         for (_, indexes), group in zip(calls, groups, strict=True):
+            if isinstance(group, Exception):
+                error = _enqueue_error(group)
+                for index in indexes:
+                    replies[index] = error
+                continue
             for index, reply in zip(indexes, group, strict=True):
                 replies[index] = reply
         return replies
@@ -261,12 +278,16 @@ class Client:
         """Enqueue one task; returns its ``TaskInfo``.
 
         Options (keyword-only): ``queue``, ``max_retry``, ``timeout``, ``deadline``, ``process_at``,
-        ``process_in``, ``unique_for``, ``task_id``, ``retention``. Raises ``InvalidPayload``,
-        ``DuplicateTask``, ``TaskIdConflict``, ``ConfigurationError`` or ``BrokerError``.
+        ``process_in``, ``unique_for``, ``task_id``, ``retention``; each has a documented range
+        (``queuecore.core.limits``). Raises ``InvalidPayload``, ``InvalidOption`` (an option out of
+        its range), ``ConfigurationError`` (a bad name), ``DuplicateTask``, ``TaskIdConflict`` or
+        ``BrokerError``; on any of them but ``BrokerError`` nothing was written.
         """
         now = self.clock.now()
         prepared = self._prepare(task, payload, options, now)
         reply = self._send([prepared], now)[0]
+        if isinstance(reply, QueuecoreError):
+            raise reply
         Scripts.check_enqueue(reply, prepared.message.id, prepared.message.queue)
         return prepared.info()
 
@@ -274,8 +295,17 @@ class Client:
                      **options: Any) -> list[TaskInfo]:
         """Enqueue a batch in one round-trip. ``options`` apply to every request without its own.
 
-        Every request is validated before anything is sent. Tasks that Redis refuses (duplicates)
-        are reported together in ``BatchEnqueueError``; the rest are enqueued.
+        Invalid input stores nothing: every request is validated before anything is sent (and the
+        script checks every task of its call before its first write), and the first bad one raises
+        ``InvalidPayload``, ``InvalidOption`` or ``ConfigurationError``.
+
+        Conflicts found in Redis are per task: a taken ``task_id`` (``TaskIdConflict``; also a
+        ``task_id`` given twice in the batch) or a held unique lock (``DuplicateTask``; also the
+        second of two identical unique tasks in the batch) refuse that task only, the others are
+        stored, and ``BatchEnqueueError`` reports both (``.enqueued``, ``.errors`` by index). A batch
+        is one script call per queue and 1,000 tasks: a call refused as a whole (a key of the wrong
+        type, Redis full) stores none of its tasks; if other calls were stored, its tasks appear in
+        ``.errors`` with that error, else the error is raised.
         """
         now = self.clock.now()
         prepared: list[_Prepared] = []
@@ -293,6 +323,8 @@ class Client:
         errors: dict[int, QueuecoreError] = {}
         for index, (p, reply) in enumerate(zip(prepared, replies, strict=True)):
             try:
+                if isinstance(reply, QueuecoreError):
+                    raise reply
                 Scripts.check_enqueue(reply, p.message.id, p.message.queue)
                 enqueued.append(p.info())
             except QueuecoreError as exc:
@@ -305,6 +337,20 @@ class Client:
         with self._lock:
             for q in queues:
                 self._registered_queues.pop(q, None)
+
+
+def _enqueue_error(exc: BaseException) -> QueuecoreError:
+    """The library's error for an ``enqueue`` call that Redis refused (none of its tasks was written)."""
+    if isinstance(exc, QueuecoreError):
+        return exc
+    text = str(exc)
+    if "QCINVALID" in text:
+        return InvalidOption(f"refused by the enqueue script: {text.split('QCINVALID', 1)[1].strip()}")
+    if is_out_of_memory(text):
+        return RedisFull(full_message(text))
+    if is_wrong_type(text):
+        return WrongKeyType(wrong_type_message(text))
+    return BrokerError(f"Redis refused the operation: {text}")
 
 
 _default_client: Client | None = None

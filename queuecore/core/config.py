@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
+from queuecore.core import limits
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.keys import DEFAULT_PREFIX, Keys, validate_prefix, validate_queue_name
 from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RETRY
@@ -63,11 +64,10 @@ class ConnectionConfig:
         if scheme not in ("redis", "rediss", "unix"):
             raise ConfigurationError(
                 f"invalid Redis URL {redact_url(str(self.redis_url))!r}: use redis://, rediss:// or unix://")
-        if self.max_payload_bytes <= 0:
-            raise ConfigurationError("max_payload_bytes must be positive")
-        if isinstance(self.default_max_retry, bool) or not isinstance(self.default_max_retry, int):
-            raise ConfigurationError(f"default_max_retry must be a whole number (negative = retry forever), "
-                                     f"got {self.default_max_retry!r}")
+        for name, allowed in (("socket_timeout", limits.SOCKET_TIMEOUT), ("connect_timeout", limits.SOCKET_TIMEOUT),
+                              ("max_payload_bytes", limits.MAX_PAYLOAD_BYTES),
+                              ("default_max_retry", limits.MAX_RETRY)):
+            object.__setattr__(self, name, allowed.check(getattr(self, name), name))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ConnectionConfig:
@@ -116,13 +116,17 @@ def parse_queues(spec: str | Mapping[str, int] | Sequence[str] | None) -> dict[s
     queues: dict[str, int] = {}
     for name, weight in items:
         validate_queue_name(name)
+        value: object = weight
+        if isinstance(weight, str):
+            try:
+                value = int(weight)
+            except ValueError:
+                raise ConfigurationError(f"queue {name!r}: weight {weight!r} is not a whole number",
+                                         field="queues") from None
         try:
-            value = int(weight)
-        except (TypeError, ValueError):
-            raise ConfigurationError(f"queue {name!r}: weight {weight!r} is not a whole number") from None
-        if isinstance(weight, bool) or value < 1:
-            raise ConfigurationError(f"queue {name!r}: weight must be a positive whole number, got {weight!r}")
-        queues[name] = value
+            queues[name] = int(limits.WEIGHT.check(value, "weight"))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"queue {name!r}: {exc}", field="queues") from None
     if not queues:
         raise ConfigurationError("no queues given")
     return queues
@@ -156,26 +160,28 @@ class WorkerConfig:
     middleware: Sequence[Middleware] = ()
 
     def __post_init__(self) -> None:
+        """Refuse, naming the field and its range, any value a worker cannot work with."""
         object.__setattr__(self, "queues", parse_queues(self.queues))
         object.__setattr__(self, "middleware", tuple(self.middleware))
-        if not isinstance(self.concurrency, int) or self.concurrency < 1:
-            raise ConfigurationError(f"concurrency must be a positive whole number, got {self.concurrency!r}")
+        object.__setattr__(self, "concurrency", limits.CONCURRENCY.check(self.concurrency, "concurrency"))
         if self.prefetch is None:
             object.__setattr__(self, "prefetch", self.concurrency)
-        if not isinstance(self.prefetch, int) or self.prefetch < 0:
-            raise ConfigurationError(f"prefetch must be a whole number >= 0, got {self.prefetch!r}")
-        for name in ("shutdown_timeout", "lease_duration", "heartbeat_interval", "recover_interval",
-                     "forward_interval", "janitor_interval", "fetch_poll_interval", "archive_max_age"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value <= 0:
-                raise ConfigurationError(f"{name} must be a positive number of seconds, got {value!r}")
-        if isinstance(self.repair_interval, bool) or not isinstance(self.repair_interval, (int, float)) \
-                or not 0 <= self.repair_interval < float("inf"):
-            raise ConfigurationError(f"repair_interval must be a number of seconds >= 0, got {self.repair_interval!r}")
+        object.__setattr__(self, "prefetch", limits.PREFETCH.check(self.prefetch, "prefetch"))
+        for name, allowed in _WORKER_RANGES:
+            object.__setattr__(self, name, allowed.check(getattr(self, name), name))
+        if self.default_timeout is not None:
+            object.__setattr__(self, "default_timeout", limits.TIMEOUT.check(self.default_timeout, "default_timeout"))
         if self.heartbeat_interval >= self.lease_duration:
             raise ConfigurationError("heartbeat_interval must be shorter than lease_duration "
-                                     "(leases are renewed on each heartbeat)")
-        if self.max_archive_size < 1:
-            raise ConfigurationError("max_archive_size must be at least 1")
-        if self.default_timeout is not None and self.default_timeout <= 0:
-            raise ConfigurationError("default_timeout must be positive or None")
+                                     "(leases are renewed on each heartbeat)", field="heartbeat_interval")
+
+
+# Every numeric field of WorkerConfig but concurrency, prefetch and default_timeout, with its range.
+_WORKER_RANGES: tuple[tuple[str, limits.Range], ...] = (
+    ("shutdown_timeout", limits.INTERVAL), ("lease_duration", limits.INTERVAL),
+    ("heartbeat_interval", limits.INTERVAL), ("recover_interval", limits.INTERVAL),
+    ("repair_interval", limits.REPAIR_INTERVAL), ("forward_interval", limits.INTERVAL),
+    ("janitor_interval", limits.INTERVAL), ("fetch_poll_interval", limits.INTERVAL),
+    ("cancel_grace", limits.GRACE), ("abandon_grace", limits.GRACE),
+    ("max_archive_size", limits.MAX_ARCHIVE_SIZE), ("archive_max_age", limits.ARCHIVE_MAX_AGE),
+)

@@ -10,7 +10,15 @@ class QueuecoreError(Exception):
 
 
 class ConfigurationError(QueuecoreError, ValueError):
-    """A setting, option or name is invalid."""
+    """A setting, option or name is invalid. ``field`` names the setting or option, when there is one."""
+
+    def __init__(self, *args: object, field: str | None = None) -> None:
+        super().__init__(*args)
+        self.field = field
+
+
+class InvalidOption(ConfigurationError):
+    """An enqueue option has a value of the wrong type or outside its documented range; nothing was written."""
 
 
 class InvalidPayload(QueuecoreError, ValueError):

@@ -22,7 +22,7 @@ from queuecore.core.errors import (
     TaskDecodeError,
     TaskNotFound,
 )
-from queuecore.core.keys import QueueKeys, stats_day, stats_minute, validate_task_id
+from queuecore.core.keys import QueueKeys, is_valid_name, stats_day, stats_minute, validate_task_id
 from queuecore.core.message import (
     AuditEntry,
     DailyStats,
@@ -165,8 +165,8 @@ class Inspector:
 
     @translate
     def queues(self) -> list[str]:
-        """Names of every known queue, sorted."""
-        return sorted(cast("set[str]", self.redis.smembers(self.keys.queues)))
+        """Names of every known queue, sorted (a name an earlier version stored but this one refuses is left out)."""
+        return sorted(n for n in cast("set[str]", self.redis.smembers(self.keys.queues)) if is_valid_name(n))
 
     def _queue(self, name: str) -> QueueKeys:
         q = self.keys.queue(name)

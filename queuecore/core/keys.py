@@ -8,14 +8,43 @@ from __future__ import annotations
 
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
 DEFAULT_PREFIX = "qc"
-_QUEUE_NAME = re.compile(r"^[^\s{}]{1,200}$")
+NAME_MAX_LENGTH = 200  # characters in a queue name or task type
+# Queue names and task types share one alphabet: any character but a control (Cc), format (Cf:
+# zero-width, direction marks, tags), surrogate (Cs) or separator (Z*: every kind of space, line
+# and paragraph separators) character, "/" (dashboard URLs hold the name as one path segment),
+# "{" or "}" (every key holds the queue in a {hash tag}); and never "." or "..", which a browser
+# would take as a path step. Whitespace of every kind is Cc or Z*.
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zs", "Zl", "Zp"})
+_FORBIDDEN_CHARS = frozenset("/{}")
+_DOT_NAMES = frozenset({".", ".."})
+# The alphabet as a regex: exact for ASCII, and for the format characters Unicode had when this was
+# written; is_valid_name is the definition (it asks unicodedata), and what it refuses beyond this
+# class only newer format characters can be. "(?!\.\.?/)" keeps a route's "./" and "../" out.
+NAME_CHARACTER_CLASS = (r"[^\x00-\x20\x7f-\xa0/{}\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+                        r"\u08e2\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u3000"
+                        r"\ud800-\udfff\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+                        r"\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]")
+_ASCII_NAME = re.compile(rf"[\x21-\x2e\x30-\x7a|~]{{1,{NAME_MAX_LENGTH}}}")  # printable, no space / { }
+_NAME_RULE = (f"1-{NAME_MAX_LENGTH} characters, none of them a control, zero-width or other format character, "
+              "whitespace, '/', '{' or '}'; not '.' or '..'")
 _PREFIX = re.compile(r"^[^\s{}]{1,64}$")
 _TASK_ID = re.compile(r"^[A-Za-z0-9_.:\-]{1,200}$")
-_TYPE_NAME = re.compile(r"^[^\s{}]{1,200}$")
+
+
+def is_valid_name(name: object) -> bool:
+    """True when ``name`` may be a queue name or a task type (see ``NAME_CHARACTER_CLASS``)."""
+    if not isinstance(name, str):
+        return False
+    if _ASCII_NAME.fullmatch(name):  # the common case: one regex, no per-character lookup
+        return name not in _DOT_NAMES
+    if not 0 < len(name) <= NAME_MAX_LENGTH or name in _DOT_NAMES:
+        return False
+    return not any(c in _FORBIDDEN_CHARS or unicodedata.category(c) in _FORBIDDEN_CATEGORIES for c in name)
 
 
 def _check(pattern: re.Pattern[str], value: object, what: str, rule: str) -> str:
@@ -27,24 +56,42 @@ def _check(pattern: re.Pattern[str], value: object, what: str, rule: str) -> str
     return value
 
 
+def _check_name(value: object, what: str) -> str:
+    if not is_valid_name(value):
+        from queuecore.core.errors import ConfigurationError
+
+        raise ConfigurationError(f"invalid {what} {value!r}: {_NAME_RULE}")
+    return value  # type: ignore[return-value]  # is_valid_name checked it is a str
+
+
 def validate_queue_name(name: object) -> str:
     """Return ``name`` if it is a valid queue name, else raise ``ConfigurationError``."""
-    return _check(_QUEUE_NAME, name, "queue name", "1-200 characters, no whitespace, '{' or '}'")
+    return _check_name(name, "queue name")
 
 
 def validate_prefix(prefix: object) -> str:
     """Return ``prefix`` if it is a valid key prefix, else raise ``ConfigurationError``."""
-    return _check(_PREFIX, prefix, "key prefix", "1-64 characters, no whitespace, '{' or '}'")
+    checked = _check(_PREFIX, prefix, "key prefix", "1-64 characters, no whitespace, '{' or '}'")
+    if any(unicodedata.category(c) in _FORBIDDEN_CATEGORIES for c in checked):
+        from queuecore.core.errors import ConfigurationError
+
+        raise ConfigurationError(f"invalid key prefix {prefix!r}: no control, zero-width or other format character")
+    return checked
 
 
 def validate_task_id(task_id: object) -> str:
-    """Return ``task_id`` if it is a safe token (letters, digits, ``_ . : -``; up to 200)."""
-    return _check(_TASK_ID, task_id, "task id", "1-200 characters of A-Z a-z 0-9 _ . : -")
+    """Return ``task_id`` if it is a safe token (letters, digits, ``_ . : -``; up to 200; not ``.``/``..``)."""
+    checked = _check(_TASK_ID, task_id, "task id", "1-200 characters of A-Z a-z 0-9 _ . : -")
+    if checked in _DOT_NAMES:
+        from queuecore.core.errors import ConfigurationError
+
+        raise ConfigurationError(f"invalid task id {task_id!r}: not '.' or '..'")
+    return checked
 
 
 def validate_type_name(name: object) -> str:
-    """Return ``name`` if it is a valid task type name."""
-    return _check(_TYPE_NAME, name, "task type", "1-200 characters, no whitespace, '{' or '}'")
+    """Return ``name`` if it is a valid task type name (the same alphabet as queue names)."""
+    return _check_name(name, "task type")
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from queuecore.core.clock import Clock, to_ms
+from queuecore.core.errors import WrongKeyType
 from queuecore.core.keys import QueueKeys
 from queuecore.core.outcome import LEASE_LOST as LEASE_LOST_REASON
 from queuecore.core.running import HeldTasks
 from queuecore.core.scripts import LEASE_CANCEL_REQUESTED, LEASE_LOST, Scripts
+
+logger = logging.getLogger("queuecore.worker")
 
 
 class LeaseRenewer:
@@ -43,10 +47,38 @@ class LeaseRenewer:
         if not by_queue:
             return
         lease_until = to_ms(self._clock.now() + self._lease_duration)
+        refused: Exception | None = None  # one queue's refusal never stops the renewals of the others
         for queue, held in by_queue.items():
-            codes = self._scripts.extend_lease(self._queue_keys[queue], held, lease_until_ms=lease_until)
-            for (task_id, lease), code in zip(held, codes, strict=True):
+            try:
+                renewed = self._renew_queue(self._queue_keys[queue], held, lease_until)
+            except WrongKeyType as exc:
+                refused = refused or exc
+                continue
+            for (task_id, lease), code in renewed:
                 if code == LEASE_LOST:
                     self._on_lost(task_id, lease)
                 elif code == LEASE_CANCEL_REQUESTED:
                     self._on_cancel(task_id)
+        if refused is not None:
+            raise refused  # reported by the caller; every lease that could be renewed was
+
+    def _renew_queue(self, q: QueueKeys, held: list[tuple[str, int]],
+                     lease_until: int) -> list[tuple[tuple[str, int], int]]:
+        """One ``extend_lease`` call; when Redis refuses it for one task's corrupt key (the script
+        refuses the whole call), the tasks are renewed one by one and only that one is left out."""
+        try:
+            return list(zip(held, self._scripts.extend_lease(q, held, lease_until_ms=lease_until), strict=True))
+        except WrongKeyType:
+            if len(held) == 1:
+                raise
+        renewed: list[tuple[tuple[str, int], int]] = []
+        first: WrongKeyType | None = None
+        for item in held:
+            try:
+                renewed.append((item, self._scripts.extend_lease(q, [item], lease_until_ms=lease_until)[0]))
+            except WrongKeyType as exc:
+                logger.error("cannot renew the lease of task %s in queue %s: %s", item[0], q.queue, exc)
+                first = first or exc
+        if not renewed and first is not None:
+            raise first
+        return renewed

@@ -8,11 +8,13 @@ scripts change state without decoding the message.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from queuecore.core.errors import InvalidPayload, TaskDecodeError
+from queuecore.core.limits import MAX_PAYLOAD_DEPTH
 from queuecore.core.states import TaskState as TaskState  # the vocabulary's home; re-exported here
 
 try:  # orjson is optional: faster, same output for our payloads
@@ -40,7 +42,12 @@ def loads(text: str | bytes) -> Any:
 
 
 def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
-    """Validate and encode a payload (a JSON object or ``None``) to JSON text."""
+    """Validate and encode a payload (a JSON object or ``None``) to JSON text.
+
+    Raises ``InvalidPayload`` when it is not a JSON object with string keys, holds a value JSON
+    cannot encode (NaN, infinities, objects, a lone surrogate), nests objects and arrays more than
+    ``MAX_PAYLOAD_DEPTH`` levels deep (the payload object included), or is over ``max_bytes``.
+    """
     if payload is None:
         payload = {}
     if not isinstance(payload, dict):
@@ -50,12 +57,41 @@ def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> 
             raise InvalidPayload(f"payload keys must be strings, got {key!r}")
     try:
         text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise InvalidPayload(_too_deep()) from None
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
-    size = len(text.encode())
+    # Every nested object or array opens with "{" or "[" in the text (or sits inside a string):
+    # fewer brackets than the limit cannot nest deeper, so most payloads are never walked.
+    if text.count("{") + text.count("[") > MAX_PAYLOAD_DEPTH and _depth(payload) > MAX_PAYLOAD_DEPTH:
+        raise InvalidPayload(_too_deep())
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800") has no UTF-8 encoding
+        raise InvalidPayload(f"payload holds a lone surrogate {exc.object[exc.start:exc.end]!r}, which is not "
+                             "text (strings must be valid Unicode)") from None
     if size > max_bytes:
         raise InvalidPayload(f"payload is {size} bytes, over the limit of {max_bytes} bytes")
     return text
+
+
+def _too_deep() -> str:
+    return f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep (objects and arrays)"
+
+
+def _depth(payload: dict[str, Any]) -> int:
+    """How deep objects and arrays nest in an encodable payload (the payload itself is level 1);
+    stops counting past the limit. Iterative: no recursion limit to hit."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(payload, 1)]
+    while stack:
+        value, level = stack.pop()
+        deepest = max(deepest, level)
+        if deepest > MAX_PAYLOAD_DEPTH:
+            break
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list, tuple)))
+    return deepest
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +167,10 @@ def _opt_float(value: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"expected a number, got {value!r}")
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):  # JSON has no infinity, but 1e400 decodes as one
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return number
 
 
 def _opt_str(value: Any) -> str | None:

@@ -14,6 +14,9 @@
 --         (an existing task with it was stored by an earlier send of the same call, so the retry of
 --         a call whose reply was lost stores nothing twice)
 -- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
+-- Error reply "QCINVALID item <i>: <what>" when the batch is malformed (n not matching ARGV, an empty
+-- id or message, a due time or TTL that is not a whole number of ms below 10^15, a lock index not
+-- pointing at a lock key): every item is checked before any write, so nothing is written.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 --
@@ -21,6 +24,34 @@
 -- up with one EXISTS for the whole batch (TYPE each only when some exist). Every check comes before
 -- the first write.
 local n = tonumber(ARGV[3])
+do  -- the batch is well formed, item by item, before anything is written
+    if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 3 + 6 * n or #KEYS < 2 + n then
+        return redis.error_reply("QCINVALID batch: " .. tostring(ARGV[3]) .. " tasks do not match the arguments")
+    end
+    local function ms(text)  -- a whole number of ms that every Redis command takes (no sign, no exponent)
+        return type(text) == "string" and #text <= 15 and string.match(text, "^%d+$") ~= nil
+    end
+    for i = 1, n do
+        local base = 4 + 6 * (i - 1)
+        local unique = ARGV[base + 4]
+        local bad
+        if ARGV[base] == "" or ARGV[base + 1] == "" then
+            bad = "an empty id or message"
+        elseif not ms(ARGV[base + 2]) then
+            bad = "due time " .. ARGV[base + 2] .. " is not a whole number of ms below 10^15"
+        elseif not ms(ARGV[base + 3]) then
+            bad = "uniqueness TTL " .. ARGV[base + 3] .. " is not a whole number of ms below 10^15"
+        elseif not ms(unique) or (tonumber(unique) > 0 and (tonumber(unique) < 3 + n or tonumber(unique) > #KEYS
+                or tonumber(ARGV[base + 3]) < 1)) then
+            bad = "lock index " .. unique .. " does not point at a lock key with a TTL"
+        elseif ARGV[base + 5] ~= "0" and ARGV[base + 5] ~= "1" then
+            bad = "id check flag " .. ARGV[base + 5] .. " is not 0 or 1"
+        end
+        if bad then
+            return redis.error_reply("QCINVALID item " .. i .. ": " .. bad)
+        end
+    end
+end
 local scheduled = false
 for i = 1, n do
     scheduled = scheduled or tonumber(ARGV[4 + 6 * (i - 1) + 2]) > 0
@@ -51,7 +82,7 @@ for i = 1, n do
         -- A caller-chosen id that is taken: a conflict. A generated id (128 random bits) that exists
         -- was stored by an earlier send of this same call (a client retry after a lost reply): done.
         out[i] = ARGV[base + 5] == "1" and 0 or 1
-    elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", tonumber(ARGV[base + 3])) then
+    elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", ARGV[base + 3]) then
         out[i] = {-1, redis.call("GET", KEYS[unique])}
     else
         local process_at = tonumber(ARGV[base + 2])
