@@ -119,7 +119,6 @@ CASES = [
     Case("extend_lease/active", lambda q: q.active,
          lambda s, q: s.extend_lease(q, [("a1", 3)], lease_until_ms=LEASE_UNTIL)),
     Case("forward/pending", lambda q: q.pending, lambda s, q: s.forward(q, "retry", now_ms=NOW, limit=10)),
-    Case("forward/task-hash", lambda q: q.task("s1"), lambda s, q: s.forward(q, "scheduled", now_ms=NOW, limit=10)),
     Case("recover/archived", lambda q: q.archived,
          lambda s, q: s.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE)),
     Case("janitor/archived", lambda q: q.archived,
@@ -216,3 +215,19 @@ def test_recover_skips_a_task_key_of_another_type_and_recovers_the_rest(redis_cl
     assert redis_client.dump(q.task("bad")) == before
     assert redis_client.zcard(q.active) == 0
     assert redis_client.lrange(q.pending, 0, -1) == ["good"]
+
+
+def test_forward_skips_a_task_key_of_another_type_and_moves_the_rest(redis_client, scripts: Scripts) -> None:
+    """One foreign key among due tasks must not hold back the others: its id leaves the zset, the key
+    itself is never written, and the other due tasks go to pending."""
+    q = scripts.keys.queue("default")
+    seed_task(redis_client, q, "early", "scheduled", score=NOW - 3)
+    redis_client.zadd(q.scheduled, {"bad": NOW - 2})
+    redis_client.set(q.task("bad"), "not a hash")
+    seed_task(redis_client, q, "late", "scheduled", score=NOW - 1)
+    before = redis_client.dump(q.task("bad"))
+    assert scripts.forward(q, "scheduled", now_ms=NOW, limit=10) == 3
+    assert redis_client.dump(q.task("bad")) == before
+    assert redis_client.zcard(q.scheduled) == 0
+    assert sorted(redis_client.lrange(q.pending, 0, -1)) == ["early", "late"]
+    assert redis_client.hget(q.task("late"), "state") == "pending"

@@ -9,12 +9,23 @@
 -- Cluster note: each moved task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[4] (same {<q>}
 -- tag as KEYS), same slot.
 -- An id whose HASH is gone (deleted, evicted) is dropped from KEYS[1], never given a half hash.
--- Returns the number of ids taken off KEYS[1] (moved, or dropped when their hash was gone).
--- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
--- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
+-- An id whose task key holds another Redis type (foreign or corrupt data) is dropped from KEYS[1]
+-- and its key left untouched, so one bad key never holds back the due tasks behind it.
+-- Returns the number of ids taken off KEYS[1] (moved, or dropped when their hash was gone or foreign).
+-- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
+-- Redis type; checked before any write, so nothing is written.
 local task_prefix = ARGV[4]
--- wrong-type guard, before any write: the KEYS, then the task hashes of the ids this call takes
+-- wrong-type guard, before any write
 local err = qc_check_types(KEYS, {"zset", "list"}) if err then return err end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
-err = qc_check_task_hashes(task_prefix, ids) if err then return err end
-return qc_move_to_pending(task_prefix, ids, KEYS[1], KEYS[2], ARGV[1], ARGV[3])
+local movable, foreign = {}, {}
+for _, id in ipairs(ids) do
+    if qc_check_type(qc_task_key(task_prefix, id), "hash") then
+        foreign[#foreign + 1] = id
+    else
+        movable[#movable + 1] = id
+    end
+end
+qc_move_to_pending(task_prefix, movable, KEYS[1], KEYS[2], ARGV[1], ARGV[3])
+qc_remove_ids(KEYS[1], false, foreign)
+return #ids
