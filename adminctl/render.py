@@ -33,7 +33,15 @@ from adminctl.fmt import (
 )
 from adminctl.models import StatsSnapshot
 from queuecore.core.inspector import TaskPage
-from queuecore.core.message import DailyStats, QueueInfo, ServerInfo, TaskInfo, WaitingTaskInfo, WorkerInfo
+from queuecore.core.message import (
+    AttemptInfo,
+    DailyStats,
+    QueueInfo,
+    ServerInfo,
+    TaskInfo,
+    WaitingTaskInfo,
+    WorkerInfo,
+)
 from queuecore.core.states import DUE_STATES, STATES
 
 STATE_STYLES = {
@@ -397,7 +405,8 @@ def task_detail(t: TaskInfo, now: float) -> RenderableType:
         grid.add_row("Started", timestamp(t.started_at, now) if t.started_at else Text(
             "not yet (fetched ahead, waiting for a free slot)" if t.worker else "not reported yet", style=DIM))
     elif t.started_at:
-        grid.add_row("Started", timestamp(t.started_at, now))
+        grid.add_row("Last attempt started" if t.retried or t.last_failed_at else "Started",
+                     timestamp(t.started_at, now))
     if t.completed_at:
         grid.add_row("Completed", timestamp(t.completed_at, now))
     if t.archived_at:
@@ -417,11 +426,35 @@ def task_detail(t: TaskInfo, now: float) -> RenderableType:
                                    Text(escape(pretty_json(t.payload), keep_newlines=True))]
     if t.decode_error:
         parts += [Text(), Text("Decode error", style="bold red"), Text(escape(t.decode_error, keep_newlines=True))]
+    if t.attempts:
+        parts += [Text(), attempts_table(t.attempts, now)]
     if t.last_error:
         parts += [Text(), Text("Last error", style="bold red"), Text(escape(t.last_error, keep_newlines=True))]
     if t.result is not None:
         parts += [Text(), Text("Result", style=LABEL_STYLE), Text(escape(pretty_json(t.result), keep_newlines=True))]
     return Group(*parts)
+
+
+def attempts_table(attempts: Sequence[AttemptInfo], now: float) -> FitTable:
+    """A task's attempt history (the last 10 attempts): when each started, how long it ran, on which
+    worker, and how it ended."""
+    columns = [Column("#", "right"), Column("worker", shrink=2, min_width=8), Column("started", "right"),
+               Column("ran", "right"), Column("result"), Column("error", shrink=2, min_width=10)]
+    words = {"retry": "failed, retried", "archived": "failed, archived"}
+    rows = []
+    for a in attempts:
+        if a.started_at:
+            started = Text(ago(a.started_at, now))
+        elif a.fetched_at:
+            started = Text(f"fetched {ago(a.fetched_at, now)}", style=DIM)
+        else:
+            started = Text("never", style=DIM)
+        rows.append([Text(str(a.number)),
+                     _user(_server_label(a.worker), 60) if a.worker else Text("lost", style="red"), started,
+                     Text(human_duration(a.duration)) if a.duration is not None else Text("?", style=DIM),
+                     Text(words.get(a.result, a.result), style="green" if a.result == "completed" else "red"),
+                     _user(a.error, style="red") if a.error else Text("-", style=DIM)])
+    return FitTable(columns, rows, title=f"Attempts (the last {len(attempts)}, at most 10)")
 
 
 # -- servers and workers ------------------------------------------------------------------------

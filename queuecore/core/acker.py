@@ -94,7 +94,7 @@ class Acker:
         for running, result in group:
             try:
                 items.append(DoneItem(running.id, running.lease, retention_ms(running.message.retention), result,
-                                      running.message.unique_key))
+                                      running.message.unique_key, running.attempt, running.handler_started_ms))
             except Exception:  # a bug or a message no check foresaw: this task only
                 logger.exception("cannot acknowledge task %s; its lease will expire and it will run again",
                                  running.id)

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import redis
 
+from queuecore.core.attempts import parse_attempts
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.errors import (
@@ -56,6 +57,7 @@ AUDIT_MAX_IDS = 100
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
 _TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since", "started_at", "completed_at",
                 "result", "cancel")
+_DETAIL_FIELDS = (*_TASK_FIELDS, "attempts")  # one task read whole: with its attempt history (up to 8 KiB)
 
 
 @dataclass(frozen=True)
@@ -469,15 +471,16 @@ class Inspector:
             archived_at=archived_at, timeout=m.timeout, deadline=seconds_to_datetime(m.deadline),
             retention=m.retention, unique_key=m.unique_key, result=result, cancel_requested=bool(h.get("cancel")),
             decode_error=decode_error, worker=worker, fetched_at=fetched_at,
+            attempts=parse_attempts(h.get("attempts")),
         )
 
     @translate
     def get_task(self, queue: str, task_id: str) -> TaskInfo:
-        """Every field of one task; ``TaskNotFound`` when it does not exist."""
+        """Every field of one task, with its attempt history; ``TaskNotFound`` when it does not exist."""
         q = self._queue(queue)
         validate_task_id(task_id)
-        row = cast("list[str | None]", self.redis.hmget(q.task(task_id), _TASK_FIELDS))
-        h = dict(zip(_TASK_FIELDS, row, strict=True))
+        row = cast("list[str | None]", self.redis.hmget(q.task(task_id), _DETAIL_FIELDS))
+        h = dict(zip(_DETAIL_FIELDS, row, strict=True))
         if h["msg"] is None and h["state"] is None:
             raise TaskNotFound(f"no task {task_id!r} in queue {queue!r}")
         state = h["state"]

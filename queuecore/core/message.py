@@ -224,6 +224,9 @@ class TaskInfo:
     # the task waits in the worker's prefetch buffer, or until the worker's next heartbeat lists it.
     worker: str | None = None
     fetched_at: datetime | None = None
+    # Its last attempts, oldest first (at most 10; ``attempts.py``): when each started, how long it
+    # ran, on which worker, and how it ended.
+    attempts: list[AttemptInfo] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a stable shape (datetimes as ISO 8601 strings)."""
@@ -233,6 +236,36 @@ class TaskInfo:
                 out[name] = value.isoformat()
             elif isinstance(value, TaskState):
                 out[name] = value.value
+        out["attempts"] = [a.to_dict() for a in self.attempts]
+        return out
+
+
+@dataclass(frozen=True)
+class AttemptInfo:
+    """One attempt of a task, from its attempt history (``TaskInfo.attempts``, oldest first; see
+    ``attempts.py``: the last 10 attempts are kept)."""
+
+    number: int  # 1 for the first attempt
+    result: str  # "completed", "retry" (failed; runs again), "archived" (failed for good, or cancelled)
+    error: str | None = None  # "Type: message", first line only
+    worker: str | None = None  # server id of the worker process that ran it; None when its worker was lost
+    started_at: datetime | None = None  # when its handler started; None when that is not known
+    ended_at: datetime | None = None  # when it ended (for a lost worker: when its expired lease was found)
+    fetched_at: datetime | None = None  # a lost attempt: when its worker fetched it
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from the handler's start to the end; None when the start is not known."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return max(0.0, (self.ended_at - self.started_at).total_seconds())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for name in ("started_at", "ended_at", "fetched_at"):
+            value = getattr(self, name)
+            out[name] = value.isoformat() if value else None
+        out["duration"] = self.duration
         return out
 
 

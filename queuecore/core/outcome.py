@@ -12,13 +12,15 @@ import asyncio
 import logging
 import math
 import os
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, one_line
 from queuecore.core.config import default_retry_delay
-from queuecore.core.errors import SkipRetry, TaskCancelled, TaskTimeout
+from queuecore.core.errors import SkipRetry, TaskCancelled, TaskDecodeError, TaskTimeout
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 
 logger = logging.getLogger("queuecore.worker")
@@ -33,10 +35,6 @@ LEASE_LOST = "lease lost"
 
 OutcomeKind = Literal["success", "failure", "skip_retry", "cancelled", "requeue", "lost"]
 RetryPolicy = Callable[[int, BaseException | None], float]
-
-
-class TaskTimeoutError(Exception):
-    """Recorded as the error of a task that ran past its timeout or deadline."""
 
 
 class Outcome:
@@ -62,7 +60,7 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
             return Outcome("lost")
         if cancel_reason == CANCELLED_BY_OPERATOR:
             return Outcome("cancelled", error=exc)
-        return Outcome("failure", error=TaskTimeoutError(cancel_reason))
+        return Outcome("failure", error=TaskTimeout(cancel_reason))  # the public error, for hooks and policies
     if isinstance(exc, SkipRetry):
         return Outcome("skip_retry", error=exc)
     if not isinstance(exc, Exception):
@@ -74,14 +72,14 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
 def abandoned(cancel_reason: str | None) -> Outcome:
     """The outcome of a handler that ignored its interrupt and was abandoned."""
     reason = cancel_reason or "interrupted"
-    error = TaskTimeoutError(f"{reason}; the handler did not stop and was abandoned")
+    text = f"{reason}; the handler did not stop and was abandoned"
     if reason == CANCELLED_BY_OPERATOR:
-        return Outcome("cancelled", error=error)
+        return Outcome("cancelled", error=TaskCancelled(text))
     if reason == SHUTDOWN:
         return Outcome("requeue")
     if reason == LEASE_LOST:
         return Outcome("lost")
-    return Outcome("failure", error=error)
+    return Outcome("failure", error=TaskTimeout(text))
 
 
 @dataclass(frozen=True)
@@ -154,3 +152,65 @@ _WORKER_FILES = frozenset(os.path.join(os.path.dirname(__file__), name) for name
 
 OUTCOME_WORDS = {"success": "done", "failure": "failed", "skip_retry": "archived (SkipRetry)",
                  "cancelled": "cancelled", "requeue": "handed back"}
+
+
+def attempts_phrase(retried: int, max_retry: int) -> str:
+    """``attempt 3 of 26`` for the attempt after ``retried`` retries (``of unlimited`` when negative)."""
+    total = "unlimited" if max_retry < 0 else str(max_retry + 1)
+    return f"attempt {retried + 1} of {total}"
+
+
+def outcome_log_line(*, task_id: str, type_name: str, queue: str, retried: int, max_retry: int,
+                     outcome: Outcome, decision: Decision, ran: float | None = None,
+                     retry_at: float | None = None) -> str | None:
+    """The worker's log line for an attempt that failed or was archived (None for anything else):
+    ``task <id> (<type>) in queue <queue> failed after 0.31s, attempt 3 of 26: ValueError: boom;
+    retry in 1m 21s (at 2026-11-21T13:45:02Z)``, or ``...; archived (retries spent)``.
+
+    The error is its first line, control characters escaped, cut to 300 characters (the whole error,
+    with its traceback, is stored on the task)."""
+    if decision.action not in ("retry", "archive"):
+        return None
+    where = f"task {task_id} ({one_line(type_name, 200)}) in queue {queue}"
+    count = attempts_phrase(retried, max_retry)
+    after = f" after {_duration(ran)}" if ran is not None else ""
+    if outcome.kind == "cancelled":
+        head = f"{where} cancelled by operator{after}, {count}"
+    else:
+        error = outcome.error
+        reason = one_line(decision.error, ATTEMPT_ERROR_CHARS) if decision.error else (
+            type(error).__name__ if error is not None else "unknown error")
+        head = f"{where} failed{after}, {count}: {reason}"
+    if decision.action == "retry":
+        when = f" (at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(retry_at))})" if retry_at is not None else ""
+        return f"{head}; retry in {_duration(decision.retry_in)}{when}"
+    return f"{head}; archived ({archive_reason(outcome)})"
+
+
+def archive_reason(outcome: Outcome) -> str:
+    """Why an outcome archives its task, in a few words."""
+    error = outcome.error
+    if outcome.kind == "cancelled":
+        return "cancelled by operator"
+    if outcome.kind == "skip_retry":
+        if isinstance(error, TaskDecodeError):
+            return "its message cannot be decoded"
+        if isinstance(error, SkipRetry):
+            return "SkipRetry: not retried"
+        return "not retried: a retry would fail the same way"
+    return "retries spent"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds:.2f}s"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"

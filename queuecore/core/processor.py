@@ -50,7 +50,7 @@ class Processor:
     """
 
     def __init__(self, config: WorkerConfig, scripts: Scripts, queue_keys: Mapping[str, QueueKeys], clock: Clock,
-                 registry: TaskRegistry, held: HeldTasks, health: RedisHealth) -> None:
+                 registry: TaskRegistry, held: HeldTasks, health: RedisHealth, worker_id: str = "") -> None:
         self.config = config
         self._fetch_scripts = scripts.dedicated()  # used under _fetch_lock only
         self.queue_keys = queue_keys
@@ -74,7 +74,7 @@ class Processor:
         self._ready: deque[tuple[Running, Callable[[], None]]] = deque()
         self._running = 0
         self.threads: list[threading.Thread] = []
-        self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health)
+        self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health, worker_id)
         self._acker = Acker(scripts.dedicated(), clock, queue_keys, self.recorder.with_retries, self._acknowledged)
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -442,6 +442,8 @@ class Processor:
             running.finalized = True
         if outcome is not None and outcome.kind == "success":
             result = self.recorder.encode_result(running, outcome)
+            if running.message.retention:  # kept: its history says when it ran, and where
+                running.attempt = self.recorder.attempt_line(running, "completed", self.clock.now())
             self._slots.release()
             self._acker.put(running, result)
             return True

@@ -7,13 +7,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from queuecore.core.attempts import attempt_line
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.config import WorkerConfig
 from queuecore.core.errors import TaskDecodeError
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.message import dumps
-from queuecore.core.outcome import OUTCOME_WORDS, Outcome, decide
+from queuecore.core.outcome import OUTCOME_WORDS, Outcome, decide, outcome_log_line
 from queuecore.core.redis_errors import is_connection_error
 from queuecore.core.registry import TaskRegistry
 from queuecore.core.running import Running
@@ -29,8 +30,9 @@ class Recorder:
     """
 
     def __init__(self, config: WorkerConfig, scripts: Scripts, queue_keys: Mapping[str, QueueKeys], clock: Clock,
-                 registry: TaskRegistry, health: RedisHealth) -> None:
+                 registry: TaskRegistry, health: RedisHealth, worker_id: str = "") -> None:
         self.config = config
+        self.worker_id = worker_id  # this process's server id, recorded in each attempt's history line
         self.scripts = scripts
         self.queue_keys = queue_keys
         self.clock = clock
@@ -73,25 +75,46 @@ class Recorder:
                 and not isinstance(outcome.error, TaskDecodeError):
             self._call_error_handler(running, outcome.error)
         q = self.queue_keys[running.queue]
+        ended = self.clock.now()
+        ran = ended - running.started if running.begun else None
+        retry_at: list[float] = []
 
         def write() -> bool:
             now = self.clock.now()
             now_ms = to_ms(now)
             if decision.action == "requeue":
                 return self.scripts.requeue(q, running.id, running.lease, now_ms=now_ms)
+            line = self.attempt_line(running, "retry" if decision.action == "retry" else "archived", ended,
+                                     decision.error)
             if decision.action == "retry":
+                retry_at[:] = [now + decision.retry_in]
                 return self.scripts.retry(q, running.id, running.lease, now_ms=now_ms,
                                           retry_at_ms=to_ms(now + decision.retry_in), error=decision.error,
-                                          day=stats_day(now), minute=stats_minute(now))
+                                          day=stats_day(now), minute=stats_minute(now), attempt=line,
+                                          started_ms=running.handler_started_ms)
             return self.scripts.archive(q, running.id, running.lease, now_ms=now_ms, error=decision.error,
                                         day=stats_day(now), minute=stats_minute(now),
                                         max_archive_size=self.config.max_archive_size,
                                         archive_cutoff_ms=to_ms(now - self.config.archive_max_age),
-                                        count_failure=decision.count_failure)
+                                        count_failure=decision.count_failure, attempt=line,
+                                        started_ms=running.handler_started_ms)
 
         written, accepted = self.with_retries(f"the outcome of task {running.id} ({outcome.kind})", write)
         if written:
             self.log(running, outcome.kind, accepted)
+            line = outcome_log_line(task_id=running.id, type_name=running.message.type, queue=running.queue,
+                                    retried=running.retried, max_retry=running.message.max_retry, outcome=outcome,
+                                    decision=decision, ran=ran, retry_at=retry_at[0] if retry_at else None)
+            if accepted and line is not None:  # every failed attempt and every archive, at the default level
+                logger.warning("%s", line, extra={"qc_task_id": running.id, "qc_queue": running.queue,
+                                                  "qc_type": running.message.type, "qc_attempt": running.retried + 1,
+                                                  "qc_action": decision.action})
+
+    def attempt_line(self, running: Running, result: str, ended: float, error: str | None = None) -> str:
+        """The attempt's line for the task's attempt history (``attempts.py``)."""
+        return attempt_line(number=running.retried + 1, worker=self.worker_id, result=result,
+                            ended_ms=to_ms(ended), started_ms=running.handler_started_ms,
+                            fetched_ms=None if running.begun else to_ms(running.fetched), error=error)
 
     def log(self, running: Running, kind: str, accepted: bool) -> None:
         """Log a written outcome: a warning when the lease was lost meanwhile, else at debug level."""

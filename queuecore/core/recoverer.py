@@ -20,12 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from queuecore.core.attempts import one_line
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.leases import LeaseRenewer
-from queuecore.core.scripts import Scripts
+from queuecore.core.scripts import RECOVERED_HOW, RecoveredTask, Scripts
 
 logger = logging.getLogger("queuecore.worker")
 BATCH = 100
@@ -39,6 +40,14 @@ def outage_threshold(lease_duration: float, heartbeat_interval: float, recover_i
     return max(lease_duration - heartbeat_interval, 2 * recover_interval)
 REPAIR_SCAN_COUNT = 1000  # SCAN COUNT hint of one repair call
 REPAIR_CALLS_PER_TURN = 4  # at most this many repair calls per queue and turn (each well under 100 ms)
+RECOVERY_LOG_LINES = 20  # tasks taken back are logged one per line, up to this many per round
+
+
+def recovery_log_line(queue: str, task: RecoveredTask) -> str:
+    """``task <id> (<type>) in queue <q> lost its worker (lease expired), attempt 2 of 26; requeued``."""
+    total = "unlimited" if task.max_retry < 0 else str(task.max_retry + 1)
+    return (f"task {task.id} ({one_line(task.type, 200)}) in queue {queue} lost its worker (lease expired), "
+            f"attempt {task.attempt} of {total}; {RECOVERED_HOW.get(task.how, 'taken back')}")
 
 
 class Recoverer(Periodic):
@@ -67,6 +76,7 @@ class Recoverer(Periodic):
         except Exception as exc:  # Redis full, say: recovery (whose first write frees memory) goes on
             self.health.report_error("repair", exc)
         totals = [0, 0, 0]
+        logged = 0
         now = self._clock.now()
         for q in self._queues:
             while True:
@@ -80,9 +90,17 @@ class Recoverer(Periodic):
                                    got.grace_left_ms / 1000)
                 for i, n in enumerate(got.counts):
                     totals[i] += n
+                for task in got.tasks:  # a line per task, up to RECOVERY_LOG_LINES a round
+                    if logged < RECOVERY_LOG_LINES:
+                        logger.warning("%s", recovery_log_line(q.queue, task),
+                                       extra={"qc_task_id": task.id, "qc_queue": q.queue, "qc_type": task.type,
+                                              "qc_attempt": task.attempt, "qc_action": "recover"})
+                    logged += 1
                 if sum(got.counts) < BATCH:
                     break
         requeued, archived, orphans = totals
+        if logged > RECOVERY_LOG_LINES:
+            logger.warning("... and %d more task(s) taken back in this round (not listed)", logged - RECOVERY_LOG_LINES)
         if requeued or archived or orphans:
             logger.warning("recovered tasks with expired leases: %d requeued, %d archived (retries spent), "
                            "%d orphan ids dropped", requeued, archived, orphans)

@@ -8,6 +8,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from queuecore.core.clock import to_ms
 from queuecore.core.context import TaskContext
 from queuecore.core.message import TaskMessage
 
@@ -39,6 +40,12 @@ class Running:
     handed_back: bool = False
     interrupted_at: float | None = None  # monotonic
     cancel_seen_at: float | None = None  # monotonic
+    attempt: str = ""  # a success kept for retention: its attempt history line, for the acknowledgement
+
+    @property
+    def handler_started_ms(self) -> int | None:
+        """When its handler started (unix ms); None if it never started."""
+        return to_ms(self.started) if self.begun else None
 
 
 class HeldTasks:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import redis
 from redis.commands.core import Script
 
+from queuecore.core.attempts import ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES
 from queuecore.core.errors import (
     DuplicateTask,
     InvalidTaskState,
@@ -90,14 +91,29 @@ class EnqueueItem:
     check_id: bool = True  # False for generated random ids, which cannot collide
 
 
+class RecoveredTask(NamedTuple):
+    """One task a ``recover`` call took back: ``how`` is one of ``RECOVERED_HOW``'s keys."""
+
+    id: str
+    how: int
+    attempt: int  # the number of the attempt that was lost (1 = the first)
+    max_retry: int
+    type: str  # "?" when its message does not decode
+
+
+RECOVERED_HOW = {1: "requeued", 2: "archived (retries spent)", 3: "archived (message undecodable)",
+                 4: "archived (cancelled by operator)"}
+
+
 class Recovery(NamedTuple):
-    """What one ``recover`` call did: ``counts`` is (requeued, archived, orphans)."""
+    """What one ``recover`` call did: ``counts`` is (requeued, archived, orphans); ``tasks`` says which."""
 
     requeued: int
     archived: int
     orphans: int
     grace_left_ms: int = 0  # > 0: in an outage grace, nothing was taken back
     silence_ms: int = 0  # > 0: this call found a silence this long and began the grace
+    tasks: tuple[RecoveredTask, ...] = ()
 
     @property
     def counts(self) -> tuple[int, int, int]:
@@ -113,6 +129,8 @@ class DoneItem:
     retention_ms: int
     result: str
     unique_key: str | None = None
+    attempt: str = ""  # the attempt's line for the history of a kept task (attempts.py)
+    started_ms: int | None = None  # when its handler started (kept as started_at of a kept task)
 
 
 class Scripts:
@@ -253,28 +271,38 @@ class Scripts:
         if not items:
             return []
         keys = [q.active, q.completed, q.stats] + [q.task(item.id) for item in items]
-        args: list[Any] = [now_ms, day, minute, len(items)]
+        args: list[Any] = [now_ms, day, minute, len(items), ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES]
         for item in items:
             unique_index = 0
             if item.unique_key:
                 keys.append(item.unique_key)
                 unique_index = len(keys)
-            args += [item.id, item.lease, item.retention_ms, item.result, unique_index]
+            args += [item.id, item.lease, item.retention_ms, item.result, unique_index, item.attempt,
+                     "" if item.started_ms is None else item.started_ms]
         return [code == OK for code in self._call("done", keys, args)]
 
     def retry(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, retry_at_ms: int, error: str,
-              day: str, minute: str) -> bool:
-        """Schedule the next attempt of a failed task; False when the lease was lost."""
+              day: str, minute: str, attempt: str = "", started_ms: int | None = None) -> bool:
+        """Schedule the next attempt of a failed task; False when the lease was lost.
+
+        ``attempt`` is the attempt's line for the task's history (``attempts.py``), ``started_ms``
+        when its handler started (kept as the task's ``started_at``).
+        """
         keys = [q.task(task_id), q.active, q.retry, q.stats]
-        reply: int = self._call("retry", keys, [task_id, lease, now_ms, retry_at_ms, error, day, minute])
+        args = [task_id, lease, now_ms, retry_at_ms, error, day, minute, attempt,
+                "" if started_ms is None else started_ms, ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES]
+        reply: int = self._call("retry", keys, args)
         return reply == OK
 
     def archive(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, error: str, day: str,
-                minute: str, max_archive_size: int, archive_cutoff_ms: int, count_failure: bool = True) -> bool:
-        """Archive a task that failed for good; False when the lease was lost."""
+                minute: str, max_archive_size: int, archive_cutoff_ms: int, count_failure: bool = True,
+                attempt: str = "", started_ms: int | None = None) -> bool:
+        """Archive a task that failed for good; False when the lease was lost. ``attempt`` and
+        ``started_ms`` as for ``retry``."""
         keys = [q.task(task_id), q.active, q.archived, q.stats]
         args = [task_id, lease, now_ms, error, day, minute, max_archive_size, archive_cutoff_ms,
-                1 if count_failure else 0, q.task_prefix]
+                1 if count_failure else 0, q.task_prefix, attempt, "" if started_ms is None else started_ms,
+                ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES]
         reply: int = self._call("archive", keys, args)
         return reply == OK
 
@@ -319,8 +347,13 @@ class Scripts:
         """
         keys = [q.active, q.pending, q.archived, q.stats, q.recovery]
         args = [now_ms, limit, day, minute, q.wake_channel, q.task_prefix, default_max_retry, WORKER_LOST,
-                WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR, outage_ms, grace_ms]
-        return Recovery(*(int(n) for n in self._call("recover", keys, args)))
+                WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR, outage_ms, grace_ms, ATTEMPT_HISTORY,
+                ATTEMPT_HISTORY_BYTES]
+        reply = self._call("recover", keys, args)
+        tasks = tuple(RecoveredTask(str(reply[i]), int(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]),
+                                    str(reply[i + 4])) for i in range(5, len(reply), 5))
+        requeued, archived, orphans, grace_left_ms, silence_ms = (int(n) for n in reply[:5])
+        return Recovery(requeued, archived, orphans, grace_left_ms, silence_ms, tasks)
 
     def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, limit: int) -> int:
         """Delete completed tasks past retention and archived tasks past the age limit."""

@@ -74,7 +74,7 @@ class Worker:
         queue_keys = {name: self.keys.queue(name) for name in config.queues}
         queues = list(queue_keys.values())
         self.processor = Processor(config, self.scripts, queue_keys, self.clock, self.registry, self.held,
-                                   self.health)
+                                   self.health, worker_id=self.state.id)
         renewer = LeaseRenewer(self.scripts, self.clock, config.lease_duration, self.held, queue_keys,
                                on_lost=self.processor.lease_lost, on_cancel=self.processor.cancel)
         self.heartbeater = Heartbeater(self.redis, self.keys, self.clock, config.heartbeat_interval, self.state,

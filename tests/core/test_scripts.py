@@ -3,6 +3,7 @@ wrapper, assert the complete resulting state (lists, zsets, hashes, stats, uniqu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -474,7 +475,13 @@ def test_recover_expired_leases(r, q, scripts: Scripts) -> None:
     requeue = seed_task(r, q, "requeue-me", "active", score=NOW, max_retry=3, retried=1, **seed)
     healthy = seed_task(r, q, "healthy", "active", score=NOW + 1, **seed)
 
-    assert scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE).counts == (2, 3, 1)
+    got = scripts.recover(q, now_ms=NOW, limit=100, day=DAY, minute=MINUTE)
+    assert got.counts == (2, 3, 1)
+    # Which tasks, how, and the attempt that was lost (for the per-task log lines).
+    assert [tuple(t) for t in got.tasks] == [("garbled", 3, 1, DEFAULT_MAX_RETRY, "?"),
+                                             ("cancelled", 4, 1, 5, "test.task"), ("spent", 2, 3, 2, "test.task"),
+                                             ("forever", 1, 101, -1, "test.task"),
+                                             ("requeue-me", 1, 2, 3, "test.task")]
 
     lost = "worker lost (lease expired)"
 
@@ -485,7 +492,17 @@ def test_recover_expired_leases(r, q, scripts: Scripts) -> None:
         return {**without(h, "started_at", "cancel"), "state": "pending", "retried": str(retried), "error": lost,
                 "failed_at": str(NOW), "pending_since": str(NOW)}
 
-    assert read_queue_state(r, q) == empty_state(
+    state = read_queue_state(r, q)
+    # Each task taken back gets a line in its attempt history: no worker (lost), when it was fetched.
+    history = {task_id: json.loads(h.pop("attempts")) for task_id, h in state["tasks"].items() if "attempts" in h}
+
+    def line(attempt: int, result: str, error: str) -> dict[str, Any]:
+        return {"attempt": attempt, "result": result, "fetched_at": STARTED, "ended_at": NOW, "error": error}
+
+    assert history == {"garbled": line(1, "archived", f"{lost}; message undecodable"),
+                       "cancelled": line(1, "archived", "cancelled by operator"), "spent": line(3, "archived", lost),
+                       "forever": line(101, "retry", lost), "requeue-me": line(2, "retry", lost)}
+    assert state == empty_state(
         pending=["requeue-me", "forever"],  # back at the front, in the order they were recovered (last first)
         active={"healthy": NOW + 1},
         archived={"garbled": NOW, "cancelled": NOW, "spent": NOW},
@@ -913,7 +930,10 @@ def test_recover_applies_the_default_max_retry_when_the_message_omits_it(r, q, s
     assert '"max_retry"' not in spent["msg"] and '"max_retry"' not in more["msg"]
     assert scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE).counts == (1, 1, 0)
     lost = "worker lost (lease expired)"
-    assert read_queue_state(r, q) == empty_state(
+    state = read_queue_state(r, q)
+    assert [json.loads(state["tasks"][t].pop("attempts"))["result"] for t in ("spent", "more")] == ["archived",
+                                                                                                    "retry"]
+    assert state == empty_state(
         pending=["more"], archived={"spent": NOW}, stats=stats(processed=2, failed=2),
         tasks={"spent": {**spent, "state": "archived", "error": lost, "failed_at": str(NOW)},
                "more": {**more, "state": "pending", "retried": str(DEFAULT_MAX_RETRY), "error": lost,

@@ -180,7 +180,7 @@ def test_timeout_interrupts_a_busy_handler_and_retries_it(make_worker, client, i
     archived = wait_state(inspector, "default", info.id, "archived")
     assert attempts == [0, 1]
     assert archived.retried == 1
-    assert archived.last_error.startswith("TaskTimeoutError: timed out after 0.3s")
+    assert archived.last_error.startswith("TaskTimeout: timed out after 0.3s")
     assert inspector.queue_info("default").failed_today == 2
 
 
@@ -209,7 +209,7 @@ def test_async_handler_times_out(make_worker, client, inspector, registry):
     make_worker()
 
     archived = wait_state(inspector, "default", info.id, "archived", timeout=5)
-    assert archived.last_error.startswith("TaskTimeoutError: timed out after 0.3s")
+    assert archived.last_error.startswith("TaskTimeout: timed out after 0.3s")
 
 
 def test_deadline_bounds_an_attempt(make_worker, client, inspector, registry):
@@ -226,7 +226,7 @@ def test_deadline_bounds_an_attempt(make_worker, client, inspector, registry):
 
     archived = wait_state(inspector, "default", info.id, "archived")
     assert seen == [pytest.approx(deadline, abs=1e-3)]
-    assert archived.last_error.startswith("TaskTimeoutError: timed out after")
+    assert archived.last_error.startswith("TaskTimeout: timed out after")
 
 
 def test_handler_blocked_in_c_is_abandoned_and_its_slot_freed(make_worker, client, inspector, registry, gates):

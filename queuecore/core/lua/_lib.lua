@@ -116,3 +116,31 @@ local function qc_move_to_pending(task_prefix, ids, zset, pending, now, wake)
     end
     return #ids
 end
+
+-- Attempt history (attempts.py): put line (one attempt, one line of JSON; "" = nothing to record) in
+-- front of the "attempts" field of the task HASH at key, keeping at most max_lines lines and
+-- max_bytes bytes (the oldest lines go first). Newest first, so trimming is a cut at the end.
+local function qc_push_attempt(key, line, max_lines, max_bytes)
+    if line == nil or line == "" then
+        return
+    end
+    local text = line
+    local old = redis.call("HGET", key, "attempts")
+    if old then
+        text = line .. "\n" .. old
+    end
+    local keep, pos, count = #text, 0, 0  -- keep: the last byte kept; pos: the newline before a line
+    while true do
+        local nl = string.find(text, "\n", pos + 1, true)
+        count = count + 1
+        if count > 1 and (count > max_lines or (nl or #text + 1) - 1 > max_bytes) then
+            keep = pos - 1  -- this line and older ones go (the newest line always stays)
+            break
+        end
+        if not nl then
+            break
+        end
+        pos = nl
+    end
+    redis.call("HSET", key, "attempts", string.sub(text, 1, keep))
+end

@@ -14,6 +14,10 @@
 -- ARGV[8] archive age limit: tasks archived before this unix ms are dropped
 -- ARGV[9] 1 = count this in the processed/failed stats (an attempt ran and failed), 0 = do not
 -- ARGV[10] task-key prefix, <prefix>:{<q>}:t:
+-- ARGV[11] the attempt's line for the task's attempt history (attempts.py; "" = none)
+-- ARGV[12] when the attempt's handler started, unix ms (kept as started_at; "" = it never started)
+-- ARGV[13] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
+-- ARGV[14] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
 -- Cluster note: hashes of archived tasks trimmed over the limits (<prefix>:{<q>}:t:<id>) are built
 -- here from ARGV[10], in the same {<q>} slot. At most 10 are trimmed per call.
 -- Returns 1 archived, 0 the lease was lost.
@@ -24,9 +28,15 @@ local err = qc_check_types(KEYS, {"hash", "zset", "zset", "hash"}) if err then r
 if not qc_holds_lease(KEYS[1], ARGV[2]) then
     return 0
 end
-redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("ZREM", KEYS[2], ARGV[1])  -- first: frees memory, so the rest runs at maxmemory too
 redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[4], "failed_at", ARGV[3])
-redis.call("HDEL", KEYS[1], "started_at", "cancel")
+if ARGV[12] ~= "" then  -- when the last attempt started stays, beside when it failed
+    redis.call("HSET", KEYS[1], "started_at", ARGV[12])
+    redis.call("HDEL", KEYS[1], "cancel")
+else
+    redis.call("HDEL", KEYS[1], "started_at", "cancel")
+end
+qc_push_attempt(KEYS[1], ARGV[11], tonumber(ARGV[13]), tonumber(ARGV[14]))
 redis.call("ZADD", KEYS[3], ARGV[3], ARGV[1])
 local task_prefix = ARGV[10]
 local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", "(" .. ARGV[8], "LIMIT", 0, 10)

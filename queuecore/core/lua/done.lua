@@ -10,8 +10,12 @@
 -- ARGV[2] stats day suffix ("YYYY-MM-DD")
 -- ARGV[3] stats minute suffix ("YYYY-MM-DDTHH:MM")
 -- ARGV[4] n, the number of tasks
--- ARGV[5 + 5(i-1) ...] for task i: id, lease number held (fencing token), retention ms (0 = delete
---         the task now), result (JSON text), index into KEYS of its unique lock (0 = none)
+-- ARGV[5] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
+-- ARGV[6] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
+-- ARGV[7 + 7(i-1) ...] for task i: id, lease number held (fencing token), retention ms (0 = delete
+--         the task now), result (JSON text), index into KEYS of its unique lock (0 = none), the
+--         attempt's line for the attempt history of a kept task ("" = none), when its handler
+--         started (unix ms, kept as started_at of a kept task; "" = not known)
 -- Returns one code per task: 1 done, 0 the lease was lost (the task now belongs to someone else or is gone).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -24,7 +28,7 @@ local out = {}
 local owned = {}  -- indexes of the tasks whose lease is still held
 local keep = false
 for i = 1, n do
-    local base = 5 + 5 * (i - 1)
+    local base = 7 + 7 * (i - 1)
     local state = redis.pcall("HMGET", KEYS[3 + i], "state", "lease")
     if state["err"] then
         return qc_refuse(KEYS[3 + i], "hash")
@@ -59,7 +63,7 @@ end
 -- has written, Redis lets it finish: acknowledgements still work when the server is full.
 local ids, drop = {}, {}
 for _, i in ipairs(owned) do
-    ids[#ids + 1] = ARGV[5 + 5 * (i - 1)]
+    ids[#ids + 1] = ARGV[7 + 7 * (i - 1)]
 end
 for first = 1, #ids, 1000 do
     redis.call("ZREM", KEYS[1], unpack(ids, first, math.min(first + 999, #ids)))
@@ -67,12 +71,16 @@ end
 local done = #owned
 qc_count_attempts(KEYS[3], ARGV[2], ARGV[3], done, 0)
 for _, i in ipairs(owned) do
-    local base = 5 + 5 * (i - 1)
+    local base = 7 + 7 * (i - 1)
     local id, key = ARGV[base], KEYS[3 + i]
     local retention = tonumber(ARGV[base + 2])
     if retention > 0 then
         redis.call("HSET", key, "state", "completed", "completed_at", ARGV[1], "result", ARGV[base + 3])
+        if ARGV[base + 6] ~= "" then
+            redis.call("HSET", key, "started_at", ARGV[base + 6])
+        end
         redis.call("HDEL", key, "cancel")
+        qc_push_attempt(key, ARGV[base + 5], tonumber(ARGV[5]), tonumber(ARGV[6]))
         redis.call("ZADD", KEYS[2], tonumber(ARGV[1]) + retention, id)
     else
         drop[#drop + 1] = key

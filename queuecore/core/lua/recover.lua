@@ -19,6 +19,8 @@
 -- ARGV[11] outage threshold, ms: a round that finds no round ran for longer than this (by Redis's
 --          clock) begins a grace; 0 turns the grace off (and the recovery HASH is not touched)
 -- ARGV[12] grace, ms (the calling worker's lease duration)
+-- ARGV[13] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
+-- ARGV[14] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
 -- KEYS[5] <prefix>:{<q>}:recovery  HASH  seen (Redis time of the last round, ms), grace_until (ms)
 --
 -- Outage grace: when Redis, or every worker's connection to it, was away for longer than the
@@ -28,10 +30,13 @@
 -- first. Redis's own clock (TIME) measures the silence, so workers' clock skew cannot start one.
 -- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[6] (same {<q>}
 -- tag as KEYS), same slot.
--- Returns {requeued, archived, orphans, grace_left_ms, silence_ms}: orphans are active ids whose hash
+-- Returns {requeued, archived, orphans, grace_left_ms, silence_ms, then for each task taken back:
+-- id, how (1 requeued, 2 archived: retries spent, 3 archived: undecodable, 4 archived: cancelled),
+-- attempt number, max_retry, type ("?" when undecodable)}: orphans are active ids whose hash
 -- was gone, or whose task key holds another Redis type (left untouched), dropped from active; one bad
 -- key never blocks the rest. grace_left_ms > 0 during a grace (nothing was taken back); silence_ms is
--- the silence that began a grace in this round, else 0.
+-- the silence that began a grace in this round, else 0. Each task taken back gets a line in its
+-- attempt history (attempts.py): no worker (it was lost), fetched_at, ended_at = now, the reason.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
 -- Redis type; checked before any write, so nothing is written.
 -- wrong-type guard, before any write
@@ -63,12 +68,13 @@ for _, id in ipairs(ids) do
     end
 end
 local requeued, archived, orphans = 0, 0, 0
+local taken = {}  -- id, how, attempt, max_retry, type of each task taken back
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
     redis.call("ZREM", KEYS[1], id)
     local fields = {false}
     if not foreign[id] then
-        fields = redis.call("HMGET", key, "msg", "retried", "cancel")
+        fields = redis.call("HMGET", key, "msg", "retried", "cancel", "started_at")
     end
     if not fields[1] then
         orphans = orphans + 1
@@ -83,19 +89,22 @@ for _, id in ipairs(ids) do
         if not fields[3] then  -- a cancelled task is not a failure, as when its worker archives it
             qc_count_attempts(KEYS[4], ARGV[3], ARGV[4], 1, 1)
         end
-        local reason
+        local reason, how
         if fields[3] then
-            reason = ARGV[10]
+            reason, how = ARGV[10], 4
         elseif not ok then
-            reason = ARGV[9]
+            reason, how = ARGV[9], 3
         else
-            reason = ARGV[8]
+            reason, how = ARGV[8], 2
         end
+        local line = {attempt = retried + 1, result = "archived", ended_at = tonumber(ARGV[1]), error = reason}
+        line["fetched_at"] = tonumber(fields[4] or "")
         if fields[3] or not ok or (max_retry >= 0 and retried >= max_retry) then
             redis.call("HSET", key, "state", "archived", "error", reason, "failed_at", ARGV[1])
             redis.call("ZADD", KEYS[3], ARGV[1], id)
             archived = archived + 1
         else
+            how, line["result"] = 1, "retry"
             redis.call("HINCRBY", key, "retried", 1)
             redis.call("HSET", key, "state", "pending", "error", reason, "failed_at", ARGV[1],
                 "pending_since", ARGV[1])
@@ -104,6 +113,18 @@ for _, id in ipairs(ids) do
             end
             requeued = requeued + 1
         end
+        qc_push_attempt(key, cjson.encode(line), tonumber(ARGV[13]), tonumber(ARGV[14]))
+        local type_name = "?"
+        if ok and type(msg) == "table" and type(msg["type"]) == "string" then
+            type_name = msg["type"]
+        end
+        for _, v in ipairs({id, how, retried + 1, max_retry, type_name}) do
+            taken[#taken + 1] = v
+        end
     end
 end
-return {requeued, archived, orphans, 0, 0}
+local out = {requeued, archived, orphans, 0, 0}
+for _, v in ipairs(taken) do
+    out[#out + 1] = v
+end
+return out

@@ -11,6 +11,10 @@
 -- ARGV[5] error message
 -- ARGV[6] stats day suffix ("YYYY-MM-DD")
 -- ARGV[7] stats minute suffix ("YYYY-MM-DDTHH:MM")
+-- ARGV[8] the attempt's line for the task's attempt history (attempts.py; "" = none)
+-- ARGV[9] when the attempt's handler started, unix ms (kept as started_at; "" = it never started)
+-- ARGV[10] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
+-- ARGV[11] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
 -- Returns 1 scheduled for retry, 0 the lease was lost.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -19,10 +23,16 @@ local err = qc_check_types(KEYS, {"hash", "zset", "zset", "hash"}) if err then r
 if not qc_holds_lease(KEYS[1], ARGV[2]) then
     return 0
 end
-redis.call("ZREM", KEYS[2], ARGV[1])
+redis.call("ZREM", KEYS[2], ARGV[1])  -- first: frees memory, so the rest runs at maxmemory too
 redis.call("HINCRBY", KEYS[1], "retried", 1)
 redis.call("HSET", KEYS[1], "state", "retry", "error", ARGV[5], "failed_at", ARGV[3])
-redis.call("HDEL", KEYS[1], "started_at", "cancel")
+if ARGV[9] ~= "" then  -- when the failed attempt started stays, beside when it failed
+    redis.call("HSET", KEYS[1], "started_at", ARGV[9])
+    redis.call("HDEL", KEYS[1], "cancel")
+else
+    redis.call("HDEL", KEYS[1], "started_at", "cancel")
+end
+qc_push_attempt(KEYS[1], ARGV[8], tonumber(ARGV[10]), tonumber(ARGV[11]))
 redis.call("ZADD", KEYS[3], ARGV[4], ARGV[1])
 qc_count_attempts(KEYS[4], ARGV[6], ARGV[7], 1, 1)
 return 1

@@ -1,0 +1,65 @@
+"""Lease recoveries are visible (issue 11, item 10): the worker whose recoverer takes a task back
+logs a line per task (bounded per round), and the task's attempt history records the lost attempt."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+import redis
+
+from queuecore import Client, FakeClock, Inspector
+from queuecore.core.clock import to_ms
+from queuecore.core.health import RedisHealth
+from queuecore.core.leases import LeaseRenewer
+from queuecore.core.recoverer import RECOVERY_LOG_LINES, Recoverer
+from queuecore.core.running import HeldTasks
+from queuecore.core.scripts import Scripts
+from tests.core.test_processes import KILL_SETTINGS, spawn, wait_event  # noqa: F401 - spawn is a fixture
+from tests.helpers.state import seed_task
+
+
+@pytest.mark.slow
+def test_a_killed_workers_tasks_are_logged_one_by_one_where_they_are_taken_back(
+        spawn, client: Client, inspector: Inspector, tmp_path: Path) -> None:  # noqa: F811
+    log = tmp_path / "events.jsonl"
+    ids = [client.enqueue("proc.sleep", {"seconds": 30, "tag": str(n)}).id for n in range(2)]
+    a = spawn(concurrency=2, **KILL_SETTINGS)
+    for task_id in ids:
+        wait_event(log, "start", task_id, a.pid)
+    a.kill9()
+    b = spawn(concurrency=2, **KILL_SETTINGS)
+    for task_id in ids:
+        wait_event(log, "start", task_id, b.pid, timeout=20)
+    lines = b.stderr()
+    for task_id in ids:
+        assert re.search(rf"WARNING queuecore\.worker: task {task_id} \(proc\.sleep\) in queue default lost its "
+                         r"worker \(lease expired\), attempt 1 of 26; requeued", lines), lines
+        (lost,) = inspector.get_task("default", task_id).attempts
+        assert (lost.number, lost.worker, lost.result, lost.error) == (1, None, "retry",
+                                                                        "worker lost (lease expired)")
+        assert lost.fetched_at is not None and lost.ended_at is not None and lost.fetched_at < lost.ended_at
+        assert lost.started_at is None and lost.duration is None  # when its handler started is not known
+
+
+def test_recovery_lines_are_bounded_per_round(redis_client: redis.Redis, scripts: Scripts, connection,
+                                              fake_clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="queuecore.worker")
+    q = connection.keys.queue("default")
+    extra = 5
+    for n in range(RECOVERY_LOG_LINES + extra):
+        seed_task(redis_client, q, f"t{n:02d}", "active", score=to_ms(fake_clock.now() - 5), lease=1,
+                  started_at=to_ms(fake_clock.now() - 60))
+    held = HeldTasks()
+    renewer = LeaseRenewer(scripts, fake_clock, 30.0, held, {q.queue: q}, on_lost=lambda *a: None,
+                           on_cancel=lambda *a: None)
+    recoverer = Recoverer(scripts, fake_clock, [q], 10.0, 0.0, renewer, RedisHealth())
+    assert recoverer.run_once() == (RECOVERY_LOG_LINES + extra, 0, 0)
+    messages = [r.getMessage() for r in caplog.records if r.name == "queuecore.worker"]
+    per_task = [m for m in messages if "lost its worker" in m]
+    assert len(per_task) == RECOVERY_LOG_LINES
+    assert f"... and {extra} more task(s) taken back in this round (not listed)" in messages
+    assert per_task[0].endswith("(test.task) in queue default lost its worker (lease expired), attempt 1 of 26; "
+                                "requeued")
