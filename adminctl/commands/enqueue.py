@@ -12,7 +12,7 @@ import click
 from adminctl.app import App
 from adminctl.fmt import ago, escape
 from adminctl.options import Duration, json_option
-from queuecore.core.errors import InvalidPayload
+from queuecore.core.errors import InvalidPayload, NoWorkerForTask
 
 
 def parse_payload(text: str | None) -> dict[str, Any] | None:
@@ -50,23 +50,31 @@ def parse_payload(text: str | None) -> dict[str, Any] | None:
               help="Refuse another task of the same type, payload and queue for this long.")
 @click.option("--task-id", metavar="ID", help="Your own id (letters, digits, _ . : -); must not exist yet.")
 @click.option("--retention", type=Duration(), metavar="S", help="Keep the completed task and its result this long.")
+@click.option("--force", is_flag=True,
+              help="Enqueue even when no live worker would run the task (no worker running, none serving the "
+                   "queue, none handling TYPE, or arguments that fit no worker's handler).")
 @json_option
 @click.pass_obj
 def enqueue(app: App, type_name: str, payload: str | None, queue_name: str, process_in: float | None,
             max_retry: int | None, timeout: float | None, unique_for: float | None, task_id: str | None,
-            retention: float | None) -> None:
+            retention: float | None, force: bool) -> None:
     """Enqueue a task of TYPE and print its id.
 
     With --json, prints the whole new task instead.
 
-    The CLI does not import your task modules, so the payload is not checked
-    against the handler's signature; the worker checks it when it runs.
-    Exit code 1 for bad payload JSON, a duplicate --unique task or a taken
+    The task is checked against what the live workers publish with their
+    heartbeats (the task types they handle and their parameter names): it
+    is refused when no worker is running, none serves the queue, none of
+    those handles TYPE, or the payload's argument names fit none of their
+    handlers. --force enqueues it anyway (say, before the workers that
+    will run it are started). Exit code 1 for such a refusal, bad payload
+    JSON, an option out of range, a duplicate --unique task or a taken
     --task-id.
 
     \b
     Examples:
       adminctl enqueue demo.noop
+      adminctl enqueue billing.sync --force        # before any worker runs
       adminctl enqueue emails.send --payload '{"user_id": 7}' --queue critical
       adminctl enqueue reports.build --payload @report.json --process-in 10m
       adminctl enqueue billing.sync --unique 1h --max-retry 3 --timeout 2m
@@ -75,8 +83,19 @@ def enqueue(app: App, type_name: str, payload: str | None, queue_name: str, proc
     options: dict[str, Any] = {"queue": queue_name, "process_in": process_in, "max_retry": max_retry,
                                "timeout": timeout, "unique_for": unique_for, "task_id": task_id,
                                "retention": retention}
-    info = app.client.enqueue(type_name, parse_payload(payload),
-                              **{k: v for k, v in options.items() if v is not None})
+    options = {k: v for k, v in options.items() if v is not None}
+    body = parse_payload(payload)
+    app.client.check(type_name, body, **options)  # bad input first: refused before Redis is asked anything
+    try:
+        check = app.inspector.require_runnable(type_name, body, queue_name)
+    except (NoWorkerForTask, InvalidPayload) as exc:
+        if not force:
+            raise type(exc)(f"{exc}; nothing was enqueued (--force enqueues it anyway)") from None
+        app.terminal.warning(f"enqueued anyway (--force): {exc}")
+    else:
+        for warning in check.warnings:
+            app.terminal.warning(warning)
+    info = app.client.enqueue(type_name, body, **options)
     if app.json:
         app.terminal.json(info.to_dict())
         return

@@ -32,16 +32,18 @@ def server_ls(app: App) -> None:
     ahead (tasks fetched ahead that wait for a free slot), queues with
     weights and when it started; then each running task with how long
     its handler has run, and each task fetched ahead with how long it
-    has waited. Processes whose heartbeat expired are not shown.
+    has waited. Processes whose heartbeat expired are not shown. With
+    --json, each also lists the task types it handles (task_types) with
+    their parameter names, as it publishes them with its heartbeat.
 
     \b
     Examples:
       adminctl server ls
       adminctl server ls --json | jq '.[] | {host, pid, status}'
     """
-    servers = app.inspector.servers()
+    servers = app.inspector.servers(task_types=app.json)
     term = app.terminal
-    if app.json:
+    if app.json:  # with the task types each handles and their parameter names
         term.json([s.to_dict() for s in servers])
         return
     if not servers:

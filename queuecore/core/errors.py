@@ -25,6 +25,16 @@ class InvalidPayload(QueuecoreError, ValueError):
     """A payload cannot be stored: not a JSON object, not serialisable, too large or not matching the handler."""
 
 
+class PayloadMismatch(InvalidPayload):
+    """A stored payload does not fit its handler's signature (a missing or unexpected argument name):
+    the worker archives the task at once with this error, since a retry would fail the same way."""
+
+
+class NoWorkerForTask(QueuecoreError):
+    """No live worker would run this task: none is running, none serves its queue, or none of those
+    handles its type (``Inspector.require_runnable``; ``adminctl enqueue --force`` skips the check)."""
+
+
 class TaskNotFound(QueuecoreError, LookupError):
     """No task with that id exists in that queue."""
 
@@ -77,7 +87,8 @@ class TaskCancelled(BaseException):
 
 
 class TaskTimeout(BaseException):
-    """Raised inside a handler that ran past its timeout or deadline."""
+    """Raised inside a handler that ran past its timeout or deadline; also the error of that attempt
+    as ``ERROR_HANDLER`` and ``RETRY_DELAY`` receive it (its message says after how long)."""
 
 
 class BatchEnqueueError(QueuecoreError):

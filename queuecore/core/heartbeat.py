@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,7 @@ class Heartbeater(Periodic):
     name = "heartbeater"
 
     def __init__(self, redis: Any, keys: Keys, clock: Clock, interval: float, state: ServerState, held: HeldTasks,
-                 renewer: LeaseRenewer, health: RedisHealth) -> None:
+                 renewer: LeaseRenewer, health: RedisHealth, task_types: Callable[[], str] | None = None) -> None:
         super().__init__(interval, health)
         self._redis = redis
         self._keys = keys
@@ -45,6 +45,7 @@ class Heartbeater(Periodic):
         self._state = state
         self._held = held
         self._renewer = renewer
+        self._task_types = task_types  # the registry's describe_json: the task types this process handles
 
     @property
     def ttl(self) -> float:
@@ -58,7 +59,11 @@ class Heartbeater(Periodic):
     def beat(self) -> None:
         """Write this process's ``ServerInfo`` with a TTL.
 
-        Two script calls (the process's own key, then the index of live processes: two cluster
+        With it go the task types this process handles and their parameter names, so that operator
+        tools refuse a task no live worker could run; they are as fresh as the last heartbeat, and
+        vanish with it (three intervals after the process stops beating, at once on a clean exit).
+
+        Two script calls (the process's own keys, then the index of live processes: two cluster
         slots), each beginning with a write that frees memory, so heartbeats go on while Redis is at
         maxmemory: a worker that is still working never drops out of the operators' server list.
         """
@@ -88,12 +93,13 @@ class Heartbeater(Periodic):
             "workers": running,
             "waiting": waiting,
         }
-        self._scripts.heartbeat(state.id, dumps(info), ttl_ms=to_ms(self.ttl))
+        types = self._task_types() if self._task_types is not None else '{"types":{}}'
+        self._scripts.heartbeat(state.id, dumps(info), ttl_ms=to_ms(self.ttl), task_types=types)
         self._scripts.heartbeat_index(state.id, expires_ms=to_ms(now + self.ttl), now_ms=to_ms(now))
 
     def clear(self) -> None:
         """Remove this process's heartbeat on clean exit (DEL and ZREM free memory: fine at maxmemory)."""
         pipe = self._redis.pipeline(transaction=False)
-        pipe.delete(self._keys.server(self._state.id))
+        pipe.delete(self._keys.server(self._state.id), self._keys.server_task_types(self._state.id))
         pipe.zrem(self._keys.servers, self._state.id)
         pipe.execute()

@@ -5,6 +5,7 @@ The dashboard and ``adminctl`` call this and nothing else.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -17,13 +18,23 @@ from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.errors import (
     ConfigurationError,
+    InvalidPayload,
     InvalidTaskState,
+    NoWorkerForTask,
     QueueNotEmpty,
     QueueNotFound,
     TaskDecodeError,
     TaskNotFound,
 )
-from queuecore.core.keys import QueueKeys, is_valid_name, stats_day, stats_minute, validate_task_id
+from queuecore.core.keys import (
+    QueueKeys,
+    is_valid_name,
+    stats_day,
+    stats_minute,
+    validate_queue_name,
+    validate_task_id,
+    validate_type_name,
+)
 from queuecore.core.message import (
     AuditEntry,
     DailyStats,
@@ -31,6 +42,7 @@ from queuecore.core.message import (
     ServerInfo,
     TaskInfo,
     TaskMessage,
+    TaskSignature,
     WaitingTaskInfo,
     WorkerInfo,
     dumps,
@@ -576,9 +588,13 @@ class Inspector:
     # -- servers and workers ----------------------------------------------------------------------
 
     @translate
-    def servers(self) -> list[ServerInfo]:
+    def servers(self, task_types: bool = False) -> list[ServerInfo]:
         """Every live worker process, from its heartbeat (stale ones are left out): the tasks whose
-        handlers run (``workers``) and the tasks fetched ahead that wait for a slot (``waiting``)."""
+        handlers run (``workers``) and the tasks fetched ahead that wait for a slot (``waiting``).
+
+        With ``task_types``, also the task types each handles and their parameter names
+        (``ServerInfo.task_types``; None for a process that publishes none).
+        """
         now_ms = to_ms(self.clock.now())
         ids = cast("list[str]", self.redis.zrangebyscore(self.keys.servers, now_ms, "+inf"))
         if not ids:
@@ -586,8 +602,13 @@ class Inspector:
         pipe = self.redis.pipeline(transaction=False)
         for server_id in ids:
             pipe.get(self.keys.server(server_id))
+            if task_types:
+                pipe.get(self.keys.server_task_types(server_id))
+        replies = pipe.execute()
+        step = 2 if task_types else 1
         out = []
-        for raw in pipe.execute():
+        for index in range(len(ids)):
+            raw = replies[index * step]
             if not raw:
                 continue
             try:
@@ -604,10 +625,77 @@ class Inspector:
                     queues=dict(d["queues"]), strict_priority=bool(d["strict_priority"]),
                     started_at=seconds_to_datetime(d["started_at"]),  # type: ignore[arg-type]
                     status=d["status"], heartbeat_at=seconds_to_datetime(d["heartbeat_at"]),  # type: ignore[arg-type]
-                    workers=workers, waiting=waiting))
+                    workers=workers, waiting=waiting,
+                    task_types=_task_types(replies[index * step + 1]) if task_types else None))
             except (ValueError, KeyError, TypeError, OverflowError):
                 continue  # a malformed heartbeat is not a live server we can describe
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))
+
+    @translate
+    def check_task(self, type_name: str, payload: dict[str, Any] | None = None, queue: str = "default") -> TaskCheck:
+        """Would a live worker run this task? From the task types and parameter names the live
+        workers publish with their heartbeats (as fresh as the last heartbeat: a worker that stopped
+        beating counts for up to three heartbeat intervals, one that exited cleanly not at all).
+
+        Not runnable when no worker is running, none serves ``queue``, none of those handles
+        ``type_name``, or the payload fits the signature of none of those that do. Workers that
+        publish no types (an older version) are not checked: they make the task runnable, with a
+        warning, as does a payload that fits some workers' signatures and not others'.
+        """
+        validate_type_name(type_name)
+        validate_queue_name(queue)
+        payload = payload or {}
+        servers = self.servers(task_types=True)
+        serving = [s for s in servers if queue in s.queues]
+        unknown = [s for s in serving if s.task_types is None]
+        handling = [s for s in serving if s.task_types is not None and type_name in s.task_types]
+        misfits = {s.id: s.task_types[type_name].misfit(payload) for s in handling if s.task_types is not None}
+        fitting = [s for s in handling if misfits[s.id] is None]
+        problem: str | None = None
+        payload_problem = False
+        warnings: list[str] = []
+        if not servers:
+            problem = (f"no worker is running (no live heartbeat), so no worker can be seen to handle task type "
+                       f"{type_name!r}")
+        elif not serving:
+            served = sorted({name for s in servers for name in s.queues})
+            problem = f"no live worker serves queue {queue!r} (the live workers serve {', '.join(served)})"
+        elif not handling and not unknown:
+            known = sorted({name for s in serving for name in (s.task_types or {})})
+            close = difflib.get_close_matches(type_name, known, n=3)
+            hint = f" (the closest they handle: {', '.join(repr(c) for c in close)})" if close else (
+                f" (they handle {len(known)} other type(s))")
+            problem = f"no live worker serving queue {queue!r} handles task type {type_name!r}{hint}"
+        elif not fitting and not unknown:
+            payload_problem = True
+            first = next(m for m in misfits.values() if m)
+            problem = (f"the payload does not fit task {type_name!r} on any live worker serving queue {queue!r}: "
+                       f"{first}")
+        else:
+            if unknown:
+                warnings.append(f"{len(unknown)} live worker(s) serving queue {queue!r} publish no task types (an "
+                                "older version?): not checked")
+            misfitting = [s for s in handling if misfits[s.id]]
+            if misfitting:
+                warnings.append(f"the payload does not fit task {type_name!r} on {len(misfitting)} of {len(handling)} "
+                                f"live worker(s) handling it ({misfits[misfitting[0].id]}): one of those would "
+                                "archive it at once")
+            elsewhere = [s for s in serving if s.task_types is not None and type_name not in s.task_types]
+            if elsewhere:
+                warnings.append(f"{len(elsewhere)} of {len(serving)} live worker(s) serving queue {queue!r} do not "
+                                f"handle {type_name!r}: one of those would fail it (it is then retried)")
+        return TaskCheck(type=type_name, queue=queue, runnable=problem is None, problem=problem,
+                         payload_problem=payload_problem, warnings=warnings, servers=len(servers),
+                         serving=len(serving), handling=len(handling) + len(unknown), fitting=len(fitting))
+
+    def require_runnable(self, type_name: str, payload: dict[str, Any] | None = None,
+                         queue: str = "default") -> TaskCheck:
+        """``check_task``, raising ``NoWorkerForTask`` (or ``InvalidPayload`` when only the payload is
+        at fault) when no live worker would run the task; returns the check (with its warnings)."""
+        check = self.check_task(type_name, payload, queue)
+        if not check.runnable:
+            raise (InvalidPayload if check.payload_problem else NoWorkerForTask)(check.problem)
+        return check
 
     def workers(self) -> list[WorkerInfo]:
         """Every task being processed right now (its handler running), across live worker processes."""
@@ -742,6 +830,44 @@ class Inspector:
                 cancelled.append(task_id)
         self._audit(f"tasks.{TaskAction.CANCEL}_all", queue, task_ids=cancelled, state=state, count=len(cancelled))
         return BulkResult(queue, state, TaskAction.CANCEL.value, len(cancelled))
+
+
+@dataclass(frozen=True)
+class TaskCheck:
+    """Whether a live worker would run a task of ``type`` on ``queue`` (``Inspector.check_task``).
+
+    ``servers`` live worker processes, ``serving`` of them serve the queue, ``handling`` of those
+    handle the type (or publish no types), ``fitting`` of those take the payload's argument names.
+    """
+
+    type: str
+    queue: str
+    runnable: bool
+    problem: str | None = None  # why not
+    payload_problem: bool = False  # the problem is the payload, not the lack of a worker
+    warnings: list[str] = field(default_factory=list)
+    servers: int = 0
+    serving: int = 0
+    handling: int = 0
+    fitting: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _task_types(raw: Any) -> dict[str, TaskSignature] | None:
+    """The task types a worker publishes (``TaskRegistry.describe_json``); None when it publishes none
+    or they cannot be read."""
+    if not raw:
+        return None
+    try:
+        types = loads(raw)["types"]
+        return {str(name): TaskSignature(params=tuple(str(p) for p in d["params"]),
+                                         required=tuple(str(p) for p in d["required"]),
+                                         var_keyword=bool(d.get("var_keyword")))
+                for name, d in types.items()}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 @dataclass(frozen=True)

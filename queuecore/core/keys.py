@@ -211,6 +211,11 @@ class Keys:
         """STRING (JSON) describing one worker process and its active tasks, with a TTL."""
         return f"{self.prefix}:servers:{{{server_id}}}"
 
+    def server_task_types(self, server_id: str) -> str:
+        """STRING (JSON) of the task types one worker process handles and their parameter names, with
+        the TTL of its heartbeat (same hash tag as ``server``: one slot)."""
+        return f"{self.prefix}:servers:{{{server_id}}}:types"
+
     @property
     def audit(self) -> str:
         """LIST of operator actions (JSON, newest first), capped."""

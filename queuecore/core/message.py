@@ -355,6 +355,31 @@ class WaitingTaskInfo:
 
 
 @dataclass(frozen=True)
+class TaskSignature:
+    """What a worker publishes about one task type it handles: its handler's parameter names, those
+    without a default (``required``), and whether it takes any other name (``**kwargs``)."""
+
+    params: tuple[str, ...]
+    required: tuple[str, ...]
+    var_keyword: bool = False
+
+    def misfit(self, payload: dict[str, Any]) -> str | None:
+        """Why ``payload`` cannot be bound to the handler (missing or unexpected argument names);
+        None when it fits."""
+        missing = [name for name in self.required if name not in payload]
+        unexpected = [] if self.var_keyword else sorted(set(payload) - set(self.params))
+        problems = []
+        if missing:
+            problems.append("missing required argument(s) " + ", ".join(repr(n) for n in missing))
+        if unexpected:
+            problems.append("unexpected argument(s) " + ", ".join(repr(n) for n in unexpected))
+        return "; ".join(problems) or None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"params": list(self.params), "required": list(self.required), "var_keyword": self.var_keyword}
+
+
+@dataclass(frozen=True)
 class ServerInfo:
     """One worker process, from its heartbeat.
 
@@ -373,6 +398,9 @@ class ServerInfo:
     heartbeat_at: datetime
     workers: list[WorkerInfo] = field(default_factory=list)
     waiting: list[WaitingTaskInfo] = field(default_factory=list)
+    # The task types it handles (published with its heartbeat): read by ``Inspector.servers(
+    # task_types=True)``, else None; {} when it publishes none.
+    task_types: dict[str, TaskSignature] | None = None
 
     @property
     def active_count(self) -> int:
@@ -390,6 +418,8 @@ class ServerInfo:
         out["heartbeat_at"] = self.heartbeat_at.isoformat()
         out["workers"] = [w.to_dict() for w in self.workers]
         out["waiting"] = [w.to_dict() for w in self.waiting]
+        out["task_types"] = None if self.task_types is None else {
+            name: signature.to_dict() for name, signature in self.task_types.items()}
         return out
 
 

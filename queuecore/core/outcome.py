@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, one_line
 from queuecore.core.config import default_retry_delay
-from queuecore.core.errors import SkipRetry, TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.errors import PayloadMismatch, SkipRetry, TaskCancelled, TaskDecodeError, TaskTimeout
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 
 logger = logging.getLogger("queuecore.worker")
@@ -61,7 +61,7 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
         if cancel_reason == CANCELLED_BY_OPERATOR:
             return Outcome("cancelled", error=exc)
         return Outcome("failure", error=TaskTimeout(cancel_reason))  # the public error, for hooks and policies
-    if isinstance(exc, SkipRetry):
+    if isinstance(exc, (SkipRetry, PayloadMismatch)):  # a payload that does not fit: retrying cannot help
         return Outcome("skip_retry", error=exc)
     if not isinstance(exc, Exception):
         # KeyboardInterrupt, SystemExit or a stray CancelledError from the handler: a failure.
@@ -197,6 +197,8 @@ def archive_reason(outcome: Outcome) -> str:
             return "its message cannot be decoded"
         if isinstance(error, SkipRetry):
             return "SkipRetry: not retried"
+        if isinstance(error, PayloadMismatch):
+            return "at once: the payload does not fit the handler, a retry would fail the same way"
         return "not retried: a retry would fail the same way"
     return "retries spent"
 

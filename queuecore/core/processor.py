@@ -25,7 +25,7 @@ from queuecore.core.acker import Acker
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.config import WorkerConfig
 from queuecore.core.context import TaskContext, call_with_middleware, reset_current, set_current
-from queuecore.core.errors import TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.errors import InvalidPayload, PayloadMismatch, TaskCancelled, TaskDecodeError, TaskTimeout
 from queuecore.core.handlers import AsyncLoop, HandlerPool, interrupt_thread
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys
@@ -33,7 +33,7 @@ from queuecore.core.message import TaskMessage
 from queuecore.core.outcome import LEASE_LOST, SHUTDOWN, Outcome, abandoned, classify
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.recorder import Recorder
-from queuecore.core.registry import TaskRegistry
+from queuecore.core.registry import Handler, TaskRegistry
 from queuecore.core.running import HeldTasks, Running
 from queuecore.core.scripts import Scripts
 from queuecore.core.slots import Slots
@@ -216,15 +216,14 @@ class Processor:
             return
         running = self._hold(queue, task_id, lease, retried, message, now)
         handler = self.registry.get(message.type)
-        func = handler.func if handler is not None else None
         start: Callable[[], None]
         if handler is not None and handler.is_async:
             def start() -> None:
-                self.async_loop.start(lambda: self._run_async(running, handler.func),
+                self.async_loop.start(lambda: self._run_async(running, handler),
                                       lambda task: self._keep_async_task(running, task))
         else:
             def start() -> None:
-                self.pool.submit(lambda: self._run_sync(running, func))
+                self.pool.submit(lambda: self._run_sync(running, handler))
         with self._run_lock:
             self._ready.append((running, start))
         self._start_ready()
@@ -287,16 +286,26 @@ class Processor:
         running.deadline = running.ctx.deadline = deadline
         running.begun = True
 
-    def _call_handler(self, running: Running, func: Callable[..., Any]) -> Any:
-        return call_with_middleware(self.config.middleware, running.ctx, lambda: func(**running.message.payload))
-
-    def _run_sync(self, running: Running, func: Callable[..., Any] | None) -> None:
+    def _call_handler(self, running: Running, handler: Handler) -> Any:
+        """Bind the payload to the handler, then call it inside the middleware. A payload that does
+        not fit the handler's signature (a missing or unexpected argument name) raises
+        ``PayloadMismatch`` before any middleware runs: the task is archived at once, since a retry
+        would fail the same way (a ``TypeError`` raised inside the handler is an ordinary failure)."""
+        payload = running.message.payload
         try:
-            self._run_sync_attempt(running, func)
+            handler.check_payload(payload)
+        except InvalidPayload as exc:
+            raise PayloadMismatch(str(exc)) from None
+        func = handler.func
+        return call_with_middleware(self.config.middleware, running.ctx, lambda: func(**payload))
+
+    def _run_sync(self, running: Running, handler: Handler | None) -> None:
+        try:
+            self._run_sync_attempt(running, handler)
         finally:
             self._free_run_slot(running)
 
-    def _run_sync_attempt(self, running: Running, func: Callable[..., Any] | None) -> None:
+    def _run_sync_attempt(self, running: Running, handler: Handler | None) -> None:
         outcome: Outcome | None = None
         token = set_current(running.ctx)
         try:
@@ -309,10 +318,10 @@ class Processor:
                     self._begin(running)
                 if running.ctx.cancelled:  # interrupted (deadline, cancel, shutdown) before it started
                     raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
-                if func is None:
+                if handler is None:
                     raise LookupError(f"no handler is registered for task type {running.message.type!r} "
                                       "in this worker")
-                outcome = Outcome("success", self._call_handler(running, func))
+                outcome = Outcome("success", self._call_handler(running, handler))
             except BaseException as exc:
                 outcome = classify(exc, running.ctx.cancel_reason)
             with running.lock:
@@ -327,13 +336,13 @@ class Processor:
             reset_current(token)
         self._finalize(running, outcome)
 
-    async def _run_async(self, running: Running, func: Callable[..., Any]) -> None:
+    async def _run_async(self, running: Running, handler: Handler) -> None:
         try:
-            await self._run_async_attempt(running, func)
+            await self._run_async_attempt(running, handler)
         finally:
             self._free_run_slot(running)
 
-    async def _run_async_attempt(self, running: Running, func: Callable[..., Any]) -> None:
+    async def _run_async_attempt(self, running: Running, handler: Handler) -> None:
         if running.finalized:  # handed back while it waited to start
             return
         token = set_current(running.ctx)
@@ -342,7 +351,7 @@ class Processor:
                 self._begin(running)
                 if running.ctx.cancelled:
                     raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
-                result = self._call_handler(running, func)
+                result = self._call_handler(running, handler)
                 if asyncio.iscoroutine(result):
                     result = await result
             outcome = Outcome("success", result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,6 +94,12 @@ class Handler:
         except TypeError as exc:
             raise InvalidPayload(f"payload does not fit task {self.name}: {exc}") from None
 
+    def describe(self) -> dict[str, Any]:
+        """What a worker publishes about this handler with its heartbeat, so that operator tools can
+        refuse a payload no live worker could run: its parameter names, those without a default,
+        and whether ``**kwargs`` takes any other name."""
+        return {"params": sorted(self._names), "required": sorted(self._required), "var_keyword": self._any_name}
+
     def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
         """A ``TaskRequest`` for ``Client.enqueue_many``.
 
@@ -111,6 +118,7 @@ class TaskRegistry:
     def __init__(self) -> None:
         self._tasks: dict[str, Handler] = {}
         self._lock = threading.Lock()
+        self._described: str | None = None  # see describe_json
 
     def register(self, task: H) -> H:
         with self._lock:
@@ -118,6 +126,7 @@ class TaskRegistry:
             if existing is not None and existing.func is not task.func and _origin(existing.func) != _origin(task.func):
                 raise ConfigurationError(f"task type {task.name!r} is already registered by {_origin(existing.func)}")
             self._tasks[task.name] = task
+            self._described = None
         return task
 
     def get(self, name: str) -> Handler | None:
@@ -125,6 +134,16 @@ class TaskRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._tasks)
+
+    def describe_json(self) -> str:
+        """``{"types": {name: Handler.describe()}}`` as JSON: what a worker publishes with each
+        heartbeat. Encoded again only when a handler was registered since."""
+        with self._lock:
+            if self._described is None:
+                self._described = json.dumps(
+                    {"types": {name: self._tasks[name].describe() for name in sorted(self._tasks)}},
+                    separators=(",", ":"), ensure_ascii=False)
+            return self._described
 
     def __contains__(self, name: object) -> bool:
         return name in self._tasks

@@ -312,9 +312,11 @@ class Scripts:
         reply: int = self._call("requeue", keys, [task_id, lease, now_ms, q.wake_channel])
         return reply == OK
 
-    def heartbeat(self, server_id: str, info: str, *, ttl_ms: int) -> None:
-        """Write a worker process's heartbeat (``info``, JSON) with a TTL; works at maxmemory."""
-        self._call("heartbeat", [self.keys.server(server_id)], [info, ttl_ms])
+    def heartbeat(self, server_id: str, info: str, *, ttl_ms: int, task_types: str = "{}") -> None:
+        """Write a worker process's heartbeat (``info``, JSON) and the task types it handles (JSON),
+        with a TTL; works at maxmemory."""
+        keys = [self.keys.server(server_id), self.keys.server_task_types(server_id)]
+        self._call("heartbeat", keys, [info, ttl_ms, task_types])
 
     def heartbeat_index(self, server_id: str, *, expires_ms: int, now_ms: int) -> None:
         """List a worker process as live until ``expires_ms`` and drop expired ones; works at maxmemory."""

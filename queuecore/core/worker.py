@@ -78,7 +78,7 @@ class Worker:
         renewer = LeaseRenewer(self.scripts, self.clock, config.lease_duration, self.held, queue_keys,
                                on_lost=self.processor.lease_lost, on_cancel=self.processor.cancel)
         self.heartbeater = Heartbeater(self.redis, self.keys, self.clock, config.heartbeat_interval, self.state,
-                                       self.held, renewer, self.health)
+                                       self.held, renewer, self.health, task_types=self.registry.describe_json)
         self.subscriber = Subscriber(self.redis, self.keys.cancel_channel, [q.wake_channel for q in queues],
                                      on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
                                      health=self.health)

@@ -6,9 +6,11 @@ import re
 
 from queuecore import Inspector
 from tests.adminctl.test_task import TASK_KEYS
+from tests.helpers.heartbeats import seed_heartbeat, signature
 
 
-def test_enqueue_prints_the_id_and_stores_the_task(adminctl, inspector: Inspector) -> None:
+def test_enqueue_prints_the_id_and_stores_the_task(adminctl, inspector: Inspector, redis_client, connection) -> None:
+    seed_heartbeat(redis_client, connection.keys, types={"demo.echo": signature(var_keyword=True)})  # a live worker
     run = adminctl("enqueue", "demo.echo", "--payload", '{"greeting": "hi", "n": [1, 2]}')
     assert run.code == 0
     task_id = run.stdout.strip()
@@ -19,7 +21,9 @@ def test_enqueue_prints_the_id_and_stores_the_task(adminctl, inspector: Inspecto
                                                                      "pending", 25)
 
 
-def test_enqueue_with_every_option_and_json(adminctl, inspector: Inspector) -> None:
+def test_enqueue_with_every_option_and_json(adminctl, inspector: Inspector, redis_client, connection) -> None:
+    seed_heartbeat(redis_client, connection.keys, queues=["low"],
+                   types={"reports.build": signature("id"), "other": signature()})
     data = adminctl("enqueue", "reports.build", "-p", '{"id": 3}', "--queue", "low", "--process-in", "5m",
                     "--max-retry", "3", "--timeout", "1m30s", "--unique", "1h", "--task-id", "report-3",
                     "--retention", "2h", "--json").json()
@@ -38,7 +42,9 @@ def test_enqueue_with_every_option_and_json(adminctl, inspector: Inspector) -> N
     assert taken.code == 1 and "report-3" in taken.stderr
 
 
-def test_enqueue_payload_from_stdin_and_file(adminctl, inspector: Inspector, tmp_path) -> None:
+def test_enqueue_payload_from_stdin_and_file(adminctl, inspector: Inspector, tmp_path, redis_client,
+                                             connection) -> None:
+    seed_heartbeat(redis_client, connection.keys, types={"t": signature(optional=["from"])})
     from_stdin = adminctl("enqueue", "t", "--payload", "-", input='{"from": "stdin"}')
     assert inspector.get_task("default", from_stdin.stdout.strip()).payload == {"from": "stdin"}
     path = tmp_path / "payload.json"

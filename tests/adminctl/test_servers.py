@@ -14,7 +14,7 @@ from tests.adminctl.conftest import widest_line
 from tests.conftest import wait_until
 
 SERVER_KEYS = {"id", "host", "pid", "concurrency", "queues", "strict_priority", "started_at", "status",
-               "heartbeat_at", "workers", "waiting"}
+               "heartbeat_at", "workers", "waiting", "task_types"}
 WORKER_KEYS = {"server_id", "task_id", "queue", "type", "started_at", "deadline"}
 
 
@@ -48,6 +48,8 @@ def test_server_and_worker_ls_with_a_blocked_task(adminctl, client: Client, insp
         assert set(server) == SERVER_KEYS
         assert (server["id"], server["pid"], server["concurrency"], server["queues"], server["status"]) == (
             worker.server_id, os.getpid(), 4, {"work": 3, "default": 1}, "active")
+        assert server["task_types"] == {"slow.blocking_report_generation": {"params": ["n"], "required": ["n"],
+                                                                            "var_keyword": False}}
         (running,) = server["workers"]
         assert set(running) == WORKER_KEYS and running["task_id"] == blocked.id
 
