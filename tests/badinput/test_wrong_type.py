@@ -147,6 +147,7 @@ CASES = [
          lambda s, q: s.admin_delete_all(q, "scheduled", limit=10)),
     Case("heartbeat_index/servers", lambda q: Keys(q.prefix).servers,
          lambda s, q: s.heartbeat_index("h:1:x", expires_ms=NOW + 1, now_ms=NOW)),
+    Case("audit/audit", lambda q: Keys(q.prefix).audit, lambda s, q: s.audit('{"action": "x"}', keep=10)),
 ]
 
 

@@ -170,15 +170,18 @@ def test_every_wrapper_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis
 
 
 def test_every_server_script_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis, connection) -> None:
-    """The heartbeat scripts touch a worker process's own keys, never a queue's: one slot per call."""
+    """The heartbeat and audit scripts touch a worker process's own keys or the audit log, never a
+    queue's: one slot per call."""
     s = RecordingScripts(redis_client, connection.keys)
     server_id = "host:123:abcd1234"
     s.heartbeat(server_id, '{"id": "host:123:abcd1234"}', ttl_ms=60_000)
     s.heartbeat_index(server_id, expires_ms=NOW + 60_000, now_ms=NOW)
+    s.audit('{"action": "task.delete"}', keep=10)
     assert {name for name, _ in s.calls} == set(SERVER_SCRIPTS)
     for name, keys in s.calls:
         assert keys and len({key_slot(k) for k in keys}) == 1, (name, keys)
-        assert all(k.startswith(connection.keys.prefix + ":servers") for k in keys), (name, keys)
+        assert all(k.startswith(connection.keys.prefix + ":servers") or k == connection.keys.audit
+                   for k in keys), (name, keys)
 
 
 def test_two_queues_use_their_own_tags(redis_client: redis.Redis, connection) -> None:
