@@ -13,6 +13,7 @@ from adminctl.app import App
 from adminctl.fmt import ago, escape
 from adminctl.options import Duration, json_option
 from queuecore.core.errors import InvalidPayload, NoWorkerForTask
+from queuecore.core.limits import MAX_PAYLOAD_DEPTH
 
 
 def parse_payload(text: str | None) -> dict[str, Any] | None:
@@ -32,6 +33,9 @@ def parse_payload(text: str | None) -> dict[str, Any] | None:
         value = json.loads(text)
     except ValueError as exc:
         raise InvalidPayload(f"the payload ({source}) is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidPayload(f"the payload ({source}) is nested too deeply (at most {MAX_PAYLOAD_DEPTH} levels)") \
+            from None
     if not isinstance(value, dict):
         raise InvalidPayload(f"the payload must be a JSON object of argument names, not {type(value).__name__}")
     return value

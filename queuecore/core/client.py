@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -345,7 +346,9 @@ def _enqueue_error(exc: BaseException) -> QueuecoreError:
         return exc
     text = str(exc)
     if "QCINVALID" in text:
-        return InvalidOption(f"refused by the enqueue script: {text.split('QCINVALID', 1)[1].strip()}")
+        found = re.search(r"QCINVALID (batch|item \d+) (\w+) ?(.*)", text, re.DOTALL)
+        detail = f"{found[1]}: invalid {found[2]} {found[3][:100]!r}" if found else text
+        return InvalidOption(f"refused by the enqueue script: {detail}")
     if is_out_of_memory(text):
         return RedisFull(full_message(text))
     if is_wrong_type(text):

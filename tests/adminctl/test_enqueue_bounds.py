@@ -32,6 +32,7 @@ def test_an_option_out_of_range_exits_1_with_one_line(adminctl, redis_client, ke
 @pytest.mark.parametrize(("payload", "message"), [
     ('{"s": "\\ud800"}', "lone surrogate"),
     (json.dumps({"v": json.loads("[" * 150 + "1" + "]" * 150)}), "nested more than 100 levels"),
+    ('{"v": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),  # past json's own recursion limit
 ])
 def test_a_payload_the_core_refuses_exits_1_with_one_line(adminctl, redis_client, key_prefix: str, payload: str,
                                                           message: str) -> None:

@@ -14,6 +14,12 @@ local function qc_refuse(key, want, got)
     return redis.error_reply("QCWRONGTYPE " .. key .. " holds a " .. got .. ", expected a " .. want)
 end
 
+-- The refusal of malformed arguments: "QCINVALID <where> <field> <value>" (the client words it),
+-- returned before any write.
+local function qc_invalid(where, field, value)
+    return redis.error_reply("QCINVALID " .. where .. " " .. field .. " " .. tostring(value))
+end
+
 -- The reply for a failed redis.pcall (its error table failed): the wrong-type refusal for key when
 -- Redis said WRONGTYPE; any other error (an out-of-memory refusal, say) passed on as it came, so
 -- that Redis being full is never reported as corrupt data.

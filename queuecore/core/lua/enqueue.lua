@@ -14,9 +14,10 @@
 --         (an existing task with it was stored by an earlier send of the same call, so the retry of
 --         a call whose reply was lost stores nothing twice)
 -- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
--- Error reply "QCINVALID item <i>: <what>" when the batch is malformed (n not matching ARGV, an empty
--- id or message, a due time or TTL that is not a whole number of ms below 10^15, a lock index not
--- pointing at a lock key): every item is checked before any write, so nothing is written.
+-- Error reply "QCINVALID <where> <field> <value>" (qc_invalid) when the batch is malformed: n not
+-- matching ARGV ("batch count"), an empty id or message, a due time or TTL that is not a whole
+-- number of ms below 10^15, a lock index not pointing at a lock key with a TTL, a check flag not 0
+-- or 1 ("item <i> <field>"): every item is checked before any write, so nothing is written.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 --
@@ -26,7 +27,7 @@
 local n = tonumber(ARGV[3])
 do  -- the batch is well formed, item by item, before anything is written
     if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 3 + 6 * n or #KEYS < 2 + n then
-        return redis.error_reply("QCINVALID batch: " .. tostring(ARGV[3]) .. " tasks do not match the arguments")
+        return qc_invalid("batch", "count", ARGV[3])
     end
     local function ms(text)  -- a whole number of ms that every Redis command takes (no sign, no exponent)
         return type(text) == "string" and #text <= 15 and string.match(text, "^%d+$") ~= nil
@@ -34,21 +35,24 @@ do  -- the batch is well formed, item by item, before anything is written
     for i = 1, n do
         local base = 4 + 6 * (i - 1)
         local unique = ARGV[base + 4]
-        local bad
-        if ARGV[base] == "" or ARGV[base + 1] == "" then
-            bad = "an empty id or message"
+        local field
+        if ARGV[base] == "" then
+            field = "id"
+        elseif ARGV[base + 1] == "" then
+            field = "message"
         elseif not ms(ARGV[base + 2]) then
-            bad = "due time " .. ARGV[base + 2] .. " is not a whole number of ms below 10^15"
+            field = "process_at_ms"
         elseif not ms(ARGV[base + 3]) then
-            bad = "uniqueness TTL " .. ARGV[base + 3] .. " is not a whole number of ms below 10^15"
+            field = "unique_ttl_ms"
         elseif not ms(unique) or (tonumber(unique) > 0 and (tonumber(unique) < 3 + n or tonumber(unique) > #KEYS
                 or tonumber(ARGV[base + 3]) < 1)) then
-            bad = "lock index " .. unique .. " does not point at a lock key with a TTL"
+            field = "lock_index"
         elseif ARGV[base + 5] ~= "0" and ARGV[base + 5] ~= "1" then
-            bad = "id check flag " .. ARGV[base + 5] .. " is not 0 or 1"
+            field = "check_id"
         end
-        if bad then
-            return redis.error_reply("QCINVALID item " .. i .. ": " .. bad)
+        if field then
+            return qc_invalid("item " .. i, field, field == "message" and "" or ARGV[base + ({id = 0, process_at_ms = 2,
+                unique_ttl_ms = 3, lock_index = 4, check_id = 5})[field]])
         end
     end
 end
