@@ -86,7 +86,8 @@ def test_enqueue_many_stores_a_mixed_batch_and_wakes_once(r, q, scripts: Scripts
     ukey = q.unique("test.task", "e" * 32)
     r.set(ukey, "holder", px=60_000)
     old = seed_task(r, q, "dup", "archived", score=NOW - 1)
-    m = {i: make_msg(i, q.queue) for i in ("a", "b", "s", "dup", "u")}
+    m = {i: make_msg(i, q.queue) for i in ("a", "b", "s", "u")}
+    m["dup"] = make_msg("dup", q.queue, payload={"another": "call"})  # not the stored task's message
     items = [EnqueueItem("a", m["a"]), EnqueueItem("s", m["s"], process_at_ms=NOW + 500), EnqueueItem("dup", m["dup"]),
              EnqueueItem("u", m["u"], unique_key=ukey, unique_ttl_ms=60_000), EnqueueItem("b", m["b"])]
     with Subscription(r, q.wake_channel) as sub:
@@ -99,18 +100,22 @@ def test_enqueue_many_stores_a_mixed_batch_and_wakes_once(r, q, scripts: Scripts
                "s": {"msg": m["s"], "state": "scheduled"}, "dup": old})
 
 
-def test_a_resent_enqueue_of_generated_ids_stores_nothing_twice(r, q, scripts: Scripts) -> None:
-    """A client library may send a call again after a lost reply (redis-py retries on timeouts): a
-    generated id found stored is that earlier send, so it is reported enqueued and not pushed again;
-    a caller-chosen id found stored is still a conflict."""
+def test_a_resent_enqueue_stores_nothing_twice(r, q, scripts: Scripts) -> None:
+    """A call may be sent again after a lost reply (the connection dropped after Redis ran it): a
+    generated id found stored is that earlier send, and so is a caller-chosen id whose task holds the
+    very same message; both are reported enqueued and not pushed again. A caller-chosen id holding
+    another message (another call's) is a conflict."""
     items = [EnqueueItem("g1", make_msg("g1", q.queue), check_id=False),
              EnqueueItem("g2", make_msg("g2", q.queue), process_at_ms=NOW + 500, check_id=False),
              EnqueueItem("c1", make_msg("c1", q.queue))]
     assert scripts.enqueue_many(q, items, now_ms=NOW) == [1, 1, 1]
     first = read_queue_state(r, q)
-    assert scripts.enqueue_many(q, items, now_ms=NOW + 7) == [1, 1, 0]
+    assert scripts.enqueue_many(q, items, now_ms=NOW + 7) == [1, 1, 1]
     assert read_queue_state(r, q) == first
     assert first["pending"] == ["g1", "c1"]  # oldest first
+    other_call = EnqueueItem("c1", make_msg("c1", q.queue, payload={"another": "call"}))
+    assert scripts.enqueue_many(q, [other_call], now_ms=NOW + 9) == [0]
+    assert read_queue_state(r, q) == first
 
 
 def test_enqueue_scheduled(r, q, scripts: Scripts) -> None:

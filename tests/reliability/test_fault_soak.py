@@ -48,6 +48,7 @@ class Producer:
         self.acked: dict[str, str] = {}  # id -> kind, enqueue confirmed
         self.unsure: dict[str, str] = {}  # id -> kind, enqueue failed (BrokerError): may be stored anyway
         self.duplicates_refused = 0
+        self.unexpected: list[str] = []  # errors an enqueue must never raise, even during faults
         self.stop = threading.Event()
         self._ids = itertools.count()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -84,6 +85,10 @@ class Producer:
             except BrokerError:
                 self.unsure[task_id] = kind
                 self.stop.wait(0.05)  # the pace of retries while Redis is away
+                continue
+            except Exception as exc:  # any other error fails the test, with the id
+                self.unexpected.append(f"{task_id} ({kind}): {type(exc).__name__}: {exc}")
+                self.unsure[task_id] = kind
                 continue
             self.stop.wait(0.01)
 
@@ -157,6 +162,7 @@ def test_randomized_fault_soak(spawn, private_redis_factory, key_prefix: str, lo
         wait_until(lambda: (i := inspector.queue_info(Q)).pending + i.active + i.scheduled + i.retry == 0, 90,
                    interval=0.2, message="the queue to drain after the faults")
 
+        assert producer.unexpected == []
         runs = runs_by_id(read_log(log))
         maybe = [i for i in producer.unsure if i in runs or client.redis.exists(connection.keys.queue(Q).task(i))]
         ids = list(producer.acked) + maybe

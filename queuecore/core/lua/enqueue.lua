@@ -10,9 +10,9 @@
 -- ARGV[3] n, the number of tasks
 -- ARGV[4 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
 --         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and 1 when the id
---         was chosen by the caller (an existing task with it is a conflict) or 0 when it was generated
---         (an existing task with it was stored by an earlier send of the same call, so the retry of
---         a call whose reply was lost stores nothing twice)
+--         was chosen by the caller (an existing task with it is a conflict, unless it holds this very
+--         message) or 0 when it was generated (an existing task with it was stored by an earlier
+--         send of the same call): the retry of a call whose reply was lost stores nothing twice
 -- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
 -- Error reply "QCINVALID <where> <field> <value>" (qc_invalid) when the batch is malformed: n not
 -- matching ARGV ("batch count"), an empty id or message, a due time or TTL that is not a whole
@@ -83,9 +83,10 @@ for i = 1, n do
     local key = KEYS[2 + i]
     local unique = tonumber(ARGV[base + 4])
     if (found > 0 or ARGV[base + 5] == "1") and redis.call("EXISTS", key) == 1 then
-        -- A caller-chosen id that is taken: a conflict. A generated id (128 random bits) that exists
-        -- was stored by an earlier send of this same call (a client retry after a lost reply): done.
-        out[i] = ARGV[base + 5] == "1" and 0 or 1
+        -- A generated id (128 random bits) that exists was stored by an earlier send of this same
+        -- call (a client retry after a lost reply): done. So was a caller-chosen id whose task holds
+        -- this very message (its enqueued_at, to the ms, included). Any other taken id: a conflict.
+        out[i] = (ARGV[base + 5] == "0" or redis.call("HGET", key, "msg") == msg) and 1 or 0
     elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", ARGV[base + 3]) then
         out[i] = {-1, redis.call("GET", KEYS[unique])}
     else
