@@ -1,6 +1,6 @@
-"""``python -m adminctl``."""
+"""``python -m queuecore_adminctl``."""
 
-from adminctl.cli import main
+from .cli import main
 
 if __name__ == "__main__":
     main()

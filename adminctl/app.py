@@ -17,13 +17,14 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
-from adminctl.terminal import Terminal
 from queuecore.core.client import Client
 from queuecore.core.config import DEFAULT_REDIS_URL, ConnectionConfig, redact_url
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.inspector import Inspector
 from queuecore.core.keys import DEFAULT_PREFIX
 from queuecore.core.registry import TaskRegistry
+
+from .terminal import Terminal
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""``adminctl`` as a Django app, only to provide ``manage.py adminctl``.
+"""The operator CLI as a Django app, only to provide ``manage.py adminctl``.
 
-Add ``"adminctl"`` to ``INSTALLED_APPS`` to get the command. The CLI itself never needs Django;
+Installed as the package ``queuecore_adminctl`` (the repository's ``adminctl/`` folder): add
+``"queuecore_adminctl"`` to ``INSTALLED_APPS`` to get the command. The CLI itself never needs Django;
 the core app ``queuecore`` never imports this package (``tests/django/test_adminctl_app.py``).
 """
 
@@ -10,6 +11,6 @@ from django.apps import AppConfig
 
 
 class AdminctlConfig(AppConfig):
-    name = "adminctl"
-    label = "queuecore_adminctl"  # never clashes with a site's own "adminctl" app label
+    name = "queuecore_adminctl"  # the installed package (the repository's adminctl/ folder)
+    label = "queuecore_adminctl"  # never clashes with a site's own "adminctl" app
     verbose_name = "queuecore operator CLI"

@@ -14,16 +14,17 @@ from typing import Any
 import click
 import redis
 
-from adminctl import __version__
-from adminctl.app import App, ConnectionDefaults, GlobalOptions
-from adminctl.commands.enqueue import enqueue
-from adminctl.commands.queue import queue
-from adminctl.commands.server import server
-from adminctl.commands.stats import stats
-from adminctl.commands.task import task
-from adminctl.commands.worker import worker
-from adminctl.terminal import Terminal
 from queuecore.core.errors import BrokerError, ConfigurationError, InvalidOption, QueuecoreError
+
+from . import __version__
+from .app import App, ConnectionDefaults, GlobalOptions
+from .commands.enqueue import enqueue
+from .commands.queue import queue
+from .commands.server import server
+from .commands.stats import stats
+from .commands.task import task
+from .commands.worker import worker
+from .terminal import Terminal
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # operational: missing queue/task, wrong state, duplicate, bad payload, declined

@@ -8,8 +8,9 @@ from typing import Any, TypeVar
 
 import click
 
-from adminctl.app import App
 from queuecore.core.states import STATES
+
+from .app import App
 
 F = TypeVar("F", bound=Callable[..., Any])
 

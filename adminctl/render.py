@@ -18,7 +18,19 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-from adminctl.fmt import (
+from queuecore.core.inspector import TaskPage
+from queuecore.core.message import (
+    AttemptInfo,
+    DailyStats,
+    QueueInfo,
+    ServerInfo,
+    TaskInfo,
+    WaitingTaskInfo,
+    WorkerInfo,
+)
+from queuecore.core.states import DUE_STATES, STATES
+
+from .fmt import (
     ago,
     compact_json,
     escape,
@@ -31,18 +43,7 @@ from adminctl.fmt import (
     pretty_json,
     timestamp,
 )
-from adminctl.models import StatsSnapshot
-from queuecore.core.inspector import TaskPage
-from queuecore.core.message import (
-    AttemptInfo,
-    DailyStats,
-    QueueInfo,
-    ServerInfo,
-    TaskInfo,
-    WaitingTaskInfo,
-    WorkerInfo,
-)
-from queuecore.core.states import DUE_STATES, STATES
+from .models import StatsSnapshot
 
 STATE_STYLES = {
     "pending": "cyan",

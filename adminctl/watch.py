@@ -21,8 +21,9 @@ from typing import Any, TypeVar
 from rich.console import RenderableType
 from rich.live import Live
 
-from adminctl.terminal import Terminal
 from queuecore.core.errors import BrokerError
+
+from .terminal import Terminal
 
 T = TypeVar("T")
 

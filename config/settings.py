@@ -26,8 +26,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "queuecore",
-    "dashboard",
-    "adminctl",
+    "queuecore_dashboard",
+    "queuecore_adminctl",
     "demo",
 ]
 

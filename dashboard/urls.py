@@ -1,4 +1,4 @@
-"""The dashboard's URLs: ``path("queues/", include("dashboard.urls"))``.
+"""The dashboard's URLs: ``path("queues/", include("queuecore_dashboard.urls"))``.
 
 Links to a queue always name its state (``<queue>/pending/``), so a queue called like a page
 (``servers``) stays reachable; ``<queue>/`` alone redirects there.
@@ -10,9 +10,10 @@ neither Django nor a browser normalising the URL can turn one queue's URL into a
 
 from django.urls import path, register_converter
 
-from dashboard import views
 from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
+
+from . import views
 
 _NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 

@@ -23,10 +23,6 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
-from dashboard.access import OPERATE, dashboard_access
-from dashboard.charts import RANGES, build_chart, sum_series
-from dashboard.forms import ACTION_DONE, TaskActionForm, TaskFilterForm
-from dashboard.inspector import inspector_for
 from queuecore.conf import get_config
 from queuecore.core.config import redact_url
 from queuecore.core.errors import (
@@ -39,6 +35,11 @@ from queuecore.core.errors import (
 )
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, Inspector
 from queuecore.core.states import FINAL_STATES, STATES, actions_for
+
+from .access import OPERATE, dashboard_access
+from .charts import RANGES, build_chart, sum_series
+from .forms import ACTION_DONE, TaskActionForm, TaskFilterForm
+from .inspector import inspector_for
 
 P = "queuecore_dashboard/"
 

@@ -21,7 +21,7 @@ ensure_venv() {
         if ! "$PY" -m pip install --disable-pip-version-check -e "$ROOT[$extras]" > "$VENV/pip.log" 2>&1; then
             cat "$VENV/pip.log" >&2; log "installation failed (log: $VENV/pip.log)"; exit 1
         fi
-        "$PY" -c "import queuecore, redis, django" || { log "installation failed"; exit 1; }
+        "$PY" -c "import queuecore, queuecore_dashboard, queuecore_adminctl, redis, django" || { log "installation failed"; exit 1; }
         touch "$stamp"
     fi
 }

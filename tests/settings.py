@@ -17,8 +17,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "queuecore",
-    "dashboard",
-    "adminctl",
+    "queuecore_dashboard",
+    "queuecore_adminctl",
     "tests.apps.TestTasksConfig",
 ]
 MIDDLEWARE = [

@@ -9,11 +9,12 @@ from typing import Any
 
 import click
 
-from adminctl.app import App
-from adminctl.fmt import ago, escape
-from adminctl.options import Duration, json_option
 from queuecore.core.errors import InvalidPayload, NoWorkerForTask
 from queuecore.core.limits import MAX_PAYLOAD_DEPTH
+
+from ..app import App
+from ..fmt import ago, escape
+from ..options import Duration, json_option
 
 
 def parse_payload(text: str | None) -> dict[str, Any] | None:

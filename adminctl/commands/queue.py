@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from adminctl.app import App
-from adminctl.fmt import escape, human_count
-from adminctl.options import json_option, yes_option
-from adminctl.render import HistoryChart, queue_detail, queue_list_table
 from queuecore.core.errors import QueueNotEmpty
+
+from ..app import App
+from ..fmt import escape, human_count
+from ..options import json_option, yes_option
+from ..render import HistoryChart, queue_detail, queue_list_table
 
 
 @click.group()

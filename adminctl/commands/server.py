@@ -6,9 +6,9 @@ import time
 
 import click
 
-from adminctl.app import App
-from adminctl.options import json_option
-from adminctl.render import server_table, waiting_table, worker_table
+from ..app import App
+from ..options import json_option
+from ..render import server_table, waiting_table, worker_table
 
 
 @click.group()

@@ -7,11 +7,11 @@ import time
 import click
 from rich.console import RenderableType
 
-from adminctl.app import App
-from adminctl.models import StatsSnapshot
-from adminctl.options import Duration, json_option
-from adminctl.render import render_stats
-from adminctl.watch import watch
+from ..app import App
+from ..models import StatsSnapshot
+from ..options import Duration, json_option
+from ..render import render_stats
+from ..watch import watch
 
 
 def take_snapshot(app: App) -> StatsSnapshot:

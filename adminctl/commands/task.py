@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 import click
 
-from adminctl.app import App
-from adminctl.fmt import escape, human_count, human_duration
-from adminctl.options import json_option, yes_option
-from adminctl.render import page_footer, task_detail, task_table
 from queuecore.core.errors import ConfigurationError, InvalidTaskState, TaskNotFound
 from queuecore.core.message import TaskInfo
 from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, TaskAction
+
+from ..app import App
+from ..fmt import escape, human_count, human_duration
+from ..options import json_option, yes_option
+from ..render import page_footer, task_detail, task_table
 
 
 @click.group()

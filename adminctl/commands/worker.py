@@ -6,9 +6,9 @@ import time
 
 import click
 
-from adminctl.app import App
-from adminctl.options import json_option
-from adminctl.render import worker_table
+from ..app import App
+from ..options import json_option
+from ..render import worker_table
 
 
 @click.group()

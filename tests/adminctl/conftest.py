@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from adminctl.cli import cli
+from queuecore_adminctl.cli import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMINCTL_SCRIPT = Path(sys.executable).parent / "adminctl"
@@ -72,12 +72,12 @@ def adminctl(runner: CliRunner, redis_url: str, key_prefix: str) -> Callable[...
 
 @pytest.fixture
 def adminctl_process(redis_url: str, key_prefix: str) -> Callable[..., Run]:
-    """Run ``python -m adminctl ARGS`` (or the console script with ``script=True``) as a subprocess."""
+    """Run ``python -m queuecore_adminctl ARGS`` (or the console script with ``script=True``) as a subprocess."""
 
     def run(*args: str, script: bool = False, connect: bool = True, input: str | None = None,
             env: dict[str, str] | None = None, cwd: Path = ROOT) -> Run:
         base = ["--redis-url", redis_url, "--prefix", key_prefix] if connect else []
-        command = [str(ADMINCTL_SCRIPT)] if script else [sys.executable, "-m", "adminctl"]
+        command = [str(ADMINCTL_SCRIPT)] if script else [sys.executable, "-m", "queuecore_adminctl"]
         proc = subprocess.run([*command, *base, *args], capture_output=True, text=True, timeout=60, input=input,
                               env=env or clean_env(), cwd=cwd)
         return Run(proc.returncode, proc.stdout, proc.stderr)

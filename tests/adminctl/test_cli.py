@@ -12,8 +12,8 @@ import textwrap
 import click
 import pytest
 
-from adminctl.cli import cli
 from queuecore import Client, Inspector
+from queuecore_adminctl.cli import cli
 from tests.adminctl.conftest import ADMINCTL_SCRIPT, DEAD_URL, ROOT, clean_env
 from tests.core.test_purity import BLOCK_DJANGO
 
@@ -198,7 +198,7 @@ def test_django_settings_module_from_flag_and_env_as_real_processes(adminctl_pro
 def test_the_cli_runs_without_django(redis_url: str, key_prefix: str, client: Client) -> None:
     client.enqueue("t", queue="nodjango")
     code = BLOCK_DJANGO + textwrap.dedent("""
-        from adminctl.cli import main
+        from queuecore_adminctl.cli import main
         try:
             main(sys.argv[1:])
         except SystemExit as exc:

@@ -20,14 +20,14 @@ from collections.abc import Callable
 import pytest
 from rich.console import Console
 
-from adminctl.app import App, GlobalOptions
-from adminctl.commands.stats import take_snapshot
-from adminctl.models import StatsSnapshot
-from adminctl.render import render_stats
-from adminctl.terminal import Terminal
-from adminctl.watch import watch
 from queuecore import BrokerError, Client, Inspector
 from queuecore.core.inspector import RedisInfo
+from queuecore_adminctl.app import App, GlobalOptions
+from queuecore_adminctl.commands.stats import take_snapshot
+from queuecore_adminctl.models import StatsSnapshot
+from queuecore_adminctl.render import render_stats
+from queuecore_adminctl.terminal import Terminal
+from queuecore_adminctl.watch import watch
 from tests.adminctl.conftest import ADMINCTL_SCRIPT, ROOT, clean_env, widest_line
 from tests.conftest import wait_until
 
@@ -141,7 +141,7 @@ class PtyProcess:
 def test_watch_redraws_in_place_in_a_terminal_and_exits_0_on_sigint(redis_url: str, key_prefix: str,
                                                                     client: Client, script: bool) -> None:
     client.enqueue("t", queue="first")
-    command = [str(ADMINCTL_SCRIPT)] if script else [sys.executable, "-m", "adminctl"]
+    command = [str(ADMINCTL_SCRIPT)] if script else [sys.executable, "-m", "queuecore_adminctl"]
     term = PtyProcess([*command, "--redis-url", redis_url, "--prefix", key_prefix, "stats", "--watch",
                        "--interval", "0.2"], clean_env())
     try:
@@ -166,9 +166,9 @@ def test_watch_redraws_in_place_in_a_terminal_and_exits_0_on_sigint(redis_url: s
 def test_watch_piped_emits_one_json_object_per_interval(redis_url: str, key_prefix: str, client: Client,
                                                         sig: signal.Signals) -> None:
     client.enqueue("t", queue="lines")
-    proc = subprocess.Popen([sys.executable, "-m", "adminctl", "--redis-url", redis_url, "--prefix", key_prefix,
-                             "stats", "--watch", "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=clean_env(), cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, "-m", "queuecore_adminctl", "--redis-url", redis_url,
+                             "--prefix", key_prefix, "stats", "--watch", "--interval", "0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(), cwd=ROOT)
     lines: list[dict] = []
     buffer = b""
 

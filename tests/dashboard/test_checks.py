@@ -6,7 +6,7 @@ from typing import Any
 
 from django.test import override_settings
 
-from dashboard.checks import check_dashboard
+from queuecore_dashboard.checks import check_dashboard
 from tests import settings as test_settings
 
 
@@ -52,5 +52,6 @@ def test_dashboard_settings_are_checked(settings: Any) -> None:
     assert "cannot import 'no.such.callback'" in errors[0].msg
     assert errors[1].msg == "QUEUECORE['DASHBOARD']['POLL_INTERVAL'] must be a positive number of seconds, not 0."
     assert errors[2].msg == "QUEUECORE['DASHBOARD']['PAGE_SIZE'] must be an integer from 1 to 1000, not '25'."
-    settings.QUEUECORE = {"DASHBOARD": {"ACCESS_CALLBACK": "dashboard.access.default_access", "POLL_INTERVAL": 2.5}}
+    settings.QUEUECORE = {"DASHBOARD": {"ACCESS_CALLBACK": "queuecore_dashboard.access.default_access",
+                                        "POLL_INTERVAL": 2.5}}
     assert check_dashboard() == []

@@ -15,9 +15,9 @@ import pytest
 from django.test import Client as DjangoClient
 from django.urls import NoReverseMatch, URLPattern, resolve, reverse
 
-from dashboard import urls as dashboard_urls
 from queuecore import Client, Inspector
 from queuecore.core.keys import is_valid_name
+from queuecore_dashboard import urls as dashboard_urls
 from tests.badinput.test_name_alphabet import BAD_NAMES, GOOD_NAMES
 
 SAMPLES = {"task_id": "abc-123", "state": "pending", "verb": "run"}

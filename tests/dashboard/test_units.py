@@ -10,12 +10,12 @@ from django.http import QueryDict
 from django.test import RequestFactory
 from django.utils import timezone
 
-from dashboard import charts
-from dashboard.forms import TaskActionForm, TaskFilterForm
-from dashboard.inspector import inspector_for, shared_inspector
-from dashboard.templatetags import queuecore_dashboard as tags
 from queuecore.conf import get_config
 from queuecore.core.message import DailyStats
+from queuecore_dashboard import charts
+from queuecore_dashboard.forms import TaskActionForm, TaskFilterForm
+from queuecore_dashboard.inspector import inspector_for, shared_inspector
+from queuecore_dashboard.templatetags import queuecore_dashboard as tags
 
 
 def test_sum_series_adds_queues_bucket_by_bucket() -> None:

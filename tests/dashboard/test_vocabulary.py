@@ -11,8 +11,6 @@ import pytest
 from django.http import QueryDict
 from django.test import Client as DjangoClient
 
-from adminctl.commands.task import ACTIONS, BULK_ACTIONS
-from dashboard.forms import ACTION_DONE, ACTION_LABELS, TaskActionForm
 from queuecore import ConfigurationError, Inspector
 from queuecore.core.clock import to_ms
 from queuecore.core.states import (
@@ -26,6 +24,8 @@ from queuecore.core.states import (
     actions_for,
     bulk_actions_for,
 )
+from queuecore_adminctl.commands.task import ACTIONS, BULK_ACTIONS
+from queuecore_dashboard.forms import ACTION_DONE, ACTION_LABELS, TaskActionForm
 from tests.helpers.state import seed_task
 
 # What the admin_* Lua scripts accept, written out by hand: the table in states.py must match it.

@@ -1,4 +1,4 @@
-"""``manage.py adminctl`` lives with the CLI (the ``adminctl`` app); the core app never imports the CLI."""
+"""``manage.py adminctl`` lives with the CLI (the ``queuecore_adminctl`` app); the core app never imports the CLI."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import importlib.abc
 import pkgutil
 import sys
 
-BLOCKED = ("adminctl", "click", "rich")
+BLOCKED = ("queuecore_adminctl", "adminctl", "click", "rich")
 
 
 class BlockTheCli(importlib.abc.MetaPathFinder):
@@ -81,7 +81,8 @@ def test_the_queuecore_app_never_imports_the_cli() -> None:
     assert not any(name.endswith(".adminctl") for name in imported), imported
 
 
-@pytest.mark.parametrize("module", ["adminctl.cli", "adminctl.management.commands.adminctl", "click", "rich.console"])
+@pytest.mark.parametrize("module", ["queuecore_adminctl.cli", "queuecore_adminctl.management.commands.adminctl",
+                                    "click", "rich.console"])
 def test_the_blocker_really_blocks_the_cli(module: str) -> None:
     code = WITHOUT_THE_CLI.split("import queuecore\n")[0] + f"import {module}\n"
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True, text=True,
@@ -91,13 +92,13 @@ def test_the_blocker_really_blocks_the_cli(module: str) -> None:
 
 
 def test_manage_py_adminctl_comes_from_the_adminctl_app() -> None:
-    assert get_commands()["adminctl"] == "adminctl"
-    command = load_command_class("adminctl", "adminctl")
-    assert type(command).__module__ == "adminctl.management.commands.adminctl"
+    assert get_commands()["adminctl"] == "queuecore_adminctl"
+    command = load_command_class("queuecore_adminctl", "adminctl")
+    assert type(command).__module__ == "queuecore_adminctl.management.commands.adminctl"
     from django.apps import apps
 
     config = apps.get_app_config("queuecore_adminctl")
-    assert (config.name, config.label) == ("adminctl", "queuecore_adminctl")
+    assert (config.name, config.label) == ("queuecore_adminctl", "queuecore_adminctl")
 
 
 def test_call_command_adminctl_stats_json(settings, client: Client, redis_url: str, key_prefix: str,

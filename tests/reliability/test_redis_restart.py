@@ -26,7 +26,7 @@ Q = "default"
 
 
 def adminctl_stats(url: str, prefix: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "adminctl", "--redis-url", url, "--prefix", prefix, "stats",
+    return subprocess.run([sys.executable, "-m", "queuecore_adminctl", "--redis-url", url, "--prefix", prefix, "stats",
                            "--json"], cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60)
 
 

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from django.contrib.auth.models import User
 from django.test import Client as DjangoClient
 
-from adminctl.cli import cli
 from queuecore import Client, ConnectionConfig
+from queuecore_adminctl.cli import cli
 
 SECRET = "s3cretPW"
 

@@ -1,6 +1,6 @@
 """``manage.py adminctl ...``: the operator CLI, connected from the project's ``QUEUECORE`` settings.
 
-Available once ``"adminctl"`` is in ``INSTALLED_APPS`` (the app ``queuecore`` never imports the
+Available once ``"queuecore_adminctl"`` is in ``INSTALLED_APPS`` (the app ``queuecore`` never imports the
 CLI). It runs the same click group as the ``adminctl`` console script; only the connection
 defaults come from ``queuecore.conf.get_config()`` (so ``QUEUECORE['REDIS_URL']`` and
 ``KEY_PREFIX``, with their environment fallbacks). ``--redis-url``/``--prefix`` on the command
@@ -20,7 +20,7 @@ from queuecore.conf import get_config
 
 
 def _defaults() -> Any:
-    from adminctl.app import ConnectionDefaults
+    from ...app import ConnectionDefaults
 
     connection = get_config().connection
     return ConnectionDefaults(redis_url=connection.redis_url, prefix=connection.key_prefix)
@@ -33,7 +33,7 @@ class Command(BaseCommand):
     def run_from_argv(self, argv: list[str]) -> None:
         # Bypass argparse: click parses everything after the command name, including --help.
         try:
-            from adminctl.cli import main
+            from ...cli import main
         except ImportError as exc:  # click or rich missing
             raise CommandError(f"adminctl needs the cli extra: pip install 'queuecore[cli]' ({exc})") from None
         main(argv[2:], prog_name=f"{os.path.basename(argv[0])} {argv[1]}", defaults=_defaults())
@@ -45,7 +45,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: str, **options: Any) -> None:
         """``call_command("adminctl", "queue", "ls")``: run the CLI; a non-zero exit is a ``CommandError``."""
-        from adminctl.cli import cli
+        from ...cli import cli
 
         try:
             cli.main(args=list(args), prog_name="manage.py adminctl", obj=_defaults(), standalone_mode=True)
