@@ -1,12 +1,16 @@
 """queuecore: a Redis-backed background task queue for Python and Django.
 
 The public API is re-exported here from the pure core; nothing in this module needs Django
-settings, so plain Python programs can enqueue tasks and run workers.
+settings, so plain Python programs can enqueue tasks and run workers. Whenever Django settings are
+configured, ``Client()``, ``Inspector()``, ``Worker()`` and ``queuecore.enqueue`` built without a
+connection use the ``QUEUECORE`` setting's (``_django_connection`` below); otherwise the environment's.
 """
+
+import sys
 
 from queuecore.core.client import Client, enqueue, get_default_client, set_default_client_factory
 from queuecore.core.clock import Clock, FakeClock, SystemClock
-from queuecore.core.config import ConnectionConfig, WorkerConfig, default_retry_delay
+from queuecore.core.config import ConnectionConfig, WorkerConfig, default_retry_delay, set_connection_provider
 from queuecore.core.context import TaskContext, current_task
 from queuecore.core.errors import (
     BatchEnqueueError,
@@ -95,6 +99,22 @@ __all__ = [
     "set_default_client_factory",
     "task",
 ]
+
+
+def _django_connection() -> ConnectionConfig | None:
+    """``QUEUECORE``'s connection when Django settings are configured, else ``None`` (the environment).
+
+    Django is never imported here: a program whose settings are configured has imported it already.
+    """
+    django_conf = sys.modules.get("django.conf")
+    if django_conf is None or not django_conf.settings.configured:
+        return None
+    from queuecore.conf import default_connection
+
+    return default_connection()
+
+
+set_connection_provider(_django_connection)
 
 
 def __getattr__(name: str) -> object:

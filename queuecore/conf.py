@@ -132,6 +132,16 @@ def _reset(*, setting: str, **kwargs: Any) -> None:
         set_default_client_factory(default_client_factory)
 
 
+def default_connection() -> ConnectionConfig:
+    """The connection of ``Client()``, ``Inspector()`` and ``Worker()`` built without one, in a process
+    whose Django settings are configured: ``QUEUECORE``'s (with its environment fallbacks). An invalid
+    value raises ``ConfigurationError`` naming its ``QUEUECORE`` key."""
+    try:
+        return get_config().connection
+    except ConfigurationError as exc:
+        raise ConfigurationError(setting_message(exc), field=exc.field) from None
+
+
 def default_client_factory():
     """Build the process's default ``Client`` from the settings."""
     from queuecore.core.client import Client

@@ -110,7 +110,7 @@ class Client:
                  connection: ConnectionConfig | None = None, redis_client: redis.Redis | None = None,
                  registry: TaskRegistry | None = None, clock: Clock | None = None) -> None:
         if connection is None:
-            connection = ConnectionConfig.from_env(redis_url=redis_url, key_prefix=key_prefix)
+            connection = ConnectionConfig.default(redis_url=redis_url, key_prefix=key_prefix)
         self.connection = connection
         self.keys = connection.keys
         self._owns_redis = redis_client is None

@@ -1,6 +1,8 @@
 """Frozen, validated configuration for the core: where Redis is, and how a worker behaves.
 
-The core never reads Django settings or the environment on its own; adapters build these.
+The core never reads Django settings or the environment on its own; adapters build these. A
+``Client``, ``Inspector`` or ``Worker`` built without a connection asks ``ConnectionConfig.default()``:
+the provider an adapter registered (the Django app's reads ``QUEUECORE``), else the environment.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -81,6 +83,17 @@ class ConnectionConfig:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
+    @classmethod
+    def default(cls, **overrides: Any) -> ConnectionConfig:
+        """The connection of a ``Client``, ``Inspector`` or ``Worker`` built without one: the registered
+        provider's (``set_connection_provider``; the Django app's is ``QUEUECORE`` whenever Django
+        settings are configured), else ``from_env()``; ``overrides`` that are not None win."""
+        base = _connection_provider() if _connection_provider is not None else None
+        if base is None:
+            return cls.from_env(**overrides)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        return replace(base, **given) if given else base
+
     @property
     def keys(self) -> Keys:
         return Keys(self.key_prefix)
@@ -94,6 +107,16 @@ class ConnectionConfig:
             socket_connect_timeout=self.connect_timeout,
             health_check_interval=30,
         )
+
+
+_connection_provider: Callable[[], ConnectionConfig | None] | None = None
+
+
+def set_connection_provider(provider: Callable[[], ConnectionConfig | None] | None) -> None:
+    """Register where ``ConnectionConfig.default()`` finds the process's connection (``None`` from the
+    provider, or no provider: the environment). The Django app registers one reading ``QUEUECORE``."""
+    global _connection_provider
+    _connection_provider = provider
 
 
 def parse_queues(spec: str | Mapping[str, int] | Sequence[str] | None) -> dict[str, int]:

@@ -153,7 +153,7 @@ class Inspector:
     def __init__(self, redis_url: str | None = None, key_prefix: str | None = None, *,
                  connection: ConnectionConfig | None = None, redis_client: redis.Redis | None = None,
                  clock: Clock | None = None, actor: str = "api") -> None:
-        self.connection = connection or ConnectionConfig.from_env(redis_url=redis_url, key_prefix=key_prefix)
+        self.connection = connection or ConnectionConfig.default(redis_url=redis_url, key_prefix=key_prefix)
         self.keys = self.connection.keys
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else self.connection.connect()

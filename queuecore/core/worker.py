@@ -57,7 +57,7 @@ class Worker:
         elif options:
             config = replace(config, **options)
         self.config = config
-        self.connection = connection or ConnectionConfig.from_env(redis_url=redis_url, key_prefix=key_prefix)
+        self.connection = connection or ConnectionConfig.default(redis_url=redis_url, key_prefix=key_prefix)
         self.keys = self.connection.keys
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else self.connection.connect()
