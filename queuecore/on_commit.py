@@ -1,25 +1,55 @@
-"""Enqueue after the surrounding database transaction commits."""
+"""Enqueue after the surrounding database transaction commits.
+
+``enqueue_on_commit(send_welcome, 7, template="promo")`` takes what ``send_welcome.enqueue(7,
+template="promo")`` takes, and ``enqueue_on_commit(send_welcome.using(queue="mail"), 7)`` what the
+bound task's ``.enqueue`` takes; ``enqueue_on_commit("reports.build", {"report_id": 3},
+unique_for=60)`` what ``queuecore.enqueue`` takes. ``enqueue_on_commit_using("other", ...)`` waits
+for a transaction on another database.
+"""
 
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, transaction
 
-from queuecore.core.client import get_default_client
-from queuecore.core.task import TaskFunction
+from queuecore.core.client import Client, get_default_client
+from queuecore.core.registry import Handler
+from queuecore.core.task import TaskFunction, _Bound
 
 
-def enqueue_on_commit(task: str | TaskFunction, payload: dict[str, Any] | None = None, *, using: str | None = None,
-                      **options: Any) -> str:
-    """Enqueue when the current transaction commits (at once outside one); returns the task id.
+def enqueue_on_commit(task: Any, /, *args: Any, **kwargs: Any) -> str:
+    """Enqueue when the current transaction on the default database commits (at once outside one);
+    returns the task id.
 
-    The payload is validated now, so a bad call fails where it is made; if the transaction
-    rolls back, nothing is enqueued.
+    ``task`` is a ``@task`` function or a ``.using(...)`` of one, followed by the arguments its
+    ``.enqueue`` takes; or a type name followed by a payload dict and enqueue options, as
+    ``queuecore.enqueue``. The call is validated now (payload, options, names), so a bad call fails
+    where it is made; if the transaction rolls back, nothing is enqueued.
     """
-    client = get_default_client()
+    return enqueue_on_commit_using(DEFAULT_DB_ALIAS, task, *args, **kwargs)
+
+
+def enqueue_on_commit_using(using: str, task: Any, /, *args: Any, **kwargs: Any) -> str:
+    """``enqueue_on_commit`` waiting for the transaction of the database ``using``."""
+    target, payload, options, client = _resolve(task, args, kwargs)
     options.setdefault("task_id", uuid.uuid4().hex)
-    client.check(task, payload, **options)  # fail here, not after the commit
-    transaction.on_commit(lambda: client.enqueue(task, payload, **options), using=using)
-    return options["task_id"]
+    client.check(target, payload, **options)  # fail here, not after the commit
+    transaction.on_commit(lambda: client.enqueue(target, payload, **options), using=using)
+    return str(options["task_id"])
+
+
+def _resolve(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+             ) -> tuple[str | Handler, dict[str, Any] | None, dict[str, Any], Client]:
+    """What to enqueue: the handler or type name, the payload, the options and the client."""
+    if isinstance(task, str):
+        if len(args) > 1:
+            raise TypeError("enqueue_on_commit(type_name, payload=None, **options): one payload dict at most")
+        return task, args[0] if args else kwargs.pop("payload", None), kwargs, get_default_client()
+    if isinstance(task, TaskFunction):
+        task = task.using()
+    if not isinstance(task, _Bound):
+        raise TypeError(f"enqueue_on_commit takes a @task function, its .using(...), or a type name; got {task!r}")
+    request = task.request(*args, **kwargs)  # binds the arguments now: InvalidPayload at the call
+    return task.task, request.payload, dict(request.options), task.client or get_default_client()

@@ -1,13 +1,16 @@
-"""enqueue_on_commit waits for the transaction, and enqueues nothing on rollback."""
+"""enqueue_on_commit waits for the transaction, enqueues nothing on rollback, and takes what
+``task.enqueue`` takes (or, with a type name, what ``queuecore.enqueue`` takes)."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import transaction
 
+from queuecore import Inspector, TaskInfo, TaskRegistry, task
+from queuecore.conf import get_config
 from queuecore.core.client import get_default_client
-from queuecore.core.errors import InvalidPayload
-from queuecore.on_commit import enqueue_on_commit
+from queuecore.core.errors import InvalidOption, InvalidPayload, TaskNotFound
+from queuecore.on_commit import enqueue_on_commit, enqueue_on_commit_using
 
 
 @pytest.fixture
@@ -45,3 +48,76 @@ def test_bad_payload_fails_at_the_call(qsettings, django_capture_on_commit_callb
     with django_capture_on_commit_callbacks() as callbacks, pytest.raises(InvalidPayload):
         enqueue_on_commit("tests.autodiscovered", {"no_such_argument": 1})
     assert callbacks == []
+
+
+# -- the arguments of task.enqueue --------------------------------------------------------------------
+
+notes = TaskRegistry()
+
+
+@task(name="tests.on_commit.note", registry=notes, max_retry=4)
+def note(text: str, level: int = 1, *, task: str = "", using: str = "") -> None:
+    """Its parameters include ``task`` and ``using``: they are payload, never enqueue_on_commit's own."""
+
+
+def stored(task_id: str, queue: str = "default") -> TaskInfo | None:
+    with Inspector(connection=get_config().connection) as inspector:
+        try:
+            return inspector.get_task(queue, task_id)
+        except TaskNotFound:
+            return None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_takes_what_task_enqueue_takes(qsettings):
+    with transaction.atomic():
+        positional = enqueue_on_commit(note, "hello", 2)
+        keywords = enqueue_on_commit(note, text="hi", task="t", using="u")
+        assert stored(positional) is None and stored(keywords) is None
+    assert stored(positional).payload == {"text": "hello", "level": 2}
+    assert stored(keywords).payload == {"text": "hi", "task": "t", "using": "u"}
+    assert stored(keywords).max_retry == 4  # the @task's own options
+
+
+@pytest.mark.django_db(transaction=True)
+def test_works_with_using(qsettings):
+    with transaction.atomic():
+        task_id = enqueue_on_commit(note.using(queue="mail", max_retry=1, retention=60), "x", level=3)
+        chosen = enqueue_on_commit(note.using(task_id="my-own-id").using(queue="mail"), text="y")
+    assert chosen == "my-own-id"
+    info = stored(task_id, "mail")
+    assert (info.payload, info.max_retry, info.retention) == ({"text": "x", "level": 3}, 1, 60)
+    assert stored("my-own-id", "mail").payload == {"text": "y"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_bound_task_is_not_enqueued(qsettings):
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), transaction.atomic():
+        task_id = enqueue_on_commit(note.using(queue="mail"), "never")
+        raise Boom
+    assert stored(task_id, "mail") is None
+
+
+@pytest.mark.django_db
+def test_arguments_that_do_not_fit_fail_at_the_call(qsettings, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        with pytest.raises(InvalidPayload):
+            enqueue_on_commit(note)  # text is required
+        with pytest.raises(InvalidPayload):
+            enqueue_on_commit(note, "x", colour="red")
+        with pytest.raises(InvalidOption):
+            enqueue_on_commit(note.using(max_retry=10**9), "x")
+        with pytest.raises(TypeError):
+            enqueue_on_commit(print, "x")
+    assert callbacks == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_on_commit_using_waits_for_that_database(qsettings, django_capture_on_commit_callbacks):
+    with transaction.atomic(using="default"):
+        task_id = enqueue_on_commit_using("default", note, "z")
+        assert stored(task_id) is None
+    assert stored(task_id).payload == {"text": "z"}
