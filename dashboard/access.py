@@ -3,6 +3,9 @@
 ``QUEUECORE["DASHBOARD"]["ACCESS_CALLBACK"]`` is a dotted path to ``f(request, level) -> bool``,
 ``level`` being ``"view"`` or ``"operate"``. The default, ``default_access``, lets active staff
 with the view permission see, and those with the operate permission act; superusers have both.
+
+Visitors who are not logged in go to the host's ``LOGIN_URL`` (``manage.py check`` warns when it
+does not resolve); the Log out button posts to ``logout_url()``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import NoReverseMatch, Resolver404, ResolverMatch, get_script_prefix, resolve, reverse
 from django.utils.module_loading import import_string
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -80,3 +84,51 @@ def _to_login(request: HttpRequest) -> HttpResponse:
         response = redirect_to_login(htmx.current_url_abs_path or request.get_full_path())
         return HttpResponseClientRedirect(response["Location"])
     return redirect_to_login(request.get_full_path())
+
+
+def url_of(value: str) -> str | None:
+    """A URL name (``"admin:login"``) reversed, or a path or absolute URL as given; ``None`` for a name
+    that does not reverse."""
+    try:
+        return reverse(value)
+    except NoReverseMatch:
+        return value if "/" in value else None
+
+
+def is_external(value: str) -> bool:
+    """A URL of another site (a single sign-on server): nothing to resolve here."""
+    return "://" in value or value.startswith("//")
+
+
+def match_of(value: str) -> ResolverMatch | None:
+    """Which view of this site a URL name or path (``LOGIN_URL``) leads to; ``None`` when none does."""
+    path = url_of(value)
+    if path is None or is_external(path):
+        return None
+    prefix = get_script_prefix()
+    if path.startswith(prefix):
+        path = "/" + path[len(prefix):]
+    try:
+        return resolve(path.split("?", 1)[0])
+    except Resolver404:
+        return None
+
+
+def logout_url() -> str | None:
+    """Where the Log out button posts: ``QUEUECORE["DASHBOARD"]["LOGOUT_URL"]`` when set, else the URL
+    named like ``LOGIN_URL``'s with ``logout`` for ``login`` (``admin:login`` -> ``admin:logout``,
+    ``login`` -> ``logout``, ``account_login`` -> ``account_logout``); ``None`` (no button) when
+    neither resolves."""
+    from django.conf import settings
+
+    configured = get_config().dashboard.get("LOGOUT_URL")
+    if configured:
+        return url_of(str(configured))
+    match = match_of(str(settings.LOGIN_URL))
+    if match is None or "login" not in match.view_name:
+        return None
+    head, _, tail = match.view_name.rpartition("login")
+    try:
+        return reverse(f"{head}logout{tail}")
+    except NoReverseMatch:
+        return None

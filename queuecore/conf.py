@@ -43,7 +43,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ARCHIVE_SIZE": 10_000,
     "ARCHIVE_MAX_AGE": 90 * 24 * 3600.0,
     "MAX_PAYLOAD_BYTES": DEFAULT_MAX_PAYLOAD_BYTES,
-    "DASHBOARD": {"POLL_INTERVAL": 3, "PAGE_SIZE": 25, "ACCESS_CALLBACK": None},
+    "DASHBOARD": {"POLL_INTERVAL": 3, "PAGE_SIZE": 25, "ACCESS_CALLBACK": None,
+                  "LOGOUT_URL": None},  # None: the URL named like LOGIN_URL's, "logout" for "login"
 }
 
 _WORKER_KEYS = {

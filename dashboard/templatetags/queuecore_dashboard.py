@@ -17,6 +17,14 @@ from django.utils.safestring import SafeString
 
 register = template.Library()
 
+
+@register.simple_tag
+def qc_logout_url() -> str:
+    """The host's logout URL (``access.logout_url``), or ``""`` when it has none."""
+    from ..access import logout_url
+
+    return logout_url() or ""
+
 PREVIEW_CHARS = 120
 
 
