@@ -46,6 +46,7 @@ class Heartbeater(Periodic):
         self._held = held
         self._renewer = renewer
         self._task_types = task_types  # the registry's describe_json: the task types this process handles
+        self._registered = False  # this process's queues are in the set of known queues
 
     @property
     def ttl(self) -> float:
@@ -55,6 +56,13 @@ class Heartbeater(Periodic):
     def run_once(self) -> None:
         self._renewer.renew()
         self.beat()
+        if not self._registered:  # the first try (at start) failed: Redis was away or full
+            self.register_queues()
+
+    def register_queues(self) -> None:
+        """Add this process's queues to the set of known queues (what the dashboard and CLI list)."""
+        self._redis.sadd(self._keys.queues, *self._state.queues)
+        self._registered = True
 
     def beat(self) -> None:
         """Write this process's ``ServerInfo`` with a TTL.

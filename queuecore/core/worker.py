@@ -118,8 +118,8 @@ class Worker:
         self.state.started_at = self.clock.now()
         self.state.status = "active"
         try:
-            self.redis.sadd(self.keys.queues, *self.config.queues)
-        except Exception as exc:
+            self.heartbeater.register_queues()
+        except Exception as exc:  # the heartbeater tries again each beat until it is done
             self.health.report_error("startup", exc, retried=False)
         try:
             self.heartbeater.beat()

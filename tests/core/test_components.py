@@ -127,6 +127,7 @@ def test_heartbeater_publishes_the_server_state_and_clears_it(
     renewer = renewer_for(scripts, fake_clock, held, q, Calls(), Calls())
     beater = Heartbeater(redis_client, connection.keys, fake_clock, 2.0, state, held, renewer, health)
     beater.run_once()
+    assert redis_client.smembers(connection.keys.queues) == {"default"}  # not registered at start: now
     info = json.loads(redis_client.get(connection.keys.server("host:1:abc")))
     assert info["status"] == "active" and info["concurrency"] == 4 and info["queues"] == {"default": 1}
     assert [(w["task_id"], w["started_at"]) for w in info["workers"]] == [("t1", fake_clock.now() - 1)]
