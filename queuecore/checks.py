@@ -50,6 +50,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             messages.append(Error(f"QUEUECORE['{key}'] must be a list of dotted paths.", id="queuecore.E004"))
         elif key == "MIDDLEWARE":
             messages += _check_import(key, list(value))
+    try:
+        from queuecore.core.periodic import parse_entries
+
+        parse_entries(merged["PERIODIC"])
+    except ConfigurationError as exc:
+        messages.append(Error(f"QUEUECORE['PERIODIC']: {exc}", hint="README, 'Periodic tasks'", id="queuecore.E007"))
     if not messages:
         try:
             get_config().worker_config()

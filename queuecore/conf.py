@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ARCHIVE_SIZE": 10_000,
     "ARCHIVE_MAX_AGE": 90 * 24 * 3600.0,
     "MAX_PAYLOAD_BYTES": DEFAULT_MAX_PAYLOAD_BYTES,
+    "PERIODIC": {},  # entry name -> {"task": ..., "cron": ... or "every": ..., ...}: README "Periodic tasks"
     "DASHBOARD": {"POLL_INTERVAL": 3, "PAGE_SIZE": 25, "ACCESS_CALLBACK": None,
                   "LOGOUT_URL": None},  # None: the URL named like LOGIN_URL's, "logout" for "login"
 }
@@ -89,6 +90,15 @@ class Config:
         values["middleware"] = [django_db_connections, *middleware]
         values.update({k: v for k, v in overrides.items() if v is not None})
         return WorkerConfig(**values)
+
+    def periodic_entries(self) -> tuple[Any, ...]:
+        """The ``PERIODIC`` entries, validated (``ConfigurationError`` names ``QUEUECORE['PERIODIC']``)."""
+        from queuecore.core.periodic import parse_entries
+
+        try:
+            return parse_entries(self.raw["PERIODIC"])
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"QUEUECORE['PERIODIC']: {exc}", field="periodic") from None
 
     @property
     def dashboard(self) -> dict[str, Any]:

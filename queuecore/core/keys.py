@@ -166,6 +166,16 @@ class QueueKeys:
         """HASH of one task: ``msg`` (encoded message), ``state`` and the mutable fields."""
         return self.task_prefix + task_id
 
+    def periodic(self, name: str) -> str:
+        """HASH of one periodic entry whose fires go to this queue: ``def`` (JSON), ``mark`` (fire
+        times up to it, unix ms, are claimed or skipped), ``next``, ``declared``, ``paused`` and the
+        last fire's ``last_fire``/``last_id``/``last_kind``/``last_at`` (periodic.py, scheduler.py)."""
+        return f"{self.base}periodic:{name}"
+
+    def periodic_fires(self, name: str) -> str:
+        """LIST of one periodic entry's recent fires, newest first: ``<fire ms> <claimed ms> <kind> <task id>``."""
+        return f"{self.base}periodic:{name}:fires"
+
     def unique(self, type_name: str, digest: str) -> str:
         """STRING holding the id of the task that owns a uniqueness lock (with a TTL)."""
         return f"{self.base}unique:{type_name}:{digest}"
@@ -215,6 +225,12 @@ class Keys:
         """STRING (JSON) of the task types one worker process handles and their parameter names, with
         the TTL of its heartbeat (same hash tag as ``server``: one slot)."""
         return f"{self.prefix}:servers:{{{server_id}}}:types"
+
+    @property
+    def periodic(self) -> str:
+        """ZSET of the periodic entries workers declare, ``<name>/<queue>`` scored by when the
+        declaration lapses (unix ms); each entry's own keys live in its queue's slot (``QueueKeys.periodic``)."""
+        return f"{self.prefix}:periodic"
 
     @property
     def audit(self) -> str:

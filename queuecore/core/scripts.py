@@ -36,11 +36,13 @@ from queuecore.core.reasons import (
 )
 from queuecore.core.redis_errors import full_message, is_out_of_memory, is_wrong_type, wrong_type_message
 
-SCRIPT_NAMES = (
+SCRIPT_NAMES: tuple[str, ...] = (
     "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
     "janitor", "repair", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
     "admin_run_all", "admin_archive_all", "admin_delete_all", "heartbeat", "heartbeat_index", "audit",
 )
+SCRIPT_NAMES += ("periodic_sync", "periodic_fire", "periodic_forget", "admin_periodic_pause", "periodic_register")
+PERIODIC_INDEX_SCRIPTS = ("periodic_register",)  # the periodic entries' index <prefix>:periodic, no queue's
 SERVER_SCRIPTS = ("heartbeat", "heartbeat_index", "audit")  # keys of no queue: a worker's own, the audit log
 PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
 
@@ -431,6 +433,40 @@ class Scripts:
         """Delete up to ``limit`` tasks of a state other than active."""
         kind = "list" if state == "pending" else "zset"
         return int(self._call("admin_delete_all", [q.state_key(state)], [limit, kind, q.task_prefix, q.base]))
+
+    # -- periodic tasks (scheduler.py, periodic_ops.py) ----------------------------------------------
+
+    def periodic_sync(self, q: QueueKeys, name: str, *, now_ms: int, definition: str,
+                      next_ms: int) -> tuple[int, bool]:
+        """Declare a periodic entry (its definition and next fire) and read its state: (mark, paused).
+        A new entry's mark is now: it never fires for earlier times."""
+        mark, paused = self._call("periodic_sync", [q.periodic(name)], [now_ms, definition, next_ms])
+        return int(mark), bool(paused)
+
+    def periodic_fire(self, q: QueueKeys, name: str, *, now_ms: int, fire_ms: int, mark_ms: int, kind: str,
+                      task_id: str = "-", msg: str = "", front: bool = False, next_ms: int = 0,
+                      keep: int = 20) -> tuple[int, int]:
+        """Claim the fire ``fire_ms`` of an entry and enqueue its task in one step (``kind`` "schedule",
+        "late" or "manual"), or skip missed fires up to ``mark_ms`` ("skip"). Returns (code, mark): 1
+        enqueued, 2 skipped, 0 already claimed, -1 no such entry, -2 paused (see ``periodic_fire.lua``)."""
+        keys = [q.periodic(name), q.periodic_fires(name), q.pending, q.task(task_id)]
+        args = [now_ms, fire_ms, mark_ms, kind, task_id, msg, q.wake_channel, 1 if front else 0, next_ms, keep]
+        code, mark = self._call("periodic_fire", keys, args)
+        return int(code), int(mark)
+
+    def periodic_forget(self, q: QueueKeys, name: str, *, declared_before_ms: int) -> bool:
+        """Delete an entry's state when it was last declared before ``declared_before_ms``."""
+        keys = [q.periodic(name), q.periodic_fires(name)]
+        return int(self._call("periodic_forget", keys, [declared_before_ms])) == 1
+
+    def periodic_register(self, members: list[str], *, now_ms: int, until_ms: int) -> list[str]:
+        """List ``<name>/<queue>`` members as declared until ``until_ms``; returns (and removes) the
+        members whose declaration lapsed before ``now_ms``."""
+        return [str(m) for m in self._call("periodic_register", [self.keys.periodic], [now_ms, until_ms, *members])]
+
+    def admin_periodic_pause(self, q: QueueKeys, name: str, *, pause: bool, actor: str, now_ms: int) -> int:
+        """Pause (or resume) a periodic entry: 1 changed, 0 already so, -1 no such entry."""
+        return int(self._call("admin_periodic_pause", [q.periodic(name)], [1 if pause else 0, actor, now_ms]))
 
 
 class DedicatedScripts(Scripts):

@@ -26,10 +26,12 @@ from queuecore.core.health import RedisHealth
 from queuecore.core.heartbeat import Heartbeater, ServerState
 from queuecore.core.janitor import Janitor
 from queuecore.core.leases import LeaseRenewer
+from queuecore.core.periodic import PeriodicEntry, parse_entries
 from queuecore.core.processor import Processor
 from queuecore.core.recoverer import Recoverer, outage_threshold
 from queuecore.core.registry import TaskRegistry, default_registry
 from queuecore.core.running import HeldTasks
+from queuecore.core.scheduler import Scheduler, client_prepare
 from queuecore.core.scripts import Scripts
 from queuecore.core.subscriber import Subscriber
 
@@ -42,13 +44,14 @@ class Worker:
     """Runs tasks from Redis: ``Worker(queues={"default": 1}, concurrency=10).run()``.
 
     Keyword arguments that name ``WorkerConfig`` fields build the config; ``redis_url`` and
-    ``key_prefix`` (or ``connection``) say where Redis is.
+    ``key_prefix`` (or ``connection``) say where Redis is. ``periodic`` declares periodic tasks (a
+    dict of entry name -> ``{"task": ..., "cron": ... or "every": ..., ...}``, see ``periodic.py``).
     """
 
     def __init__(self, config: WorkerConfig | None = None, *, connection: ConnectionConfig | None = None,
                  redis_url: str | None = None, key_prefix: str | None = None,
                  registry: TaskRegistry | None = None, clock: Clock | None = None,
-                 redis_client: redis.Redis | None = None, **options: Any) -> None:
+                 redis_client: redis.Redis | None = None, periodic: Any = None, **options: Any) -> None:
         unknown = set(options) - _WORKER_CONFIG_FIELDS
         if unknown:
             raise TypeError(f"unknown worker option(s): {', '.join(sorted(unknown))}")
@@ -89,6 +92,12 @@ class Worker:
             grace=config.lease_duration)
         self.janitor = Janitor(self.scripts, self.clock, queues, config.janitor_interval, config.archive_max_age,
                                self.health)
+        from queuecore.core.client import Client
+
+        prepare = client_prepare(Client(connection=self.connection, redis_client=self.redis, registry=self.registry,
+                                        clock=self.clock))
+        self.scheduler = Scheduler(self.scripts, self.keys, self.clock, self._periodic_entries(periodic), prepare,
+                                   self.health, declare_interval=config.heartbeat_interval)
         self.stopped = threading.Event()
         self._force = threading.Event()
         self._shutdown_requested = threading.Event()
@@ -131,7 +140,30 @@ class Worker:
         self.warn_on_eviction_policy()
         for component in (self.heartbeater, self.subscriber, self.forwarder, self.recoverer, self.janitor):
             component.start()
+        if self.scheduler.entries:
+            self.scheduler.start()
         self.processor.start()
+
+    def _periodic_entries(self, spec: Any) -> list[PeriodicEntry]:
+        """The periodic entries of ``spec``, with their handlers' default options (queue, retries, ...)
+        under their own; a payload that does not fit a handler registered here is refused now."""
+        from queuecore.core.errors import ConfigurationError, InvalidPayload
+
+        entries = []
+        for entry in parse_entries(spec):
+            handler = self.registry.get(entry.task)
+            if handler is None:
+                logger.warning("periodic entry %s: task type %r is not registered in this worker", entry.name,
+                               entry.task)
+            else:
+                entry = entry.with_defaults(handler.options)
+                try:
+                    handler.check_payload(dict(entry.payload))
+                except InvalidPayload as exc:
+                    raise ConfigurationError(f"periodic entry {entry.name!r}: payload: {exc}",
+                                             field="periodic") from None
+            entries.append(entry)
+        return entries
 
     def warn_on_eviction_policy(self) -> str | None:
         """Log a warning when Redis may evict keys (``maxmemory-policy`` other than ``noeviction``).
@@ -170,7 +202,8 @@ class Worker:
             self.handed_back = self.processor.shutdown(limit, self._force)
             if self.handed_back:
                 logger.warning("handed %d unfinished task(s) back to pending", self.handed_back)
-            for component in (self.subscriber, self.forwarder, self.recoverer, self.janitor, self.heartbeater):
+            for component in (self.scheduler, self.subscriber, self.forwarder, self.recoverer, self.janitor,
+                              self.heartbeater):
                 component.shutdown()
             try:
                 self.heartbeater.clear()

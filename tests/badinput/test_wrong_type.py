@@ -148,6 +148,20 @@ CASES = [
     Case("heartbeat_index/servers", lambda q: Keys(q.prefix).servers,
          lambda s, q: s.heartbeat_index("h:1:x", expires_ms=NOW + 1, now_ms=NOW)),
     Case("audit/audit", lambda q: Keys(q.prefix).audit, lambda s, q: s.audit('{"action": "x"}', keep=10)),
+    Case("periodic_sync/entry", lambda q: q.periodic("e"),
+         lambda s, q: s.periodic_sync(q, "e", now_ms=NOW, definition="{}", next_ms=NOW)),
+    *[Case(f"periodic_fire/{what}", key, lambda s, q: s.periodic_fire(
+        q, "e", now_ms=NOW, fire_ms=NOW, mark_ms=NOW, kind="schedule", task_id="p1", msg="{}", next_ms=NOW))
+      for what, key in (("entry", lambda q: q.periodic("e")), ("fires", lambda q: q.periodic_fires("e")),
+                        ("pending", lambda q: q.pending), ("task-hash", lambda q: q.task("p1")))],
+    Case("periodic_forget/entry", lambda q: q.periodic("e"),
+         lambda s, q: s.periodic_forget(q, "e", declared_before_ms=NOW)),
+    Case("periodic_forget/fires", lambda q: q.periodic_fires("e"),
+         lambda s, q: s.periodic_forget(q, "e", declared_before_ms=NOW)),
+    Case("admin_periodic_pause/entry", lambda q: q.periodic("e"),
+         lambda s, q: s.admin_periodic_pause(q, "e", pause=True, actor="ops", now_ms=NOW)),
+    Case("periodic_register/index", lambda q: Keys(q.prefix).periodic,
+         lambda s, q: s.periodic_register(["e/default"], now_ms=NOW, until_ms=NOW + 1)),
 ]
 
 

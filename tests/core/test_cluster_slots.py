@@ -154,6 +154,12 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
             break
     for state in ("scheduled", "retry", "archived", "completed"):
         s.admin_delete_all(q, state, limit=100)
+    s.periodic_sync(q, "nightly", now_ms=NOW, definition="{}", next_ms=NOW + 1000)
+    fired = s.periodic_fire(q, "nightly", now_ms=NOW + 1000, fire_ms=NOW + 1000, mark_ms=NOW + 1000, kind="schedule",
+                            task_id="periodic:nightly:1", msg='{"type":"test.task"}', next_ms=NOW + 2000)
+    assert fired == (1, NOW + 1000)
+    assert s.admin_periodic_pause(q, "nightly", pause=True, actor="ops", now_ms=NOW) == 1
+    assert s.periodic_forget(q, "nightly", declared_before_ms=NOW + 1)
 
 
 def test_every_wrapper_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis, connection) -> None:
@@ -161,6 +167,9 @@ def test_every_wrapper_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis
     q = connection.keys.queue("emails")
     call_every_wrapper(s, redis_client, q)
     called = {name for name, _ in s.calls}
+    from queuecore.core.scripts import PERIODIC_INDEX_SCRIPTS
+
+    called |= set(PERIODIC_INDEX_SCRIPTS)  # keys of no queue: test_periodic_index_script_keeps_one_slot
     assert called == set(SCRIPT_NAMES) - set(SERVER_SCRIPTS), f"not exercised: {set(SCRIPT_NAMES) - called}"
     queue_slot = crc16_xmodem(b"emails") % SLOTS
     for name, keys in s.calls:
@@ -182,6 +191,14 @@ def test_every_server_script_call_keeps_its_keys_in_one_slot(redis_client: redis
         assert keys and len({key_slot(k) for k in keys}) == 1, (name, keys)
         assert all(k.startswith(connection.keys.prefix + ":servers") or k == connection.keys.audit
                    for k in keys), (name, keys)
+
+
+def test_periodic_index_script_keeps_one_slot(redis_client: redis.Redis, connection) -> None:
+    """The periodic entries' index is one key of its own; each entry's keys are in its queue's slot."""
+    s = RecordingScripts(redis_client, connection.keys)
+    assert s.periodic_register(["nightly/emails"], now_ms=NOW, until_ms=NOW + 1000) == []
+    assert s.periodic_register([], now_ms=NOW + 2000, until_ms=NOW + 3000) == ["nightly/emails"]
+    assert s.calls == [("periodic_register", [connection.keys.periodic])] * 2
 
 
 def test_two_queues_use_their_own_tags(redis_client: redis.Redis, connection) -> None:

@@ -2,7 +2,7 @@
 
     python -m tests.helpers.worker_proc --redis-url URL --prefix P --log FILE \
         [--concurrency N] [--prefetch N] [--lease S] [--heartbeat S] [--recover S] [--shutdown-timeout S]
-        [--forward S] [--fetch-poll S] [--socket-timeout S] [--queues SPEC]
+        [--forward S] [--fetch-poll S] [--socket-timeout S] [--queues SPEC] [--periodic JSON]
 
 It registers the handlers of ``tests.helpers.proc_tasks`` (default registry), writes one ``boot``
 line to the log, then calls ``Worker(...).run()`` (which installs the SIGTERM/SIGINT/SIGTSTP
@@ -37,6 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--forward", type=float, default=0.1, help="forward interval, seconds")
     parser.add_argument("--fetch-poll", type=float, default=0.2, help="fetch poll interval, seconds")
     parser.add_argument("--socket-timeout", type=float, default=None, help="Redis socket timeout, seconds")
+    parser.add_argument("--periodic", default=None, help="periodic entries, JSON: {name: {task, every|cron, ...}}")
     return parser.parse_args(argv)
 
 
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         queues=args.queues, concurrency=args.concurrency, prefetch=args.prefetch, lease_duration=args.lease,
         heartbeat_interval=args.heartbeat, recover_interval=args.recover, shutdown_timeout=args.shutdown_timeout,
         forward_interval=args.forward, janitor_interval=0.5, fetch_poll_interval=args.fetch_poll,
+        periodic=json.loads(args.periodic) if args.periodic else None,
     )
     boot = {"event": "boot", "pid": os.getpid(), "t": time.time(), "server_id": worker.server_id,
             "django_imported": "django" in sys.modules, "tasks": default_registry.names()}

@@ -46,5 +46,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         names = default_registry.names()
         self.stdout.write(f"registered task types: {', '.join(names) if names else '(none)'}")
-        worker = Worker(worker_config, connection=connection, registry=default_registry)
+        try:
+            worker = Worker(worker_config, connection=connection, registry=default_registry,
+                            periodic=config.periodic_entries())
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from None
         worker.run()

@@ -1,0 +1,36 @@
+"""QUEUECORE['PERIODIC']: validated by ``manage.py check`` (queuecore.E007) and read by the adapter."""
+
+from __future__ import annotations
+
+import pytest
+
+from queuecore.checks import check_settings
+from queuecore.conf import get_config
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.periodic import Cron, Every
+
+
+def test_valid_entries_pass_the_check_and_are_read(settings, redis_url) -> None:
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "PERIODIC": {
+        "nightly": {"task": "reports.build", "cron": "0 3 * * *", "timezone": "Europe/Paris", "queue": "low"},
+        "ping": {"task": "demo.noop", "every": 30}}}
+    assert check_settings() == []
+    entries = get_config().periodic_entries()
+    assert [(e.name, e.queue, e.schedule) for e in entries] == [
+        ("nightly", "low", Cron.parse("0 3 * * *", "Europe/Paris")), ("ping", "default", Every(30))]
+
+
+def test_a_bad_entry_is_an_error_naming_it(settings, redis_url) -> None:
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "PERIODIC": {"nightly": {"task": "t", "cron": "0 25 * * *"}}}
+    [message] = check_settings()
+    assert message.id == "queuecore.E007"
+    assert message.msg.startswith("QUEUECORE['PERIODIC']: periodic entry 'nightly': invalid cron expression "
+                                  "'0 25 * * *'")
+    with pytest.raises(ConfigurationError, match=r"^QUEUECORE\['PERIODIC'\]: periodic entry 'nightly'"):
+        get_config().periodic_entries()
+
+
+def test_periodic_must_be_a_dict(settings, redis_url) -> None:
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "PERIODIC": "0 3 * * *"}
+    [message] = check_settings()
+    assert message.id == "queuecore.E007" and "PERIODIC must be a dict" in message.msg
