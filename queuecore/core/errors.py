@@ -79,6 +79,25 @@ class SkipRetry(Exception):
     """Raise from a handler to archive the task at once instead of retrying it."""
 
 
+_TEN_YEARS = 10 * 365 * 24 * 3600.0  # limits.MAX_DURATION (limits imports this module)
+
+
+class Snooze(Exception):
+    """Raise or return ``Snooze(seconds)`` from a handler to run the task again after ``seconds``
+    without consuming a retry (say, to poll an external job). Each snooze adds one to the task's
+    ``snoozed`` count; its retries and ``max_retry`` are untouched. ``seconds``: 0 to 10 years."""
+
+    def __init__(self, seconds: float) -> None:
+        try:
+            value = float(seconds)
+        except (TypeError, ValueError):
+            raise InvalidOption(f"Snooze seconds must be a number, got {seconds!r}") from None
+        if not 0 <= value <= _TEN_YEARS:
+            raise InvalidOption(f"Snooze seconds is out of range: got {seconds!r}; allowed: 0 to {_TEN_YEARS:.0f}")
+        super().__init__(value)
+        self.seconds = value
+
+
 class TaskCancelled(BaseException):
     """Raised inside a handler that is cancelled by an operator.
 

@@ -27,6 +27,7 @@ from queuecore.core.errors import (
     TaskDecodeError,
     TaskNotFound,
 )
+from queuecore.core.flow import LimitInfo, pause_seconds, published_limits, read_limits
 from queuecore.core.keys import (
     QueueKeys,
     is_valid_name,
@@ -71,6 +72,7 @@ FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered pag
 _TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since", "started_at", "completed_at",
                 "result", "cancel")
 _DETAIL_FIELDS = (*_TASK_FIELDS, "attempts")  # one task read whole: with its attempt history (up to 8 KiB)
+_DETAIL_FIELDS = (*_DETAIL_FIELDS, "snoozed", "waiting")  # type: ignore[assignment]  # and its flow control
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,7 @@ class Inspector:
             pipe.llen(q.pending)
             for state in ZSET_STATES:
                 pipe.zcard(q.state_key(state))
-            pipe.exists(q.paused)
+            pipe.get(q.paused)  # "1", or when a timed pause ends (unix ms)
             pipe.lindex(q.pending, -1)
             pipe.hmget(q.stats, "processed", "failed", f"processed:{day}", f"failed:{day}")
         replies = pipe.execute()
@@ -226,6 +228,7 @@ class Inspector:
             pipe.hmget(q.task(oldest), "pending_since", "msg") if oldest else pipe.echo("")
         since = [_pending_since_ms(q, oldest, row) for oldest, row in zip(oldest_ids, pipe.execute(), strict=True)]
         memory = self._memory_usage(queues, [replies[i * step: i * step + 6] for i in range(len(queues))])
+        paused_by = self._paused_by({q.queue for i, q in enumerate(queues) if replies[i * step + 6]})
         for i, q in enumerate(queues):
             r = replies[i * step: (i + 1) * step]
             pending_since = since[i]
@@ -236,8 +239,39 @@ class Inspector:
                 retry=_int(r[3]), archived=_int(r[4]), completed=_int(r[5]), latency=latency,
                 memory_bytes=memory[i], processed_today=processed_today, failed_today=failed_today,
                 processed_total=processed_total, failed_total=failed_total,
+                paused_until=_paused_until(r[6]), paused_by=paused_by.get(q.queue),
             ))
         return infos
+
+    def _paused_by(self, paused: set[str]) -> dict[str, str]:
+        """Who paused each of ``paused`` (queue names): the actor of the latest pause in the recent
+        audit log (the last 500 entries)."""
+        found: dict[str, str] = {}
+        if not paused:
+            return found
+        for raw in self.redis.lrange(self.keys.audit, 0, 499):
+            try:
+                d = loads(raw)
+                queue, action = d.get("queue"), d.get("action")
+                if queue in paused and queue not in found and action in ("queue.pause", "queue.unpause"):
+                    found[queue] = str(d["actor"]) if action == "queue.pause" else ""
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if len(found) == len(paused):
+                break
+        return {queue: actor for queue, actor in found.items() if actor}
+
+    @translate
+    def limits(self) -> list[LimitInfo]:
+        """Every task type with a concurrency or rate limit that a live worker publishes: its limits,
+        and per limit key in use (the 50 used last) how many run, wait and started in the window."""
+        published: dict[str, dict[str, Any]] = {}
+        now_ms = to_ms(self.clock.now())
+        ids = cast("list[str]", self.redis.zrangebyscore(self.keys.servers, now_ms, "+inf"))
+        if ids:
+            for raw in self.redis.mget([self.keys.server_task_types(i) for i in ids]):
+                published.update(published_limits(raw))
+        return read_limits(self.redis, self.keys, published, now_ms)
 
     def _memory_usage(self, queues: list[QueueKeys], sizes: list[list[Any]]) -> list[int | None]:
         """Estimate bytes per queue: the state keys plus a sample of task hashes times the count."""
@@ -302,10 +336,16 @@ class Inspector:
         return [DailyStats(q.queue, s, _int(values[2 * i]), _int(values[2 * i + 1])) for i, s in enumerate(stamps)]
 
     @translate
-    def pause_queue(self, name: str) -> None:
-        """Stop every worker from fetching this queue's tasks (running ones go on)."""
-        self.redis.set(self._require_queue(name).paused, "1")
-        self._audit(f"queue.{QueueAction.PAUSE}", name)
+    def pause_queue(self, name: str, for_: float | timedelta | None = None) -> None:
+        """Stop every worker from fetching this queue's tasks (running ones go on); with ``for_``
+        (seconds or a ``timedelta``, up to 10 years) the queue resumes by itself after that long."""
+        q = self._require_queue(name)
+        until_ms = 0
+        if for_ is not None:
+            seconds = pause_seconds(for_)
+            until_ms = to_ms(self.clock.now() + seconds)
+        self.scripts.admin_pause(q, until_ms=until_ms)
+        self._audit(f"queue.{QueueAction.PAUSE}", name, state=None if not until_ms else f"for {seconds:g}s")
 
     @translate
     def unpause_queue(self, name: str) -> None:
@@ -485,6 +525,8 @@ class Inspector:
             retention=m.retention, unique_key=m.unique_key, result=result, cancel_requested=bool(h.get("cancel")),
             decode_error=decode_error, worker=worker, fetched_at=fetched_at,
             attempts=parse_attempts(h.get("attempts")),
+            snoozed=_int(h.get("snoozed")),
+            waiting=(h.get("waiting") or None) if task_state is TaskState.SCHEDULED else None,
         )
 
     @translate
@@ -893,3 +935,13 @@ def _pending_since_ms(q: QueueKeys, task_id: str | None, row: Any) -> int:
         return to_ms(TaskMessage.decode(task_id, q.queue, msg).enqueued_at)
     except TaskDecodeError:
         return 0
+
+
+def _paused_until(raw: Any) -> datetime | None:
+    """When a timed pause ends, from the ``paused`` key's value (``"1"``: no end)."""
+    if not raw or raw in ("1", b"1"):
+        return None
+    try:
+        return ms_to_datetime(int(raw))
+    except (ValueError, TypeError, OverflowError):
+        return None

@@ -196,6 +196,48 @@ class QueueKeys:
 
 
 @dataclass(frozen=True)
+class LimitKeys:
+    """The keys of one task type's concurrency and rate limits (``flow.py``). Build with
+    ``Keys.limit(type)``. They carry the hash tag ``{lim:<type>}``: a limit is shared by every queue
+    the type runs in, so it cannot live in a queue's slot; each limit script touches only these keys.
+    A limit kept per key (``limit_key``) has its own ``running``/``waiting``/``rate`` keys, suffixed
+    ``:<key>``, in the same slot."""
+
+    prefix: str
+    type: str
+
+    @property
+    def base(self) -> str:
+        """``<prefix>:{lim:<type>}:``, the start of every key of this limit."""
+        return f"{self.prefix}:{{lim:{self.type}}}:"
+
+    def _suffixed(self, name: str, key: str) -> str:
+        return self.base + name + (":" + key if key else "")
+
+    def running(self, key: str = "") -> str:
+        """ZSET of the tasks holding a concurrency slot, ``"<queue> <id>"`` scored by slot expiry (ms)."""
+        return self._suffixed("running", key)
+
+    def waiting(self, key: str = "") -> str:
+        """ZSET of the tasks held back by the concurrency limit, ``"<queue> <id>"`` scored by since (ms)."""
+        return self._suffixed("waiting", key)
+
+    def rate(self, key: str = "") -> str:
+        """ZSET of the starts in the current rate window, scored by start (ms)."""
+        return self._suffixed("rate", key)
+
+    @property
+    def cursor(self) -> str:
+        """HASH: limit key -> the next rate-window place handed out to a held-back task (ms)."""
+        return self.base + "cursor"
+
+    @property
+    def keys(self) -> str:
+        """ZSET of the limit keys in use, scored by last use (ms): what operator tools list."""
+        return self.base + "keys"
+
+
+@dataclass(frozen=True)
 class Keys:
     """Key builder for one prefix."""
 
@@ -206,6 +248,9 @@ class Keys:
 
     def queue(self, name: str) -> QueueKeys:
         return QueueKeys(self.prefix, validate_queue_name(name))
+
+    def limit(self, type_name: str) -> LimitKeys:
+        return LimitKeys(self.prefix, validate_type_name(type_name))
 
     @property
     def queues(self) -> str:

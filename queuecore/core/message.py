@@ -227,6 +227,8 @@ class TaskInfo:
     # Its last attempts, oldest first (at most 10; ``attempts.py``): when each started, how long it
     # ran, on which worker, and how it ended.
     attempts: list[AttemptInfo] = field(default_factory=list)
+    snoozed: int = 0  # times its handler snoozed it (``Snooze``): never counted as retries
+    waiting: str | None = None  # scheduled because a concurrency or rate limit held it back: which
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a stable shape (datetimes as ISO 8601 strings)."""
@@ -287,6 +289,8 @@ class QueueInfo:
     failed_today: int
     processed_total: int
     failed_total: int
+    paused_until: datetime | None = None  # a timed pause: when the queue resumes by itself
+    paused_by: str | None = None  # who paused it, from the audit log
 
     @property
     def size(self) -> int:
@@ -302,6 +306,7 @@ class QueueInfo:
         out = asdict(self)
         out["size"] = self.size
         out["error_rate"] = self.error_rate
+        out["paused_until"] = self.paused_until.isoformat() if self.paused_until else None
         return out
 
 

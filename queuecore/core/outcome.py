@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, one_line
 from queuecore.core.config import default_retry_delay
-from queuecore.core.errors import PayloadMismatch, SkipRetry, TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.errors import PayloadMismatch, SkipRetry, Snooze, TaskCancelled, TaskDecodeError, TaskTimeout
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 
 logger = logging.getLogger("queuecore.worker")
@@ -33,7 +33,7 @@ MAX_RETRY_DELAY = 365 * 24 * 3600.0
 SHUTDOWN = "worker shutting down"
 LEASE_LOST = "lease lost"
 
-OutcomeKind = Literal["success", "failure", "skip_retry", "cancelled", "requeue", "lost"]
+OutcomeKind = Literal["success", "failure", "skip_retry", "cancelled", "requeue", "lost", "snooze", "wait"]
 RetryPolicy = Callable[[int, BaseException | None], float]
 
 
@@ -51,6 +51,19 @@ class Outcome:
         return f"Outcome({self.kind!r}, error={self.error!r})"
 
 
+def returned(result: Any) -> Outcome:
+    """The outcome of a handler that returned ``result``: a success, or a snooze (``Snooze(seconds)``)."""
+    if isinstance(result, Snooze):
+        return Outcome("snooze", result.seconds)
+    return Outcome("success", result)
+
+
+def held_back(delay: float, reason: str) -> Outcome:
+    """The outcome of an attempt a concurrency or rate limit held back: it waits ``delay`` seconds
+    at most (``reason`` says for what), and no attempt is counted."""
+    return Outcome("wait", (delay, reason))
+
+
 def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
     """The outcome of a handler that raised ``exc`` while its task's cancel reason was ``cancel_reason``."""
     if isinstance(exc, (TaskCancelled, TaskTimeout, asyncio.CancelledError)) and cancel_reason:
@@ -61,6 +74,8 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
         if cancel_reason == CANCELLED_BY_OPERATOR:
             return Outcome("cancelled", error=exc)
         return Outcome("failure", error=TaskTimeout(cancel_reason))  # the public error, for hooks and policies
+    if isinstance(exc, Snooze):
+        return Outcome("snooze", exc.seconds)
     if isinstance(exc, (SkipRetry, PayloadMismatch)):  # a payload that does not fit: retrying cannot help
         return Outcome("skip_retry", error=exc)
     if not isinstance(exc, Exception):
@@ -92,7 +107,7 @@ class Decision:
     archive counts as a failure in the statistics (a cancel does not).
     """
 
-    action: Literal["done", "retry", "archive", "requeue", "nothing"]
+    action: Literal["done", "retry", "archive", "requeue", "nothing", "park"]
     error: str = ""
     retry_in: float = 0.0
     count_failure: bool = True
@@ -110,6 +125,11 @@ def decide(outcome: Outcome, *, retried: int, max_retry: int, retry_delay: Retry
         return Decision("nothing")
     if kind == "requeue":
         return Decision("requeue")
+    if kind == "snooze":  # run again later; no attempt consumed (park: retry_in seconds)
+        return Decision("park", retry_in=float(outcome.result))
+    if kind == "wait":  # held back by a limit: park until retry_in at most, error says why
+        delay, reason = outcome.result
+        return Decision("park", str(reason), retry_in=float(delay))
     error = outcome.error or RuntimeError("unknown error")
     if kind == "cancelled":
         return Decision("archive", CANCELLED_BY_OPERATOR, count_failure=False)
@@ -151,7 +171,8 @@ _WORKER_FILES = frozenset(os.path.join(os.path.dirname(__file__), name) for name
 
 
 OUTCOME_WORDS = {"success": "done", "failure": "failed", "skip_retry": "archived (SkipRetry)",
-                 "cancelled": "cancelled", "requeue": "handed back"}
+                 "cancelled": "cancelled", "requeue": "handed back", "snooze": "snoozed",
+                 "wait": "held back by a limit"}
 
 
 def attempts_phrase(retried: int, max_retry: int) -> str:

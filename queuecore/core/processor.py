@@ -26,11 +26,12 @@ from queuecore.core.clock import Clock, to_ms
 from queuecore.core.config import WorkerConfig
 from queuecore.core.context import TaskContext, call_with_middleware, reset_current, set_current
 from queuecore.core.errors import InvalidPayload, PayloadMismatch, TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.flow import LimitGate
 from queuecore.core.handlers import AsyncLoop, HandlerPool, interrupt_thread
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys
 from queuecore.core.message import TaskMessage
-from queuecore.core.outcome import LEASE_LOST, SHUTDOWN, Outcome, abandoned, classify
+from queuecore.core.outcome import LEASE_LOST, SHUTDOWN, Outcome, abandoned, classify, held_back, returned
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.recorder import Recorder
 from queuecore.core.registry import Handler, TaskRegistry
@@ -76,6 +77,9 @@ class Processor:
         self.threads: list[threading.Thread] = []
         self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health, worker_id)
         self._acker = Acker(scripts.dedicated(), clock, queue_keys, self.recorder.with_retries, self._acknowledged)
+        # Concurrency and rate limits of the task types that have them (flow.py); idle otherwise.
+        self.limits = LimitGate(scripts, scripts.keys, queue_keys, clock, config.lease_duration,
+                                config.heartbeat_interval)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -131,6 +135,7 @@ class Processor:
             if self._finalize(running, Outcome("requeue")):
                 handed_back += 1
         self._acker.stop()  # writes every acknowledgement still queued (bounded by the write deadline)
+        self.limits.stop()  # frees the concurrency slots of the attempts that ended
         self._done.set()
         for thread in self.threads:
             thread.join(timeout=2)
@@ -299,8 +304,33 @@ class Processor:
         func = handler.func
         return call_with_middleware(self.config.middleware, running.ctx, lambda: func(**payload))
 
+    def _admit(self, running: Running, handler: Handler) -> bool:
+        """A task type with limits takes its concurrency slot and rate-window place before its handler
+        starts (one script call). When the limits hold it back, the attempt ends without counting:
+        the task is parked until it may run (flow.py) and False is returned."""
+        limits = handler.limits
+        if limits is None or running.finalized or running.ctx.cancelled:
+            return True
+        message = running.message
+        try:
+            hold, wait, why = self.limits.acquire(limits, message.type, running.queue, running.id, message.payload)
+        except Exception as exc:  # Redis away or a corrupt limit key: try again in a second
+            logger.warning("could not check the limits of task %s (%s): %s", running.id, message.type, exc)
+            hold, wait, why = None, 1.0, f"limits of {message.type} unavailable"
+        if not why:
+            running.limit_hold = hold
+            return True
+        if self._finalize(running, held_back(wait, why)) and why.startswith("concurrency"):
+            try:
+                self.limits.wait_for_slot(limits, message.type, running.queue, running.id, message.payload)
+            except Exception as exc:  # it comes back by itself when the earliest slot would expire
+                logger.warning("could not list task %s as waiting for a slot: %s", running.id, exc)
+        return False
+
     def _run_sync(self, running: Running, handler: Handler | None) -> None:
         try:
+            if handler is not None and handler.limits is not None and not self._admit(running, handler):
+                return
             self._run_sync_attempt(running, handler)
         finally:
             self._free_run_slot(running)
@@ -321,7 +351,7 @@ class Processor:
                 if handler is None:
                     raise LookupError(f"no handler is registered for task type {running.message.type!r} "
                                       "in this worker")
-                outcome = Outcome("success", self._call_handler(running, handler))
+                outcome = returned(self._call_handler(running, handler))
             except BaseException as exc:
                 outcome = classify(exc, running.ctx.cancel_reason)
             with running.lock:
@@ -338,6 +368,8 @@ class Processor:
 
     async def _run_async(self, running: Running, handler: Handler) -> None:
         try:
+            if handler.limits is not None and not await self.async_loop.in_thread(self._admit, running, handler):
+                return
             await self._run_async_attempt(running, handler)
         finally:
             self._free_run_slot(running)
@@ -354,7 +386,7 @@ class Processor:
                 result = self._call_handler(running, handler)
                 if asyncio.iscoroutine(result):
                     result = await result
-            outcome = Outcome("success", result)
+            outcome = returned(result)
         except BaseException as exc:  # includes CancelledError
             outcome = classify(exc, running.ctx.cancel_reason)
         finally:
@@ -449,6 +481,8 @@ class Processor:
             if running.finalized:
                 return False
             running.finalized = True
+        if running.limit_hold is not None:  # its concurrency slot goes back (in the background)
+            self.limits.release(running.limit_hold)
         if outcome is not None and outcome.kind == "success":
             result = self.recorder.encode_result(running, outcome)
             if running.message.retention:  # kept: its history says when it ran, and where

@@ -84,6 +84,12 @@ class Recorder:
             now_ms = to_ms(now)
             if decision.action == "requeue":
                 return self.scripts.requeue(q, running.id, running.lease, now_ms=now_ms)
+            if decision.action == "park":  # snoozed, or held back by a limit: no attempt counted
+                snooze = outcome.kind == "snooze"
+                line = self.attempt_line(running, "snoozed", ended) if snooze else ""
+                return self.scripts.park(q, running.id, running.lease, now_ms=now_ms,
+                                         due_ms=to_ms(now + decision.retry_in), snooze=snooze,
+                                         waiting=decision.error, attempt=line)
             line = self.attempt_line(running, "retry" if decision.action == "retry" else "archived", ended,
                                      decision.error)
             if decision.action == "retry":

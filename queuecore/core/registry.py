@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from queuecore.core.errors import ConfigurationError, InvalidPayload
+from queuecore.core.flow import TaskLimits
 from queuecore.core.keys import validate_type_name
 
 ENQUEUE_OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in",
@@ -41,8 +42,10 @@ class Handler:
     """
 
     def __init__(self, func: Callable[..., Any], name: str, options: dict[str, Any],
-                 retry_delay: Callable[[int, BaseException | None], float] | None = None) -> None:
+                 retry_delay: Callable[[int, BaseException | None], float] | None = None,
+                 limits: TaskLimits | None = None) -> None:
         self.func = func
+        self.limits = limits  # global concurrency / rate limits (flow.py); None: none, no extra cost
         self.name = validate_type_name(name)
         self.options = options
         self.retry_delay = retry_delay
@@ -98,7 +101,10 @@ class Handler:
         """What a worker publishes about this handler with its heartbeat, so that operator tools can
         refuse a payload no live worker could run: its parameter names, those without a default,
         and whether ``**kwargs`` takes any other name."""
-        return {"params": sorted(self._names), "required": sorted(self._required), "var_keyword": self._any_name}
+        described = {"params": sorted(self._names), "required": sorted(self._required), "var_keyword": self._any_name}
+        if self.limits is not None:
+            described["limits"] = self.limits.describe()
+        return described
 
     def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
         """A ``TaskRequest`` for ``Client.enqueue_many``.

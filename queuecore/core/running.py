@@ -41,6 +41,7 @@ class Running:
     interrupted_at: float | None = None  # monotonic
     cancel_seen_at: float | None = None  # monotonic
     attempt: str = ""  # a success kept for retention: its attempt history line, for the acknowledgement
+    limit_hold: Any = None  # a concurrency slot it holds (flow.LimitHold), released when it ends
 
     @property
     def handler_started_ms(self) -> int | None:

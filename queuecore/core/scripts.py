@@ -25,7 +25,7 @@ from queuecore.core.errors import (
     TaskNotFound,
     WrongKeyType,
 )
-from queuecore.core.keys import Keys, QueueKeys
+from queuecore.core.keys import Keys, LimitKeys, QueueKeys
 from queuecore.core.message import DEFAULT_MAX_RETRY
 from queuecore.core.reasons import (
     CANCELLED_BY_OPERATOR,
@@ -43,6 +43,9 @@ SCRIPT_NAMES: tuple[str, ...] = (
 )
 SCRIPT_NAMES += ("periodic_sync", "periodic_fire", "periodic_forget", "admin_periodic_pause", "periodic_register")
 PERIODIC_INDEX_SCRIPTS = ("periodic_register",)  # the periodic entries' index <prefix>:periodic, no queue's
+SCRIPT_NAMES += ("park", "limit_wake", "admin_pause", "limit_acquire", "limit_wait", "limit_release",
+                 "limit_extend")
+LIMIT_SCRIPTS = ("limit_acquire", "limit_wait", "limit_release", "limit_extend")  # keys of a limit: {lim:<type>}
 SERVER_SCRIPTS = ("heartbeat", "heartbeat_index", "audit")  # keys of no queue: a worker's own, the audit log
 PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
 
@@ -467,6 +470,57 @@ class Scripts:
     def admin_periodic_pause(self, q: QueueKeys, name: str, *, pause: bool, actor: str, now_ms: int) -> int:
         """Pause (or resume) a periodic entry: 1 changed, 0 already so, -1 no such entry."""
         return int(self._call("admin_periodic_pause", [q.periodic(name)], [1 if pause else 0, actor, now_ms]))
+
+
+    # -- flow control: snooze, limits, timed pause (flow.py) ---------------------------------------
+
+    def park(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, due_ms: int, snooze: bool,
+             waiting: str = "", attempt: str = "") -> bool:
+        """Put an active task aside until ``due_ms`` without counting an attempt (a snooze when
+        ``snooze``, else held back by a limit: ``waiting`` says why); False when the lease was lost."""
+        keys = [q.task(task_id), q.active, q.scheduled]
+        args = [task_id, lease, now_ms, due_ms, 1 if snooze else 0, waiting, attempt, ATTEMPT_HISTORY,
+                ATTEMPT_HISTORY_BYTES]
+        return int(self._call("park", keys, args)) == OK
+
+    def limit_wake(self, q: QueueKeys, task_ids: list[str], *, now_ms: int) -> int:
+        """Move tasks a limit held back (still waiting in scheduled) to the head of pending."""
+        if not task_ids:
+            return 0
+        return int(self._call("limit_wake", [q.scheduled, q.pending],
+                              [now_ms, q.wake_channel, q.task_prefix, *task_ids]))
+
+    def admin_pause(self, q: QueueKeys, *, until_ms: int = 0) -> None:
+        """Pause a queue; with ``until_ms`` it resumes by itself then (the key expires)."""
+        self._call("admin_pause", [q.paused], [until_ms])
+
+    def limit_acquire(self, lim: LimitKeys, member: str, *, key: str, now_ms: int, expires_ms: int,
+                      concurrency: int, rate: int, window_ms: int) -> tuple[bool, str, int]:
+        """Take a concurrency slot and a rate-window place for ``member`` (``"<queue> <id>"``):
+        ``(True, "", 0)``, or ``(False, "concurrency" | "rate", when ms)`` (the earliest slot expiry, or
+        when the rate window has room for this task)."""
+        keys = [lim.running(key), lim.waiting(key), lim.rate(key), lim.cursor, lim.keys]
+        reply = self._call("limit_acquire", keys, [member, now_ms, expires_ms, concurrency, rate, window_ms, key])
+        if int(reply[0]) == OK:
+            return True, "", 0
+        kind = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+        return False, kind, int(reply[2])
+
+    def limit_wait(self, lim: LimitKeys, member: str, *, key: str, now_ms: int, concurrency: int) -> bool:
+        """List a held-back task as waiting for a slot; True when one is free already (wake it)."""
+        return int(self._call("limit_wait", [lim.running(key), lim.waiting(key)], [member, now_ms, concurrency])) == 1
+
+    def limit_release(self, lim: LimitKeys, members: list[str], *, key: str, now_ms: int,
+                      concurrency: int) -> list[str]:
+        """Free the slots of ``members``; the waiting members now handed a free slot, oldest first."""
+        reply = self._call("limit_release", [lim.running(key), lim.waiting(key)], [now_ms, concurrency, *members])
+        return [m.decode() if isinstance(m, bytes) else str(m) for m in reply]
+
+    def limit_extend(self, lim: LimitKeys, members: list[str], *, key: str, expires_ms: int) -> int:
+        """Renew the concurrency slots of ``members`` until ``expires_ms``; how many were renewed."""
+        if not members:
+            return 0
+        return int(self._call("limit_extend", [lim.running(key)], [expires_ms, *members]))
 
 
 class DedicatedScripts(Scripts):

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queuecore.core.client import Client, get_default_client
+from queuecore.core.flow import TaskLimits
 from queuecore.core.message import TaskInfo
 from queuecore.core.registry import DEFAULT_OPTIONS, Handler, TaskRegistry, TaskRequest, check_options, default_registry
 
@@ -47,16 +48,24 @@ class _Bound:
 def task(func: Callable[..., Any] | None = None, *, name: str | None = None,
          registry: TaskRegistry | None = None,
          retry_delay: Callable[[int, BaseException | None], float] | None = None,
+         concurrency_limit: int | None = None, rate_limit: str | None = None,
+         limit_key: str | Callable[[dict[str, Any]], Any] | None = None,
          **options: Any) -> Any:
     """Register a function (``def`` or ``async def``) as a task type.
 
     ``@task`` or ``@task(name="emails.send", queue="mail", max_retry=5, timeout=30)``. The type
     name defaults to ``module.function``. Options become the defaults of ``fn.enqueue``.
+
+    ``concurrency_limit=N``: at most N tasks of this type run at once across all workers;
+    ``rate_limit="100/m"``: at most 100 start per minute; ``limit_key``: a payload field name (or a
+    callable of the payload) to keep those limits per value, say per tenant (``flow.py``).
     """
     check_options(options, DEFAULT_OPTIONS)
+    limits = TaskLimits.build(concurrency_limit, rate_limit, limit_key)
 
     def decorate(f: Callable[..., Any]) -> TaskFunction:
         type_name = name or f"{f.__module__}.{f.__qualname__}"
-        return (registry or default_registry).register(TaskFunction(f, type_name, dict(options), retry_delay))
+        return (registry or default_registry).register(TaskFunction(f, type_name, dict(options), retry_delay,
+                                                                       limits))
 
     return decorate(func) if func is not None else decorate

@@ -13,7 +13,7 @@ import redis
 
 from queuecore.core import scripts as scripts_module
 from queuecore.core.keys import Keys, QueueKeys, stats_day, stats_minute
-from queuecore.core.scripts import PRELUDE, SCRIPT_NAMES, SERVER_SCRIPTS, EnqueueItem, Scripts
+from queuecore.core.scripts import LIMIT_SCRIPTS, PRELUDE, SCRIPT_NAMES, SERVER_SCRIPTS, EnqueueItem, Scripts
 from tests.conftest import free_port
 from tests.helpers.state import seed_task
 
@@ -152,6 +152,11 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
         cursor, *_ = s.repair(q, now_ms=NOW, cursor=cursor, count=100)
         if cursor == "0":
             break
+    s.enqueue(q, "snz", '{"type":"test.task"}', now_ms=NOW)  # flow control: park, wake, timed pause
+    leased = {d.id: d.lease for d in s.dequeue(q, now_ms=NOW, lease_until_ms=NOW + 30_000, count=100)}
+    assert s.park(q, "snz", leased["snz"], now_ms=NOW, due_ms=NOW + 60_000, snooze=False, waiting="limit")
+    assert s.limit_wake(q, ["snz"], now_ms=NOW) == 1
+    s.admin_pause(q, until_ms=NOW + 60_000)
     for state in ("scheduled", "retry", "archived", "completed"):
         s.admin_delete_all(q, state, limit=100)
     s.periodic_sync(q, "nightly", now_ms=NOW, definition="{}", next_ms=NOW + 1000)
@@ -170,7 +175,8 @@ def test_every_wrapper_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis
     from queuecore.core.scripts import PERIODIC_INDEX_SCRIPTS
 
     called |= set(PERIODIC_INDEX_SCRIPTS)  # keys of no queue: test_periodic_index_script_keeps_one_slot
-    assert called == set(SCRIPT_NAMES) - set(SERVER_SCRIPTS), f"not exercised: {set(SCRIPT_NAMES) - called}"
+    expected = set(SCRIPT_NAMES) - set(SERVER_SCRIPTS) - set(LIMIT_SCRIPTS)
+    assert called == expected, f"not exercised: {expected - called}"
     queue_slot = crc16_xmodem(b"emails") % SLOTS
     for name, keys in s.calls:
         assert keys, f"{name} was called without KEYS"
@@ -199,6 +205,26 @@ def test_periodic_index_script_keeps_one_slot(redis_client: redis.Redis, connect
     assert s.periodic_register(["nightly/emails"], now_ms=NOW, until_ms=NOW + 1000) == []
     assert s.periodic_register([], now_ms=NOW + 2000, until_ms=NOW + 3000) == ["nightly/emails"]
     assert s.calls == [("periodic_register", [connection.keys.periodic])] * 2
+
+
+def test_every_limit_script_call_keeps_its_keys_in_the_limit_slot(redis_client: redis.Redis, connection) -> None:
+    """A limit is shared by the queues its type runs in, so its keys carry {lim:<type>}, never a
+    queue's tag; per-key limits stay in their type's slot."""
+    s = RecordingScripts(redis_client, connection.keys)
+    lim = connection.keys.limit("emails.send")
+    for key in ("", "tenant-7"):
+        assert s.limit_acquire(lim, "q a", key=key, now_ms=NOW, expires_ms=NOW + 30_000, concurrency=1, rate=5,
+                               window_ms=1000) == (True, "", 0)
+        assert s.limit_acquire(lim, "q b", key=key, now_ms=NOW, expires_ms=NOW + 30_000, concurrency=1, rate=5,
+                               window_ms=1000) == (False, "concurrency", NOW + 30_000)
+        assert s.limit_wait(lim, "q b", key=key, now_ms=NOW, concurrency=1) is False
+        assert s.limit_extend(lim, ["q a"], key=key, expires_ms=NOW + 60_000) == 1
+        assert s.limit_release(lim, ["q a"], key=key, now_ms=NOW, concurrency=1) == ["q b"]
+    assert {name for name, _ in s.calls} == set(LIMIT_SCRIPTS)
+    slot = crc16_xmodem(b"lim:emails.send") % SLOTS
+    for name, keys in s.calls:
+        assert {key_slot(k) for k in keys} == {slot}, (name, keys)
+        assert all(k.startswith(lim.base) for k in keys), (name, keys)
 
 
 def test_two_queues_use_their_own_tags(redis_client: redis.Redis, connection) -> None:

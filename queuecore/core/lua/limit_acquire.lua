@@ -1,0 +1,57 @@
+-- limit_acquire: may a task of a limited type start now? Takes a concurrency slot and a place in the
+-- rate window together, or neither (flow.py). All keys of one limit share the hash tag {lim:<type>}.
+--
+-- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id>" -> slot expiry (unix ms)
+-- KEYS[2] <prefix>:{lim:<type>}:waiting[:<key>]  ZSET  "<queue> <id>" -> since (unix ms), held back
+-- KEYS[3] <prefix>:{lim:<type>}:rate[:<key>]     ZSET  "<queue> <id> <ms>" -> start (unix ms)
+-- KEYS[4] <prefix>:{lim:<type>}:cursor           HASH  <key> -> next free rate place handed out (ms)
+-- KEYS[5] <prefix>:{lim:<type>}:keys             ZSET  <key> -> last use (unix ms), for operators;
+--         keys unused for a day leave it (and the cursor HASH), 100 at a time
+-- ARGV[1] member, "<queue> <id>"
+-- ARGV[2] now, unix ms
+-- ARGV[3] slot expiry, unix ms (the task's lease; renewed by limit_extend)
+-- ARGV[4] concurrency limit (0 = none)
+-- ARGV[5] rate limit: starts per window (0 = none)
+-- ARGV[6] rate window, ms
+-- ARGV[7] the limit key ("" = the type's one limit)
+-- Expired slots (a killed worker's) are dropped first: a slot is never leaked past its expiry.
+-- Returns {1} taken; {0, "concurrency", earliest slot expiry ms}: all slots busy; {0, "rate", due ms}:
+-- the window is full, come back at due (each refused task gets its own place, W / limit apart).
+-- Error reply "QCWRONGTYPE ..." when a key has the wrong Redis type; checked before any write.
+local err = qc_check_types(KEYS, {"zset", "zset", "zset", "hash", "zset"}) if err then return err end
+local member, now = ARGV[1], tonumber(ARGV[2])
+local conc, rate, window = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+if conc > 0 then
+    redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
+    if not redis.call("ZSCORE", KEYS[1], member) and redis.call("ZCARD", KEYS[1]) >= conc then
+        local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+        return {0, "concurrency", tonumber(first[2])}
+    end
+end
+if rate > 0 then
+    redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now - window)
+    local count = redis.call("ZCARD", KEYS[3])
+    if count >= rate then
+        local nth = redis.call("ZRANGE", KEYS[3], count - rate, count - rate, "WITHSCORES")
+        local due = tonumber(nth[2]) + window
+        local cursor = tonumber(redis.call("HGET", KEYS[4], ARGV[7]) or "0")
+        if cursor > due then
+            due = cursor
+        end
+        redis.call("HSET", KEYS[4], ARGV[7], due + math.floor(window / rate))
+        return {0, "rate", due}
+    end
+    redis.call("ZADD", KEYS[3], now, member .. " " .. now)
+    redis.call("PEXPIRE", KEYS[3], window + 1000)
+end
+if conc > 0 then
+    redis.call("ZADD", KEYS[1], ARGV[3], member)
+    redis.call("ZREM", KEYS[2], member)
+end
+redis.call("ZADD", KEYS[5], now, ARGV[7])
+local idle = redis.call("ZRANGEBYSCORE", KEYS[5], "-inf", now - 86400000, "LIMIT", 0, 100)  -- keys unused a day
+if #idle > 0 then
+    redis.call("ZREM", KEYS[5], unpack(idle))
+    redis.call("HDEL", KEYS[4], unpack(idle))
+end
+return {1}

@@ -1,0 +1,26 @@
+-- limit_release: tasks of a limited type ended; free their slots and hand each free slot to the
+-- task that waited longest.
+--
+-- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id>" -> slot expiry (unix ms)
+-- KEYS[2] <prefix>:{lim:<type>}:waiting[:<key>]  ZSET  "<queue> <id>" -> since (unix ms)
+-- ARGV[1] now, unix ms
+-- ARGV[2] concurrency limit
+-- ARGV[3..] members, "<queue> <id>"
+-- Returns the members taken off the waiting list, oldest first (one per free slot): the caller
+-- wakes them (limit_wake, in their queue's slot).
+-- Error reply "QCWRONGTYPE ..." when a key has the wrong Redis type; checked before any write.
+local err = qc_check_types(KEYS, {"zset", "zset"}) if err then return err end
+for i = 3, #ARGV do
+    redis.call("ZREM", KEYS[1], ARGV[i])
+end
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[1])
+local free = tonumber(ARGV[2]) - redis.call("ZCARD", KEYS[1])
+if free <= 0 then
+    return {}
+end
+local popped = redis.call("ZPOPMIN", KEYS[2], free)
+local out = {}
+for i = 1, #popped, 2 do
+    out[#out + 1] = popped[i]
+end
+return out

@@ -1,0 +1,160 @@
+"""Global concurrency limits and rate limits per task type (``flow.py``), in-process workers on real Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from queuecore import task
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.flow import TaskLimits, parse_rate
+from tests.conftest import wait_until
+from tests.core.worker_support import wait_state
+
+
+class Gauge:
+    """Counts handlers running at once (per key) and remembers the highest count."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now: dict[str, int] = {}
+        self.max: dict[str, int] = {}
+        self.starts: list[float] = []
+        self.done = 0
+
+    def enter(self, key: str = "") -> None:
+        with self.lock:
+            self.now[key] = self.now.get(key, 0) + 1
+            self.max[key] = max(self.max.get(key, 0), self.now[key])
+            self.starts.append(time.time())
+
+    def leave(self, key: str = "") -> None:
+        with self.lock:
+            self.now[key] -= 1
+            self.done += 1
+
+
+def max_in_window(starts: list[float], window: float) -> int:
+    """The most starts in any window of ``window`` seconds."""
+    starts = sorted(starts)
+    best, j = 0, 0
+    for i, t in enumerate(starts):
+        while starts[j] <= t - window:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+def test_rate_and_limit_options_are_parsed_and_checked() -> None:
+    assert parse_rate("100/m") == (100, 60.0)
+    assert parse_rate("5/10s") == (5, 10.0)
+    assert parse_rate("20 / second") == (20, 1.0)
+    for bad in ("100", "0/s", "10/fortnight", "x/m", 5):
+        with pytest.raises(ConfigurationError):
+            parse_rate(bad)  # type: ignore[arg-type]
+    for kwargs in ({"concurrency_limit": 0}, {"concurrency_limit": True}, {"concurrency_limit": 2.5},
+                   {"limit_key": "tenant"}, {"concurrency_limit": 1, "limit_key": ""}):
+        with pytest.raises(ConfigurationError):
+            TaskLimits.build(**kwargs)
+    assert TaskLimits.build() is None
+    limits = TaskLimits.build(concurrency_limit=3, limit_key="tenant")
+    assert limits is not None
+    assert limits.key_for({"tenant": "acme"}) == "acme"
+    assert limits.key_for({}) == "none"
+    assert limits.key_for({"tenant": "a b{c}"}).startswith("~")  # hashed: never breaks a key or hash tag
+
+
+def test_a_concurrency_limit_holds_across_workers_and_uses_no_attempt(make_worker, client, inspector, registry):
+    gauge = Gauge()
+
+    @task(name="t.limited", registry=registry, concurrency_limit=2, max_retry=0)
+    def limited(n: int) -> None:
+        gauge.enter()
+        time.sleep(0.03)
+        gauge.leave()
+
+    infos = [client.enqueue(limited, {"n": i}, queue="q", retention=60) for i in range(30)]
+    make_worker(queues={"q": 1}, concurrency=10)
+    make_worker(queues={"q": 1}, concurrency=10)
+    wait_until(lambda: gauge.done == 30, 30, message="every limited task to run")
+    assert gauge.max[""] == 2
+    for info in infos:
+        done = wait_state(inspector, "q", info.id, "completed")
+        assert (done.retried, done.snoozed) == (0, 0)  # held back: no attempt, no snooze counted
+    assert inspector.queue_info("q").failed_today == 0
+
+
+def test_a_limit_kept_per_key_limits_each_key_apart(make_worker, client, registry):
+    gauge = Gauge()
+    both = threading.Event()
+
+    @task(name="t.tenant", registry=registry, concurrency_limit=1, limit_key="tenant")
+    def per_tenant(tenant: str, n: int) -> None:
+        gauge.enter(tenant)
+        if sum(gauge.now.values()) >= 2:
+            both.set()
+        time.sleep(0.02)
+        gauge.leave(tenant)
+
+    for i in range(10):
+        for tenant in ("acme", "globex"):
+            client.enqueue(per_tenant, {"tenant": tenant, "n": i}, queue="q")
+    make_worker(queues={"q": 1}, concurrency=8)
+    wait_until(lambda: gauge.done == 20, 30, message="every task to run")
+    assert gauge.max == {"acme": 1, "globex": 1}
+    assert both.is_set()  # the two tenants ran side by side
+
+
+def test_tasks_held_back_never_block_other_types_in_the_queue(make_worker, client, inspector, registry):
+    release = threading.Event()
+    started = threading.Event()
+    ran = []
+
+    @task(name="t.slow", registry=registry, concurrency_limit=1)
+    def slow() -> None:
+        started.set()
+        release.wait(10)
+
+    @task(name="t.free", registry=registry)
+    def free(n: int) -> None:
+        ran.append(n)
+
+    try:
+        client.enqueue(slow, {}, queue="q")
+        make_worker(queues={"q": 1}, concurrency=4)
+        wait_until(started.is_set, 10)
+        held = [client.enqueue(slow, {}, queue="q") for _ in range(3)]
+        for i in range(5):
+            client.enqueue(free, {"n": i}, queue="q")
+        wait_until(lambda: len(ran) == 5, 10, message="the unlimited tasks to run past the held-back ones")
+        waiting = [wait_state(inspector, "q", h.id, "scheduled") for h in held]
+        assert all(w.waiting and "concurrency limit of t.slow" in w.waiting for w in waiting)
+        assert all(w.retried == 0 for w in waiting)
+        (limit,) = inspector.limits()
+        assert (limit.type, limit.concurrency_limit, limit.rate_limit) == ("t.slow", 1, 0)
+        assert [(u.key, u.running, u.waiting) for u in limit.usage] == [("", 1, 3)]
+    finally:
+        release.set()
+    wait_until(lambda: inspector.queue_info("q").size == 0, 10, message="the held-back tasks to run once freed")
+
+
+def test_a_rate_limit_spaces_the_starts_and_uses_no_attempt(make_worker, client, inspector, registry):
+    gauge = Gauge()
+
+    @task(name="t.rated", registry=registry, rate_limit="10/s", max_retry=0)
+    def rated(n: int) -> None:
+        gauge.enter()
+        gauge.leave()
+
+    infos = [client.enqueue(rated, {"n": i}, queue="q", retention=60) for i in range(30)]
+    began = time.time()
+    make_worker(queues={"q": 1}, concurrency=10)
+    wait_until(lambda: gauge.done == 30, 20, message="every rate-limited task to run")
+    took = time.time() - began
+    assert max_in_window(gauge.starts, 0.95) <= 10  # any window of the rate (less clock jitter)
+    assert 1.8 < took < 6  # 30 starts at 10/s: two full windows after the first, plus the forwarder's ticks
+    assert all(wait_state(inspector, "q", i.id, "completed").retried == 0 for i in infos)
+    (limit,) = inspector.limits()
+    assert (limit.rate_limit, limit.rate_window, limit.rate_text) == (10, 1.0, "10/1s")
