@@ -83,6 +83,28 @@ def noop(tag: str = "") -> None:
         pass
 
 
+@task(name="proc.limited", concurrency_limit=2)
+def limited(seconds: float = 0.05, tag: str = "") -> None:
+    """Sleep ``seconds``; at most 2 run at once across every worker (``tests/reliability/test_limits_processes.py``)."""
+    with _logged(tag=tag):
+        time.sleep(seconds)
+
+
+@task(name="proc.limited_gate", concurrency_limit=1)
+def limited_gate(path: str, tag: str = "") -> None:
+    """As ``proc.gate`` (wait until the file ``path`` exists), with at most 1 running at once anywhere."""
+    with _logged(tag=tag):
+        while not os.path.exists(path):
+            time.sleep(STEP)
+
+
+@task(name="proc.rated", rate_limit="20/s")
+def rated(tag: str = "") -> None:
+    """Do nothing (but log it); at most 20 start per second across every worker."""
+    with _logged(tag=tag):
+        pass
+
+
 @task(name="proc.block")
 def block(tag: str = "") -> None:
     """Block forever in small sleeps: only an interrupt (shutdown, cancel, timeout) ends it."""
