@@ -34,6 +34,7 @@ from queuecore.core.errors import (
     TaskTimeout,
     WrongKeyType,
 )
+from queuecore.core.flow import LimitInfo, LimitUsage, Snooze
 from queuecore.core.inspector import Inspector
 from queuecore.core.message import (
     AuditEntry,
@@ -64,6 +65,8 @@ __all__ = [
     "InvalidOption",
     "InvalidPayload",
     "InvalidTaskState",
+    "LimitInfo",
+    "LimitUsage",
     "NoWorkerForTask",
     "PayloadMismatch",
     "QueueInfo",
@@ -73,6 +76,7 @@ __all__ = [
     "RedisFull",
     "ServerInfo",
     "SkipRetry",
+    "Snooze",
     "SystemClock",
     "TaskCancelled",
     "TaskContext",
