@@ -19,6 +19,7 @@ from queuecore.core.errors import BrokerError, ConfigurationError, InvalidOption
 from . import __version__
 from .app import App, ConnectionDefaults, GlobalOptions
 from .commands.enqueue import enqueue
+from .commands.periodic import periodic
 from .commands.queue import queue
 from .commands.server import server
 from .commands.stats import stats
@@ -124,7 +125,7 @@ def cli(ctx: click.Context, redis_url: str | None, prefix: str | None, settings:
     ctx.call_on_close(app.close)
 
 
-for command in (stats, queue, task, enqueue, server, worker):
+for command in (stats, queue, task, enqueue, server, worker, periodic):
     cli.add_command(command)
 
 

@@ -22,6 +22,7 @@ from queuecore.core.errors import (
     InvalidTaskState,
     NoWorkerForTask,
     PayloadMismatch,
+    PeriodicEntryNotFound,
     QueuecoreError,
     QueueNotEmpty,
     QueueNotFound,
@@ -34,7 +35,6 @@ from queuecore.core.errors import (
     TaskTimeout,
     WrongKeyType,
 )
-from queuecore.core.flow import LimitInfo, LimitUsage, Snooze
 from queuecore.core.inspector import Inspector
 from queuecore.core.message import (
     AuditEntry,
@@ -65,10 +65,9 @@ __all__ = [
     "InvalidOption",
     "InvalidPayload",
     "InvalidTaskState",
-    "LimitInfo",
-    "LimitUsage",
     "NoWorkerForTask",
     "PayloadMismatch",
+    "PeriodicEntryNotFound",
     "QueueInfo",
     "QueueNotEmpty",
     "QueueNotFound",
@@ -76,7 +75,6 @@ __all__ = [
     "RedisFull",
     "ServerInfo",
     "SkipRetry",
-    "Snooze",
     "SystemClock",
     "TaskCancelled",
     "TaskContext",

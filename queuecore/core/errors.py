@@ -43,6 +43,10 @@ class QueueNotFound(QueuecoreError, LookupError):
     """No queue with that name is known."""
 
 
+class PeriodicEntryNotFound(QueuecoreError, LookupError):
+    """No live worker declares a periodic entry with that name."""
+
+
 class TaskIdConflict(QueuecoreError):
     """A task with the caller-chosen id already exists in the queue."""
 

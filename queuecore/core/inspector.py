@@ -52,7 +52,9 @@ from queuecore.core.message import (
     ms_to_datetime,
     seconds_to_datetime,
 )
+from queuecore.core.periodic_admin import PeriodicAdmin, PeriodicEntryInfo
 from queuecore.core.redis_errors import broker_errors, translate
+from queuecore.core.scheduler import message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.states import (
     BULK_ACTION_STATES,
@@ -778,6 +780,43 @@ class Inspector:
             self.scripts.audit(dumps(entry), keep=AUDIT_MAX_ENTRIES)
         except (redis.RedisError, QueuecoreError):  # Redis away, or a corrupt audit key
             pass  # the action itself already succeeded or raised; a lost audit line must not undo it
+
+    # -- periodic tasks (periodic_admin.py) ---------------------------------------------------------
+
+    def _periodic(self) -> PeriodicAdmin:
+        return PeriodicAdmin(self.redis, self.scripts, self.keys, message_builder(self.connection))
+
+    @translate
+    def periodic_entries(self) -> list[PeriodicEntryInfo]:
+        """The periodic entries live workers declare, by name, with their state and recent fires."""
+        return self._periodic().entries(to_ms(self.clock.now()))
+
+    @translate
+    def periodic_entry(self, name: str) -> PeriodicEntryInfo:
+        """One periodic entry; ``PeriodicEntryNotFound`` when no live worker declares it."""
+        return self._periodic().entry(name, to_ms(self.clock.now()))
+
+    @translate
+    def pause_periodic(self, name: str) -> bool:
+        """Pause a periodic entry: its fires are skipped until it is resumed. False when already paused."""
+        queue, changed = self._periodic().set_paused(name, True, self.actor, to_ms(self.clock.now()))
+        self._audit("periodic.pause", queue, state=name)
+        return changed
+
+    @translate
+    def resume_periodic(self, name: str) -> bool:
+        """Resume a paused periodic entry from its next fire (the paused ones are not run). False when
+        it was not paused."""
+        queue, changed = self._periodic().set_paused(name, False, self.actor, to_ms(self.clock.now()))
+        self._audit("periodic.resume", queue, state=name)
+        return changed
+
+    @translate
+    def run_periodic(self, name: str) -> str:
+        """Enqueue a periodic entry's task now, outside its schedule; returns the task id."""
+        queue, task_id = self._periodic().run(name, self.clock.now())
+        self._audit("periodic.run", queue, task_ids=[task_id], state=name)
+        return task_id
 
     @translate
     def audit_log(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:

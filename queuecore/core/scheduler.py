@@ -27,8 +27,10 @@ from typing import Any
 
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
+from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import Keys, QueueKeys
+from queuecore.core.message import TaskMessage, encode_payload
 from queuecore.core.periodic import MISFIRE_GRACE, PeriodicEntry, fire_task_id
 
 logger = logging.getLogger("queuecore.scheduler")
@@ -44,13 +46,19 @@ Prepare = Callable[[str, dict[str, Any], dict[str, Any], str, float], str]
 FIRED, SKIPPED, ALREADY, NO_ENTRY, PAUSED = 1, 2, 0, -1, -2
 
 
-def client_prepare(client: Any) -> Prepare:
-    """A ``Prepare`` that builds messages as ``client.enqueue`` would (options checked, the handler's
-    defaults and the connection's applied), with the fire's task id."""
+def message_builder(connection: ConnectionConfig) -> Prepare:
+    """A ``Prepare`` that encodes a fire's task as the client would: the entry's options (already
+    checked, with its handler's defaults merged by the worker), else the connection's defaults."""
 
     def prepare(task: str, payload: dict[str, Any], options: dict[str, Any], task_id: str, now: float) -> str:
-        prepared = client._prepare(task, payload, {**options, "task_id": task_id}, now)
-        return str(prepared.encoded)
+        max_retry = options.get("max_retry")
+        retention = options.get("retention")
+        message = TaskMessage(
+            id=task_id, type=task, payload=payload, queue=str(options.get("queue") or DEFAULT_QUEUE),
+            max_retry=int(connection.default_max_retry if max_retry is None else max_retry),
+            timeout=options.get("timeout"), enqueued_at=now,
+            retention=float(getattr(connection, "default_retention", 0.0) if retention is None else retention))
+        return message.encode(encode_payload(payload, connection.max_payload_bytes))
 
     return prepare
 

@@ -31,7 +31,7 @@ from queuecore.core.processor import Processor
 from queuecore.core.recoverer import Recoverer, outage_threshold
 from queuecore.core.registry import TaskRegistry, default_registry
 from queuecore.core.running import HeldTasks
-from queuecore.core.scheduler import Scheduler, client_prepare
+from queuecore.core.scheduler import Scheduler, message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.subscriber import Subscriber
 
@@ -92,12 +92,9 @@ class Worker:
             grace=config.lease_duration)
         self.janitor = Janitor(self.scripts, self.clock, queues, config.janitor_interval, config.archive_max_age,
                                self.health)
-        from queuecore.core.client import Client
-
-        prepare = client_prepare(Client(connection=self.connection, redis_client=self.redis, registry=self.registry,
-                                        clock=self.clock))
-        self.scheduler = Scheduler(self.scripts, self.keys, self.clock, self._periodic_entries(periodic), prepare,
-                                   self.health, declare_interval=config.heartbeat_interval)
+        self.scheduler = Scheduler(self.scripts, self.keys, self.clock, self._periodic_entries(periodic),
+                                   message_builder(self.connection), self.health,
+                                   declare_interval=config.heartbeat_interval)
         self.stopped = threading.Event()
         self._force = threading.Event()
         self._shutdown_requested = threading.Event()

@@ -33,7 +33,7 @@ EXPECTED_COMMANDS = {
     "stats", "enqueue", "queue", "queue ls", "queue inspect", "queue history", "queue pause", "queue unpause",
     "queue remove", "task", "task ls", "task inspect", "task run", "task archive", "task kill", "task delete",
     "task cancel", "task run-all", "task archive-all", "task delete-all", "server", "server ls", "worker",
-    "worker ls",
+    "worker ls", "periodic", "periodic ls", "periodic inspect", "periodic pause", "periodic resume", "periodic run",
 }
 
 
@@ -93,6 +93,8 @@ UNREACHABLE_COMMANDS = [
     ["task", "cancel", "q", "id1"], ["task", "run-all", "q", "archived", "--yes"],
     ["task", "archive-all", "q", "retry", "--yes"], ["task", "delete-all", "q", "completed", "--yes"],
     ["enqueue", "demo.noop"], ["server", "ls"], ["worker", "ls"],
+    ["periodic", "ls"], ["periodic", "inspect", "e"], ["periodic", "pause", "e"], ["periodic", "resume", "e"],
+    ["periodic", "run", "e"],
 ]
 
 

@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
-from queuecore.core.client import Client
 from queuecore.core.clock import FakeClock
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.errors import ConfigurationError
@@ -22,7 +21,7 @@ from queuecore.core.periodic import (
     fire_task_id,
     parse_entries,
 )
-from queuecore.core.scheduler import Scheduler, client_prepare
+from queuecore.core.scheduler import Scheduler, message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.task import task
 from tests.conftest import wait_until
@@ -151,12 +150,11 @@ def test_fire_task_ids_derive_from_entry_and_fire_time() -> None:
 
 
 @pytest.fixture
-def make_scheduler(redis_client: redis.Redis, connection: ConnectionConfig, fake_clock: FakeClock, registry):
-    client = Client(connection=connection, redis_client=redis_client, registry=registry, clock=fake_clock)
+def make_scheduler(redis_client: redis.Redis, connection: ConnectionConfig, fake_clock: FakeClock):
 
     def factory(spec: dict, clock: FakeClock = fake_clock, grace: float = 60.0) -> Scheduler:
         return Scheduler(Scripts(redis_client, connection.keys), connection.keys, clock, parse_entries(spec),
-                         client_prepare(client), RedisHealth(), declare_interval=5.0, grace=grace)
+                         message_builder(connection), RedisHealth(), declare_interval=5.0, grace=grace)
 
     return factory
 

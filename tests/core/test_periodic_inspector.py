@@ -1,0 +1,90 @@
+"""The Inspector's periodic operations against a real Redis: list the entries live workers declare
+(schedule in words, next and last fire, the last fire's outcome, recent fires), pause, resume and run
+now, each audited; an unknown entry is ``PeriodicEntryNotFound``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+
+from queuecore import Inspector, PeriodicEntryNotFound
+from queuecore.core.clock import SystemClock
+from queuecore.core.config import ConnectionConfig
+from queuecore.core.health import RedisHealth
+from queuecore.core.periodic import parse_entries
+from queuecore.core.scheduler import Scheduler, message_builder
+from queuecore.core.scripts import Scripts
+
+SPEC = {
+    "nightly": {"task": "reports.build", "cron": "30 2 * * *", "timezone": "Europe/Paris", "queue": "low",
+                "payload": {"report_id": 3}, "max_retry": 2},
+    "ping": {"task": "demo.noop", "every": 3600, "missed": "skip"},
+}
+
+
+def declare(redis_client: redis.Redis, connection: ConnectionConfig, spec: dict = SPEC) -> Scheduler:
+    """Declare ``spec`` as a live worker's scheduler would (its entries stay listed 15 s)."""
+    scheduler = Scheduler(Scripts(redis_client, connection.keys), connection.keys, SystemClock(), parse_entries(spec),
+                          message_builder(connection), RedisHealth(), declare_interval=5.0)
+    scheduler.run_once()
+    return scheduler
+
+
+def test_entries_list_what_live_workers_declare(redis_client, connection, inspector: Inspector) -> None:
+    assert inspector.periodic_entries() == []
+    declare(redis_client, connection)
+    nightly, ping = inspector.periodic_entries()
+    assert (nightly.name, nightly.queue, nightly.task, nightly.schedule) == ("nightly", "low", "reports.build",
+                                                                           "30 2 * * *")
+    assert nightly.description == "every day at 02:30 (Europe/Paris)" and nightly.timezone == "Europe/Paris"
+    assert nightly.payload == {"report_id": 3} and nightly.options == {"queue": "low", "max_retry": 2}
+    assert nightly.missed == "once" and not nightly.paused and nightly.next_fire_at is not None
+    assert nightly.last_fire_at is None and nightly.recent == []
+    assert (ping.description, ping.schedule, ping.missed) == ("every hour", "every 3600 s", "skip")
+    json.dumps([e.to_dict() for e in (nightly, ping)])
+
+
+def test_run_now_enqueues_outside_the_schedule(redis_client, connection, inspector: Inspector) -> None:
+    declare(redis_client, connection)
+    task_id = inspector.run_periodic("nightly")
+    assert task_id.startswith("periodic:nightly:run:")
+    task = inspector.get_task("low", task_id)
+    assert (task.type, task.payload, task.max_retry, task.state) == ("reports.build", {"report_id": 3}, 2, "pending")
+    entry = inspector.periodic_entry("nightly")
+    assert (entry.last_task_id, entry.last_kind, entry.last_outcome) == (task_id, "manual", "pending")
+    assert [(f.kind, f.task_id, f.outcome) for f in entry.recent] == [("manual", task_id, "pending")]
+    inspector.delete_task("low", task_id)
+    assert inspector.periodic_entry("nightly").last_outcome == "done"  # gone: completed and not kept, or deleted
+    [_delete, audit, *_] = inspector.audit_log()
+    assert (audit.action, audit.queue, audit.state, audit.task_ids) == ("periodic.run", "low", "nightly", [task_id])
+
+
+def test_pause_and_resume(redis_client, connection, inspector: Inspector) -> None:
+    declare(redis_client, connection)
+    ops = inspector.as_actor("alice")
+    assert ops.pause_periodic("ping") is True
+    assert ops.pause_periodic("ping") is False
+    entry = inspector.periodic_entry("ping")
+    assert entry.paused and entry.paused_by == "alice" and entry.paused_at is not None
+    assert ops.resume_periodic("ping") is True
+    assert ops.resume_periodic("ping") is False
+    assert not inspector.periodic_entry("ping").paused
+    actions = [(a.actor, a.action, a.state) for a in inspector.audit_log()]
+    assert actions[:4] == [("alice", "periodic.resume", "ping")] * 2 + [("alice", "periodic.pause", "ping")] * 2
+
+
+@pytest.mark.parametrize("method", ["periodic_entry", "pause_periodic", "resume_periodic", "run_periodic"])
+def test_unknown_entries_are_not_found(redis_client, connection, inspector: Inspector, method: str) -> None:
+    declare(redis_client, connection)
+    with pytest.raises(PeriodicEntryNotFound, match="no periodic entry named 'nope'"):
+        getattr(inspector, method)("nope")
+
+
+def test_an_entry_whose_declaration_lapsed_is_not_listed(redis_client, connection, inspector: Inspector) -> None:
+    declare(redis_client, connection)
+    redis_client.zadd(connection.keys.periodic, {"ping/default": 1})  # its last worker went away long ago
+    assert [e.name for e in inspector.periodic_entries()] == ["nightly"]
+    with pytest.raises(PeriodicEntryNotFound):
+        inspector.run_periodic("ping")
