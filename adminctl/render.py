@@ -18,6 +18,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from queuecore.core.flow import LimitInfo
 from queuecore.core.inspector import TaskPage
 from queuecore.core.message import (
     AttemptInfo,
@@ -268,6 +269,21 @@ def queue_list_table(queues: Sequence[QueueInfo]) -> FitTable:
     return FitTable(columns, rows)
 
 
+def limits_table(limits: Sequence[LimitInfo]) -> FitTable:
+    """``queue limits``: each limited task type (per limit key in use) with its running/limit, the
+    tasks waiting for a slot and the starts in the current rate window."""
+    columns = [Column("type", shrink=2, min_width=8), Column("key", shrink=2, min_width=4),
+               Column("running", "right"), Column("waiting", "right"), Column("rate window", "right")]
+    rows = []
+    for limit in limits:
+        for use in limit.usage:
+            running = f"{use.running}/{limit.concurrency_limit}" if limit.concurrency_limit else "-"
+            rate = f"{use.rate_used}/{limit.rate_limit} per {limit.rate_window:g}s" if limit.rate_limit else "-"
+            rows.append([_user(limit.type, 60), _user(use.key or "-", 40), Text(running), Text(str(use.waiting)),
+                         Text(rate)])
+    return FitTable(columns, rows)
+
+
 SPARK = "▁▂▃▄▅▆▇█"
 
 
@@ -285,6 +301,9 @@ def queue_detail(q: QueueInfo, minutes: Sequence[DailyStats] | None = None, *, c
     grid.add_column()
     grid.add_row("Queue", Text.assemble((escape(q.name), "bold"), "  ",
                                         ("paused", "bold yellow") if q.paused else ("running", "green")))
+    if q.paused and (q.paused_until or q.paused_by):
+        until = f"until {q.paused_until.isoformat(timespec='seconds')}" if q.paused_until else "until unpaused"
+        grid.add_row("Paused", f"{until}" + (f", by {escape(q.paused_by)}" if q.paused_by else ""))
     grid.add_row("Size", Text(f"{human_count(q.size)} (every state but completed)"))
     grid.add_row("States", StateBar({s: getattr(q, s) for s in STATES}, label="", color=color))
     grid.add_row("Latency", human_duration(q.latency) + " (age of the oldest pending task)" if q.pending else "-")
@@ -397,6 +416,10 @@ def task_detail(t: TaskInfo, now: float) -> RenderableType:
     grid.add_row("Type", escape(t.type))
     grid.add_row("State", _state(t.state.value))
     grid.add_row("Retried", _tries(t))
+    if t.snoozed:
+        grid.add_row("Snoozed", f"{t.snoozed} time(s) (not retries)")
+    if t.waiting:
+        grid.add_row("Held back", Text(f"by the {t.waiting}", style="yellow"))
     grid.add_row("Enqueued", timestamp(t.enqueued_at, now))
     if t.next_process_at and t.state in DUE_STATES:
         grid.add_row("Due", timestamp(t.next_process_at, now))

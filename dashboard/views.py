@@ -40,6 +40,7 @@ from .access import OPERATE, dashboard_access
 from .charts import RANGES, build_chart, sum_series
 from .forms import ACTION_DONE, TaskActionForm, TaskFilterForm
 from .inspector import inspector_for
+from .templatetags.queuecore_dashboard import qc_duration
 
 P = "queuecore_dashboard/"
 
@@ -182,7 +183,7 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
     queues = ins.all_queue_info()
     return render(request, P + "overview.html", _base(
         request, queues=queues, totals=_totals(queues), **_capacity(ins.servers()),
-        **_chart(ins, _range(request)), audit=ins.audit_log(limit=6), nav="overview"))
+        **_chart(ins, _range(request)), audit=ins.audit_log(limit=6), limits=ins.limits(), nav="overview"))
 
 
 @page
@@ -237,11 +238,20 @@ def queue_header(request: HtmxHttpRequest, qname: str) -> HttpResponse:
                     _base(request, info=inspector_for(request).queue_info(qname), state=state, qname=qname))
 
 
+# A timed pause's choices (the form's "for" field, seconds): it resumes by itself after that long.
+PAUSE_CHOICES = {"": None, "300": 300, "900": 900, "1800": 1800, "3600": 3600, "14400": 14400, "86400": 86400}
+
+
 @action
 def queue_pause(request: HtmxHttpRequest, qname: str) -> HttpResponse:
     ins = inspector_for(request)
-    ins.pause_queue(qname)
-    messages.success(request, f"Queue {qname} paused: workers stop taking its tasks; running ones finish.")
+    choice = request.POST.get("for", "")
+    if choice not in PAUSE_CHOICES:
+        raise ConfigurationError(f"pause for {choice!r}: choose one of the offered durations")
+    for_ = PAUSE_CHOICES[choice]
+    ins.pause_queue(qname, for_=for_)
+    until = f" for {qc_duration(for_)}, then it resumes by itself" if for_ else ""
+    messages.success(request, f"Queue {qname} paused{until}: workers stop taking its tasks; running ones finish.")
     return _queue_changed(request, ins, qname)
 
 

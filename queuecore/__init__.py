@@ -35,6 +35,7 @@ from queuecore.core.errors import (
     TaskTimeout,
     WrongKeyType,
 )
+from queuecore.core.flow import LimitInfo, LimitUsage, Snooze
 from queuecore.core.inspector import Inspector
 from queuecore.core.message import (
     AuditEntry,
@@ -65,6 +66,8 @@ __all__ = [
     "InvalidOption",
     "InvalidPayload",
     "InvalidTaskState",
+    "LimitInfo",
+    "LimitUsage",
     "NoWorkerForTask",
     "PayloadMismatch",
     "PeriodicEntryNotFound",
@@ -75,6 +78,7 @@ __all__ = [
     "RedisFull",
     "ServerInfo",
     "SkipRetry",
+    "Snooze",
     "SystemClock",
     "TaskCancelled",
     "TaskContext",

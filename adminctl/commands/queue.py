@@ -1,4 +1,4 @@
-"""``adminctl queue ls|inspect|history|pause|unpause|remove``."""
+"""``adminctl queue ls|inspect|history|pause|unpause|remove|limits``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from queuecore.core.errors import QueueNotEmpty
 
 from ..app import App
 from ..fmt import escape, human_count
-from ..options import json_option, yes_option
-from ..render import HistoryChart, queue_detail, queue_list_table
+from ..options import Duration, json_option, yes_option
+from ..render import HistoryChart, limits_table, queue_detail, queue_list_table
 
 
 @click.group()
@@ -92,22 +92,54 @@ def queue_history(app: App, name: str, days: int) -> None:
 
 @queue.command("pause")
 @click.argument("name", metavar="QUEUE")
+@click.option("--for", "for_", type=Duration(), metavar="S",
+              help="Resume by itself after this long (e.g. 90, 30m, 2h, 1h30m).")
 @json_option
 @click.pass_obj
-def queue_pause(app: App, name: str) -> None:
+def queue_pause(app: App, name: str, for_: float | None) -> None:
     """Pause a queue (running tasks finish).
 
-    Workers stop taking its tasks until `queue unpause`.
+    Workers stop taking its tasks until `queue unpause`, or for a while with --for.
 
     \b
-    Example:
+    Examples:
       adminctl queue pause low
+      adminctl queue pause low --for 30m
     """
-    app.inspector.pause_queue(name)
+    app.inspector.pause_queue(name, for_=for_)
+    info = app.inspector.queue_info(name)
+    until = info.paused_until.isoformat() if info.paused_until else None
     if app.json:
-        app.terminal.json({"queue": name, "paused": True})
+        app.terminal.json({"queue": name, "paused": True, **({"paused_until": until} if until else {})})
+    elif until:
+        app.terminal.success(f"paused queue {escape(name)} until {until}: workers take no new tasks from it "
+                             "until then")
     else:
         app.terminal.success(f"paused queue {escape(name)}: workers take no new tasks from it")
+
+
+@queue.command("limits")
+@json_option
+@click.pass_obj
+def queue_limits(app: App) -> None:
+    """Task types with a concurrency or rate limit, and their use now.
+
+    Per type (and per limit key in use): tasks running of the limit, tasks waiting for a slot,
+    and starts in the current rate window of the rate. From the limits live workers publish.
+
+    \b
+    Examples:
+      adminctl queue limits
+      adminctl queue limits --json | jq '.[] | select(.concurrency_limit > 0)'
+    """
+    limits = app.inspector.limits()
+    if app.json:
+        app.terminal.json([limit.to_dict() for limit in limits])
+        return
+    if not limits:
+        app.terminal.warning("no live worker publishes a task type with limits")
+        return
+    app.terminal.print(limits_table(limits))
 
 
 @queue.command("unpause")

@@ -36,6 +36,7 @@ from typing import Any
 
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.errors import ConfigurationError, InvalidOption
+from queuecore.core.errors import Snooze as Snooze  # re-exported: flow control in one import
 from queuecore.core.keys import Keys, LimitKeys, QueueKeys
 from queuecore.core.limits import MAX_DURATION, Range
 from queuecore.core.scripts import Scripts

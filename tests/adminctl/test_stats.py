@@ -37,6 +37,7 @@ TOTALS_KEYS = {"pending", "active", "scheduled", "retry", "archived", "completed
 QUEUE_KEYS = {"name", "paused", "pending", "active", "scheduled", "retry", "archived", "completed", "latency",
               "memory_bytes", "processed_today", "failed_today", "processed_total", "failed_total", "size",
               "error_rate"}
+QUEUE_KEYS |= {"paused_until", "paused_by"}  # a timed pause's end, and who paused it
 
 
 def seed(client: Client, inspector: Inspector) -> None:
