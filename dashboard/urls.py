@@ -13,7 +13,7 @@ from django.urls import path, register_converter
 from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
 
-from . import views
+from . import periodic_views, views
 
 _NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 
@@ -86,6 +86,8 @@ urlpatterns = [
     path("servers/", views.servers, name="servers"),
     path("redis/", views.redis_page, name="redis"),
     path("audit/", views.audit, name="audit"),
+    path("periodic/", periodic_views.periodic, name="periodic"),
+    path("periodic/_/<str:name>/<str:verb>/", periodic_views.periodic_action, name="periodic_action"),
     path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/", views.task_detail, name="task"),
     path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/<qc_task_verb:verb>/", views.task_action, name="task_action"),
     path("<qc_queue:qname>/<qc_state:state>/", views.queue_state, name="queue_state"),
