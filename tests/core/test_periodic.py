@@ -316,3 +316,13 @@ def test_a_worker_refuses_an_entry_whose_payload_does_not_fit_its_handler(make_w
 
     with pytest.raises(ConfigurationError, match="periodic entry 'tick': payload"):
         make_worker(start=False, periodic={"tick": {"task": "demo.tick", "every": 1, "payload": {"m": 1}}})
+
+
+def test_an_entry_takes_its_handlers_defaults_under_its_own(make_worker, registry) -> None:
+    @task(name="demo.report", registry=registry, queue="low", max_retry=2, timeout=60)
+    def report(n: int = 0) -> None:
+        pass
+
+    worker = make_worker(start=False, periodic={"r": {"task": "demo.report", "every": 60, "max_retry": 5}})
+    [entry] = worker.scheduler.entries
+    assert (entry.queue, entry.options) == ("low", {"queue": "low", "max_retry": 5, "timeout": 60})

@@ -34,3 +34,11 @@ def test_periodic_must_be_a_dict(settings, redis_url) -> None:
     settings.QUEUECORE = {"REDIS_URL": redis_url, "PERIODIC": "0 3 * * *"}
     [message] = check_settings()
     assert message.id == "queuecore.E007" and "PERIODIC must be a dict" in message.msg
+
+
+def test_runworker_refuses_a_bad_entry(settings, redis_url) -> None:
+    from django.core.management import CommandError, call_command
+
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "PERIODIC": {"nightly": {"task": "t", "cron": "0 3 * *"}}}
+    with pytest.raises(CommandError, match=r"QUEUECORE\['PERIODIC'\]: periodic entry 'nightly': invalid cron"):
+        call_command("runworker")
