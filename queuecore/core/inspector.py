@@ -218,11 +218,12 @@ class Inspector:
             pipe.llen(q.pending)
             for state in ZSET_STATES:
                 pipe.zcard(q.state_key(state))
-            pipe.get(q.paused)  # "1", or when a timed pause ends (unix ms)
+            pipe.exists(q.paused)
             pipe.lindex(q.pending, -1)
             pipe.hmget(q.stats, "processed", "failed", f"processed:{day}", f"failed:{day}")
+            pipe.pttl(q.paused)  # a timed pause expires when it ends (any key type answers)
         replies = pipe.execute()
-        step = 9  # llen, 5 zcard, exists, lindex, hmget
+        step = 10  # llen, 5 zcard, exists, lindex, hmget, pttl
         infos = []
         oldest_ids = [replies[i * step + 7] for i in range(len(queues))]
         pipe = self.redis.pipeline(transaction=False)
@@ -241,7 +242,8 @@ class Inspector:
                 retry=_int(r[3]), archived=_int(r[4]), completed=_int(r[5]), latency=latency,
                 memory_bytes=memory[i], processed_today=processed_today, failed_today=failed_today,
                 processed_total=processed_total, failed_total=failed_total,
-                paused_until=_paused_until(r[6]), paused_by=paused_by.get(q.queue),
+                paused_until=ms_to_datetime(to_ms(now) + r[9]) if r[6] and r[9] > 0 else None,
+                paused_by=paused_by.get(q.queue),
             ))
         return infos
 
@@ -974,13 +976,3 @@ def _pending_since_ms(q: QueueKeys, task_id: str | None, row: Any) -> int:
         return to_ms(TaskMessage.decode(task_id, q.queue, msg).enqueued_at)
     except TaskDecodeError:
         return 0
-
-
-def _paused_until(raw: Any) -> datetime | None:
-    """When a timed pause ends, from the ``paused`` key's value (``"1"``: no end)."""
-    if not raw or raw in ("1", b"1"):
-        return None
-    try:
-        return ms_to_datetime(int(raw))
-    except (ValueError, TypeError, OverflowError):
-        return None

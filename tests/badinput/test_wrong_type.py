@@ -164,6 +164,36 @@ CASES = [
          lambda s, q: s.periodic_register(["e/default"], now_ms=NOW, until_ms=NOW + 1)),
 ]
 
+# Flow control (flow.py): parking, waking, the limit scripts (keys tagged {lim:<type>}).
+LIMIT = "test.task"
+
+
+def _lim(q: QueueKeys) -> Any:
+    return Keys(q.prefix).limit(LIMIT)
+
+
+CASES += [
+    Case("park/task-hash", lambda q: q.task("a1"),
+         lambda s, q: s.park(q, "a1", 3, now_ms=NOW, due_ms=NOW + 5, snooze=True)),
+    Case("park/active", lambda q: q.active, lambda s, q: s.park(q, "a1", 3, now_ms=NOW, due_ms=NOW + 5, snooze=True)),
+    Case("park/scheduled", lambda q: q.scheduled,
+         lambda s, q: s.park(q, "a1", 3, now_ms=NOW, due_ms=NOW + 5, snooze=False, waiting="limit")),
+    Case("limit_wake/scheduled", lambda q: q.scheduled, lambda s, q: s.limit_wake(q, ["s1"], now_ms=NOW)),
+    Case("limit_wake/pending", lambda q: q.pending, lambda s, q: s.limit_wake(q, ["s1"], now_ms=NOW)),
+    Case("limit_acquire/running", lambda q: _lim(q).running(),
+         lambda s, q: s.limit_acquire(_lim(q), "default a1", key="", now_ms=NOW, expires_ms=NOW + 1000,
+                                      concurrency=1, rate=1, window_ms=1000)),
+    Case("limit_acquire/cursor", lambda q: _lim(q).cursor,
+         lambda s, q: s.limit_acquire(_lim(q), "default a1", key="", now_ms=NOW, expires_ms=NOW + 1000,
+                                      concurrency=1, rate=1, window_ms=1000)),
+    Case("limit_wait/waiting", lambda q: _lim(q).waiting(),
+         lambda s, q: s.limit_wait(_lim(q), "default a1", key="", now_ms=NOW, concurrency=1)),
+    Case("limit_release/running", lambda q: _lim(q).running(),
+         lambda s, q: s.limit_release(_lim(q), ["default a1"], key="", now_ms=NOW, concurrency=1)),
+    Case("limit_extend/running", lambda q: _lim(q).running(),
+         lambda s, q: s.limit_extend(_lim(q), ["default a1"], key="", expires_ms=NOW + 1000)),
+]
+
 
 @pytest.fixture
 def raw(redis_url: str) -> redis.Redis:
@@ -194,7 +224,9 @@ def test_every_script_has_a_wrong_type_case() -> None:
 
     # repair.lua belongs to the recovery work; heartbeat.lua replaces the process's own key whatever
     # it holds (its first write is a DEL), so it has nothing to refuse.
-    assert set(SCRIPT_NAMES) - covered <= {"repair", "heartbeat"}
+    # admin_pause.lua's refusal (a paused key that is no STRING) is in tests/core/test_timed_pause.py:
+    # make_wrong turns a missing key into a STRING, the very type it wants.
+    assert set(SCRIPT_NAMES) - covered <= {"repair", "heartbeat", "admin_pause"}
 
 
 @pytest.mark.parametrize("registered", [False, True], ids=["pipeline", "single-call"])

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from queuecore import Inspector, task
+from queuecore import Inspector, WrongKeyType, task
 from queuecore.core.errors import InvalidOption
 from tests.conftest import wait_until
 from tests.core.worker_support import let_worker_run, wait_state
@@ -72,3 +72,18 @@ def test_pause_duration_is_checked(client, inspector, registry, bad):
     with pytest.raises(InvalidOption):
         inspector.pause_queue("q", for_=bad)
     assert not inspector.queue_info("q").paused
+
+
+def test_a_paused_key_of_another_type_is_refused_and_still_reads_as_paused(client, inspector, registry,
+                                                                           redis_client):
+    @task(name="t.noop", registry=registry)
+    def noop() -> None: ...
+
+    client.enqueue(noop, {}, queue="q")
+    q = inspector.keys.queue("q")
+    redis_client.rpush(q.paused, "garbage")  # corrupt: a LIST where a STRING belongs
+    with pytest.raises(WrongKeyType):
+        inspector.pause_queue("q", for_=60)
+    assert redis_client.lrange(q.paused, 0, -1) == ["garbage"]  # nothing written
+    info = inspector.queue_info("q")
+    assert (info.paused, info.paused_until) == (True, None)
