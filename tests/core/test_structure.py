@@ -16,6 +16,7 @@ from queuecore.core.leases import LeaseRenewer
 from queuecore.core.processor import Processor
 from queuecore.core.recorder import Recorder
 from queuecore.core.recoverer import Recoverer
+from queuecore.core.scheduler import Scheduler
 from queuecore.core.subscriber import Subscriber
 
 CORE = Path(__file__).resolve().parents[2] / "queuecore" / "core"
@@ -96,7 +97,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 
 @pytest.mark.parametrize("component", [Processor, Recorder, Acker, LeaseRenewer, Heartbeater, Subscriber,
-                                       Forwarder, Recoverer, Janitor])
+                                       Forwarder, Recoverer, Janitor, Scheduler])
 def test_no_component_takes_the_whole_worker(component: type) -> None:
     params = inspect.signature(component.__init__).parameters
     assert "worker" not in params and "processor" not in params
