@@ -8,7 +8,7 @@ connection use the ``QUEUECORE`` setting's (``_django_connection`` below); other
 
 import sys
 
-from queuecore.core.client import Client, enqueue, get_default_client, set_default_client_factory
+from queuecore.core.client import Client, enqueue, get_default_client, result, set_default_client_factory
 from queuecore.core.clock import Clock, FakeClock, SystemClock
 from queuecore.core.config import ConnectionConfig, WorkerConfig, default_retry_delay, set_connection_provider
 from queuecore.core.context import TaskContext, current_task
@@ -27,12 +27,17 @@ from queuecore.core.errors import (
     QueueNotEmpty,
     QueueNotFound,
     RedisFull,
+    ResultNotKept,
+    ResultTimeout,
     SkipRetry,
     TaskCancelled,
     TaskDecodeError,
+    TaskFailed,
     TaskIdConflict,
     TaskNotFound,
     TaskTimeout,
+    TaskWasArchived,
+    TaskWasCancelled,
     WrongKeyType,
 )
 from queuecore.core.flow import LimitInfo, LimitUsage, Snooze
@@ -47,6 +52,7 @@ from queuecore.core.message import (
     WorkerInfo,
 )
 from queuecore.core.registry import TaskRegistry, TaskRequest, default_registry
+from queuecore.core.results import TaskHandle
 from queuecore.core.states import TaskState
 from queuecore.core.task import TaskFunction, task
 from queuecore.core.worker import Worker
@@ -76,6 +82,8 @@ __all__ = [
     "QueueNotFound",
     "QueuecoreError",
     "RedisFull",
+    "ResultNotKept",
+    "ResultTimeout",
     "ServerInfo",
     "SkipRetry",
     "Snooze",
@@ -83,7 +91,9 @@ __all__ = [
     "TaskCancelled",
     "TaskContext",
     "TaskDecodeError",
+    "TaskFailed",
     "TaskFunction",
+    "TaskHandle",
     "TaskIdConflict",
     "TaskInfo",
     "TaskNotFound",
@@ -91,6 +101,8 @@ __all__ = [
     "TaskRequest",
     "TaskState",
     "TaskTimeout",
+    "TaskWasArchived",
+    "TaskWasCancelled",
     "WaitingTaskInfo",
     "Worker",
     "WorkerConfig",
@@ -102,6 +114,7 @@ __all__ = [
     "enqueue",
     "enqueue_on_commit",
     "get_default_client",
+    "result",
     "set_default_client_factory",
     "task",
 ]

@@ -29,6 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "PREFETCH": None,  # tasks fetched ahead of free handlers; None = same as CONCURRENCY
     "SHUTDOWN_TIMEOUT": 25.0,
     "DEFAULT_MAX_RETRY": DEFAULT_MAX_RETRY,  # max_retry of a task enqueued without one (read by the client)
+    "DEFAULT_RETENTION": 0.0,  # seconds a result is kept when a task gives no retention; 0 = not kept
     "DEFAULT_TIMEOUT": 1800.0,
     "RETRY_DELAY": None,  # dotted path to f(retried, error) -> seconds
     "ERROR_HANDLER": None,  # dotted path to f(task_context, error)
@@ -59,7 +60,7 @@ _WORKER_KEYS = {
 
 
 _CONNECTION_KEYS = {"REDIS_URL": "redis_url", "KEY_PREFIX": "key_prefix", "MAX_PAYLOAD_BYTES": "max_payload_bytes",
-                    "DEFAULT_MAX_RETRY": "default_max_retry"}
+                    "DEFAULT_MAX_RETRY": "default_max_retry", "DEFAULT_RETENTION": "default_retention"}
 _SETTING_OF_FIELD = {field: key for key, field in {**_WORKER_KEYS, **_CONNECTION_KEYS}.items()}
 
 

@@ -7,10 +7,11 @@ worker was lost) puts the line in front and trims the field to ``ATTEMPT_HISTORY
 builds the line; ``parse_attempts`` reads the field back into ``AttemptInfo``s, oldest first.
 
 A line: ``{"attempt": n, "worker": "<server id>", "started_at": ms, "ended_at": ms, "result": r,
-"error": "Type: message"}`` with ``result`` one of ``completed``, ``retry`` (failed, to run again),
-``archived`` (failed for good, or cancelled); ``started_at`` is when the handler started (absent
-when it never started), and a lost attempt has ``fetched_at`` (when its worker fetched it) and no
-worker. Times are unix ms.
+"error": "Type: message", "error_type": "module.Class"}`` with ``result`` one of ``completed``,
+``retry`` (failed, to run again), ``archived`` (failed for good, or cancelled); ``started_at`` is
+when the handler started (absent when it never started), a lost attempt has ``fetched_at`` (when
+its worker fetched it) and no worker, and ``error_type`` is the class path of a failed attempt's
+error (absent when the core ended it for a reason of its own). Times are unix ms.
 
 Pure: imports only the standard library and ``message``.
 """
@@ -26,6 +27,7 @@ from queuecore.core.message import AttemptInfo, ms_to_datetime
 ATTEMPT_HISTORY = 10  # attempts kept per task, newest first
 ATTEMPT_HISTORY_BYTES = 8192  # at most this many bytes of history per task (older lines dropped first)
 ATTEMPT_ERROR_CHARS = 300  # of an attempt's error, the first line is kept, cut to this many characters
+ATTEMPT_LINE_ERROR_CHARS = ATTEMPT_ERROR_CHARS + 80  # what a history line keeps of it (a little more)
 _WORKER_CHARS = 200
 
 RESULTS = ("completed", "retry", "archived")
@@ -51,7 +53,7 @@ def error_summary(error: BaseException | None) -> str | None:
 
 
 def attempt_line(*, number: int, worker: str, result: str, ended_ms: int, started_ms: int | None = None,
-                 fetched_ms: int | None = None, error: str | None = None) -> str:
+                 fetched_ms: int | None = None, error: str | None = None, error_type: str | None = None) -> str:
     """One attempt as the JSON line the scripts store (compact, on one line, bounded)."""
     entry: dict[str, Any] = {"attempt": number, "worker": worker[:_WORKER_CHARS], "result": result}
     if started_ms is not None:
@@ -60,7 +62,9 @@ def attempt_line(*, number: int, worker: str, result: str, ended_ms: int, starte
         entry["fetched_at"] = fetched_ms
     entry["ended_at"] = ended_ms
     if error:
-        entry["error"] = one_line(error, ATTEMPT_ERROR_CHARS + 80)
+        entry["error"] = one_line(error, ATTEMPT_LINE_ERROR_CHARS)
+    if error_type:
+        entry["error_type"] = error_type[:_WORKER_CHARS]
     return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -75,7 +79,8 @@ def parse_attempts(text: str | None) -> list[AttemptInfo]:
             out.append(AttemptInfo(
                 number=int(d["attempt"]), result=str(d["result"]), error=_opt_str(d.get("error")),
                 worker=_opt_str(d.get("worker")), started_at=ms_to_datetime(d.get("started_at")),
-                ended_at=ms_to_datetime(d.get("ended_at")), fetched_at=ms_to_datetime(d.get("fetched_at"))))
+                ended_at=ms_to_datetime(d.get("ended_at")), fetched_at=ms_to_datetime(d.get("fetched_at")),
+                error_type=_opt_str(d.get("error_type"))))
         except (ValueError, KeyError, TypeError, OverflowError, OSError):
             continue
     return out

@@ -29,9 +29,10 @@ from queuecore.core.errors import (
 )
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
 from queuecore.core.limits import MAX_DURATION, MAX_RETRY, PROCESS_IN, RETENTION, TIMEOUT, UNIQUE_FOR, Range
-from queuecore.core.message import TaskInfo, TaskMessage, encode_payload, seconds_to_datetime
+from queuecore.core.message import TaskMessage, encode_payload, seconds_to_datetime
 from queuecore.core.redis_errors import broker_errors, full_message, is_out_of_memory, is_wrong_type, wrong_type_message
 from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry
+from queuecore.core.results import Results, TaskHandle
 from queuecore.core.scripts import EnqueueItem, Scripts
 from queuecore.core.states import TaskState
 
@@ -87,15 +88,18 @@ class _Prepared:
         self.unique_key = unique_key
         self.unique_ttl = unique_ttl
 
-    def info(self) -> TaskInfo:
+    def info(self, results: Results) -> TaskHandle:
+        """The task as enqueued, bound to ``results`` (its handle)."""
         m = self.message
-        return TaskInfo(
+        handle = TaskHandle(
             id=m.id, queue=m.queue, type=m.type, payload=m.payload, max_retry=m.max_retry, timeout=m.timeout,
             state=TaskState.SCHEDULED if self.process_at else TaskState.PENDING,
             next_process_at=_datetime(self.process_at or m.enqueued_at),
             enqueued_at=_datetime(m.enqueued_at), deadline=seconds_to_datetime(m.deadline),
             retention=m.retention, unique_key=m.unique_key,
         )
+        object.__setattr__(handle, "_results", results)
+        return handle
 
 
 class Client:
@@ -103,7 +107,8 @@ class Client:
 
     ``Client(redis_url=..., key_prefix=...)``; or pass a ``ConnectionConfig`` or an existing
     ``redis.Redis`` (which the client then does not close). A task enqueued without ``max_retry``
-    (in the call or its ``@task``) gets the connection's ``default_max_retry``.
+    (in the call or its ``@task``) gets the connection's ``default_max_retry``, one without
+    ``retention`` its ``default_retention``.
     """
 
     def __init__(self, redis_url: str | None = None, key_prefix: str | None = None, *,
@@ -122,9 +127,11 @@ class Client:
         self._valid_names: set[tuple[str, str]] = set()
         self._queue_keys: dict[str, QueueKeys] = {}
         self._lock = threading.Lock()
+        self.results = Results(connection, self.redis, self.scripts)
 
     def close(self) -> None:
-        """Close the Redis connection if this client created it."""
+        """Close the Redis connection if this client created it (and the connections of blocking waits)."""
+        self.results.close()
         if self._owns_redis:
             self.redis.close()
 
@@ -169,7 +176,7 @@ class Client:
             process_at = now + _seconds(options["process_in"], "process_in", PROCESS_IN)
         if process_at is not None and process_at <= now:
             process_at = None  # due already: straight to pending
-        retention = 0.0
+        retention = self.connection.default_retention
         if options.get("retention") is not None:
             retention = _seconds(options["retention"], "retention", RETENTION)
         unique_key = None
@@ -269,14 +276,20 @@ class Client:
                 self._registered_queues[q] = now + _QUEUE_REGISTRATION_TTL
         return fresh
 
+    def result(self, result_id: str) -> TaskHandle:
+        """The task a result id names (``TaskHandle.result_id``: ``"<queue>/<task id>"``; a bare task id
+        is looked for in every queue), as it is now; ``TaskNotFound`` when there is none."""
+        return self.results.lookup(result_id)
+
     def check(self, task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> None:
         """Validate a task as ``enqueue`` would, without sending it; raises the same errors."""
         self._prepare(task, payload, options, self.clock.now())
 
     # -- enqueueing -------------------------------------------------------------------------------
 
-    def enqueue(self, task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:
-        """Enqueue one task; returns its ``TaskInfo``.
+    def enqueue(self, task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> TaskHandle:
+        """Enqueue one task; returns its ``TaskHandle`` (a ``TaskInfo`` of the task as enqueued, with
+        ``result_id`` and ``get``/``wait`` for its outcome).
 
         Options (keyword-only): ``queue``, ``max_retry``, ``timeout``, ``deadline``, ``process_at``,
         ``process_in``, ``unique_for``, ``task_id``, ``retention``; each has a documented range
@@ -290,10 +303,10 @@ class Client:
         if isinstance(reply, QueuecoreError):
             raise reply
         Scripts.check_enqueue(reply, prepared.message.id, prepared.message.queue)
-        return prepared.info()
+        return prepared.info(self.results)
 
     def enqueue_many(self, requests: Iterable[TaskRequest | tuple[str, dict[str, Any] | None]],
-                     **options: Any) -> list[TaskInfo]:
+                     **options: Any) -> list[TaskHandle]:
         """Enqueue a batch in one round-trip. ``options`` apply to every request without its own.
 
         Invalid input stores nothing: every request is validated before anything is sent (and the
@@ -320,14 +333,14 @@ class Client:
         if not prepared:
             return []
         replies = self._send(prepared, now)
-        enqueued: list[TaskInfo] = []
+        enqueued: list[TaskHandle] = []
         errors: dict[int, QueuecoreError] = {}
         for index, (p, reply) in enumerate(zip(prepared, replies, strict=True)):
             try:
                 if isinstance(reply, QueuecoreError):
                     raise reply
                 Scripts.check_enqueue(reply, p.message.id, p.message.queue)
-                enqueued.append(p.info())
+                enqueued.append(p.info(self.results))
             except QueuecoreError as exc:
                 errors[index] = exc
         if errors:
@@ -382,6 +395,11 @@ def get_default_client() -> Client:
         return _default_client
 
 
-def enqueue(task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> TaskInfo:
+def enqueue(task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> TaskHandle:
     """Enqueue a task on the default client: ``enqueue("demo.sleep", {"seconds": 2}, queue="low")``."""
     return get_default_client().enqueue(task, payload, **options)
+
+
+def result(result_id: str) -> TaskHandle:
+    """The task a result id names, on the default client: ``result("low/5f13...").get(timeout=10)``."""
+    return get_default_client().result(result_id)

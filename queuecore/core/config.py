@@ -59,6 +59,8 @@ class ConnectionConfig:
     connect_timeout: float = 2.0
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     default_max_retry: int = DEFAULT_MAX_RETRY  # a task's max_retry when neither it nor its enqueue gives one
+    # Seconds a task's result is kept when neither it nor its enqueue gives a retention; 0 = not kept.
+    default_retention: float = 0.0
 
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
@@ -68,7 +70,7 @@ class ConnectionConfig:
                 f"invalid Redis URL {redact_url(str(self.redis_url))!r}: use redis://, rediss:// or unix://")
         for name, allowed in (("socket_timeout", limits.SOCKET_TIMEOUT), ("connect_timeout", limits.SOCKET_TIMEOUT),
                               ("max_payload_bytes", limits.MAX_PAYLOAD_BYTES),
-                              ("default_max_retry", limits.MAX_RETRY)):
+                              ("default_max_retry", limits.MAX_RETRY), ("default_retention", limits.RETENTION)):
             object.__setattr__(self, name, allowed.check(getattr(self, name), name))
 
     @classmethod

@@ -79,6 +79,59 @@ class TaskDecodeError(QueuecoreError, ValueError):
     """Stored task data could not be decoded."""
 
 
+class TaskFailed(QueuecoreError):
+    """A task ended without a result: archived after an attempt failed for good (its retries spent,
+    ``SkipRetry``, a payload that does not fit its handler, a worker lost too often). Raised by
+    ``TaskHandle.get``.
+
+    It carries the remote error: ``error_type``, the class path of the exception the handler raised
+    (``"myapp.mail.SMTPError"``; None when the core archived the task for a reason of its own, such as
+    its worker being lost), ``error_message``, ``traceback`` (the handler's frames, ``""`` when there
+    were none), ``error`` (the whole text stored on the task) and ``task`` (its final ``TaskInfo``).
+    ``reason`` says how it ended: ``"failed"``, ``"cancelled"`` (``TaskWasCancelled``) or
+    ``"archived"`` (``TaskWasArchived``).
+    """
+
+    reason = "failed"
+
+    def __init__(self, message: str, *, task_id: str, queue: str, error_type: str | None = None,
+                 error_message: str = "", traceback: str = "", error: str = "", task: Any = None) -> None:
+        super().__init__(message)
+        self.task_id = task_id
+        self.queue = queue
+        self.error_type = error_type
+        self.error_message = error_message
+        self.traceback = traceback
+        self.error = error
+        self.task = task
+
+
+class TaskWasCancelled(TaskFailed):
+    """An operator cancelled the task while it ran: it was archived as "cancelled by operator"."""
+
+    reason = "cancelled"
+
+
+class TaskWasArchived(TaskFailed):
+    """An operator archived the task before it could finish (its last error, if any, is carried)."""
+
+    reason = "archived"
+
+
+class WorkerLost(QueuecoreError):
+    """The error class of an attempt the core itself ended: its worker was lost (its lease expired),
+    or its task was archived by the repair pass (Django's task results name it in ``errors``)."""
+
+
+class ResultNotKept(QueuecoreError):
+    """The task keeps no result (its retention is 0), so there is nothing to wait for: enqueue it with
+    ``retention=`` or set the connection's ``default_retention`` (``QUEUECORE['DEFAULT_RETENTION']``)."""
+
+
+class ResultTimeout(QueuecoreError, TimeoutError):
+    """The task did not finish within the time a caller was willing to wait for it."""
+
+
 class SkipRetry(Exception):
     """Raise from a handler to archive the task at once instead of retrying it."""
 

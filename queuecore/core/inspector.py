@@ -72,7 +72,7 @@ AUDIT_MAX_ENTRIES = 10_000
 AUDIT_MAX_IDS = 100
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
 _TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since", "started_at", "completed_at",
-                "result", "cancel")
+                "result", "cancel", "archived_by")
 _DETAIL_FIELDS = (*_TASK_FIELDS, "attempts")  # one task read whole: with its attempt history (up to 8 KiB)
 _DETAIL_FIELDS = (*_DETAIL_FIELDS, "snoozed", "waiting")  # type: ignore[assignment]  # and its flow control
 
@@ -483,55 +483,7 @@ class Inspector:
 
     def _info(self, q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None, score: float | None,
               holders: dict[tuple[str, str], WorkerInfo | WaitingTaskInfo] | None = None) -> TaskInfo:
-        state_value = h.get("state") or state or "pending"
-        try:
-            m = TaskMessage.decode(task_id, q.queue, h.get("msg"))
-            decode_error = None
-        except TaskDecodeError as exc:
-            m = TaskMessage(id=task_id, type="?", payload={}, queue=q.queue)
-            decode_error = str(exc)
-        try:
-            task_state = TaskState(state_value)
-        except ValueError:
-            task_state = TaskState(state) if state else TaskState.PENDING
-        next_at = archived_at = None
-        if task_state in DUE_STATES and score is not None:
-            next_at = ms_to_datetime(score)
-        elif task_state is TaskState.PENDING:
-            # pending since its last move back to pending, else since it was enqueued
-            next_at = ms_to_datetime(h.get("pending_since")) or (
-                seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None)
-        elif task_state is TaskState.ARCHIVED and score is not None:
-            archived_at = ms_to_datetime(score)
-        started_at = ms_to_datetime(h.get("started_at"))
-        worker = fetched_at = None
-        if task_state is TaskState.ACTIVE:
-            # The hash holds when the task was fetched; its handler's start is in its worker's heartbeat.
-            fetched_at, started_at = started_at, None
-            holder = (holders or {}).get((q.queue, task_id))
-            if holder is not None:
-                worker = holder.server_id
-                if isinstance(holder, WorkerInfo):
-                    started_at = holder.started_at
-        result = None
-        if h.get("result"):
-            try:
-                result = loads(h["result"])
-            except ValueError:
-                result = h["result"]
-        return TaskInfo(
-            id=task_id, queue=q.queue, type=m.type, state=task_state, payload=m.payload,
-            retried=_int(h.get("retried")), max_retry=m.max_retry, last_error=h.get("error") or None,
-            last_failed_at=ms_to_datetime(h.get("failed_at")), next_process_at=next_at,
-            enqueued_at=seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None,
-            started_at=started_at, completed_at=ms_to_datetime(h.get("completed_at")),
-            archived_at=archived_at, timeout=m.timeout, deadline=seconds_to_datetime(m.deadline),
-            retention=m.retention, unique_key=m.unique_key, result=result, cancel_requested=bool(h.get("cancel")),
-            decode_error=decode_error, worker=worker, fetched_at=fetched_at,
-            attempts=parse_attempts(h.get("attempts")),
-            snoozed=_int(h.get("snoozed")),
-            waiting=(h.get("waiting") or None) if task_state is TaskState.SCHEDULED else None,
-        )
+        return task_info(q, task_id, h, state, score, holders)
 
     @translate
     def get_task(self, queue: str, task_id: str) -> TaskInfo:
@@ -934,6 +886,63 @@ class TaskCheck:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None = None,
+              score: float | None = None,
+              holders: dict[tuple[str, str], WorkerInfo | WaitingTaskInfo] | None = None) -> TaskInfo:
+    """A ``TaskInfo`` from the fields of a task HASH ``h``: ``state`` counts when the hash has none,
+    ``score`` is its score in its state's ZSET (due time, when archived), ``holders`` the live
+    heartbeat entries (an active task's worker and handler start)."""
+    state_value = h.get("state") or state or "pending"
+    try:
+        m = TaskMessage.decode(task_id, q.queue, h.get("msg"))
+        decode_error = None
+    except TaskDecodeError as exc:
+        m = TaskMessage(id=task_id, type="?", payload={}, queue=q.queue)
+        decode_error = str(exc)
+    try:
+        task_state = TaskState(state_value)
+    except ValueError:
+        task_state = TaskState(state) if state else TaskState.PENDING
+    next_at = archived_at = None
+    if task_state in DUE_STATES and score is not None:
+        next_at = ms_to_datetime(score)
+    elif task_state is TaskState.PENDING:
+        # pending since its last move back to pending, else since it was enqueued
+        next_at = ms_to_datetime(h.get("pending_since")) or (
+            seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None)
+    elif task_state is TaskState.ARCHIVED and score is not None:
+        archived_at = ms_to_datetime(score)
+    started_at = ms_to_datetime(h.get("started_at"))
+    worker = fetched_at = None
+    if task_state is TaskState.ACTIVE:
+        # The hash holds when the task was fetched; its handler's start is in its worker's heartbeat.
+        fetched_at, started_at = started_at, None
+        holder = (holders or {}).get((q.queue, task_id))
+        if holder is not None:
+            worker = holder.server_id
+            if isinstance(holder, WorkerInfo):
+                started_at = holder.started_at
+    result = None
+    if h.get("result"):
+        try:
+            result = loads(h["result"])
+        except ValueError:
+            result = h["result"]
+    return TaskInfo(
+        id=task_id, queue=q.queue, type=m.type, state=task_state, payload=m.payload,
+        retried=_int(h.get("retried")), max_retry=m.max_retry, last_error=h.get("error") or None,
+        last_failed_at=ms_to_datetime(h.get("failed_at")), next_process_at=next_at,
+        enqueued_at=seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None,
+        started_at=started_at, completed_at=ms_to_datetime(h.get("completed_at")),
+        archived_at=archived_at, timeout=m.timeout, deadline=seconds_to_datetime(m.deadline),
+        retention=m.retention, unique_key=m.unique_key, result=result, cancel_requested=bool(h.get("cancel")),
+        decode_error=decode_error, worker=worker, fetched_at=fetched_at,
+        attempts=parse_attempts(h.get("attempts")), archived_by=h.get("archived_by") or None,
+        snoozed=_int(h.get("snoozed")),
+        waiting=(h.get("waiting") or None) if task_state is TaskState.SCHEDULED else None,
+    )
 
 
 def _task_types(raw: Any) -> dict[str, TaskSignature] | None:

@@ -166,6 +166,16 @@ class QueueKeys:
         """HASH of one task: ``msg`` (encoded message), ``state`` and the mutable fields."""
         return self.task_prefix + task_id
 
+    @property
+    def done_prefix(self) -> str:
+        """The start of every wake LIST of this queue (``...:done:<id>``)."""
+        return self.base + "done:"
+
+    def done(self, task_id: str) -> str:
+        """LIST of wake tokens for callers waiting for one task's outcome: pushed (with a short TTL)
+        when a watched task turns final; waiters block on it (``results.py``)."""
+        return self.done_prefix + task_id
+
     def periodic(self, name: str) -> str:
         """HASH of one periodic entry whose fires go to this queue: ``def`` (JSON), ``mark`` (fire
         times up to it, unix ms, are claimed or skipped), ``next``, ``declared``, ``paused`` and the

@@ -227,6 +227,7 @@ class TaskInfo:
     # Its last attempts, oldest first (at most 10; ``attempts.py``): when each started, how long it
     # ran, on which worker, and how it ended.
     attempts: list[AttemptInfo] = field(default_factory=list)
+    archived_by: str | None = None  # "operator" when an operator archived it (not its last attempt)
     snoozed: int = 0  # times its handler snoozed it (``Snooze``): never counted as retries
     waiting: str | None = None  # scheduled because a concurrency or rate limit held it back: which
 
@@ -254,6 +255,7 @@ class AttemptInfo:
     started_at: datetime | None = None  # when its handler started; None when that is not known
     ended_at: datetime | None = None  # when it ended (for a lost worker: when its expired lease was found)
     fetched_at: datetime | None = None  # a lost attempt: when its worker fetched it
+    error_type: str | None = None  # a failed attempt: the class path of its error ("myapp.mail.SMTPError")
 
     @property
     def duration(self) -> float | None:

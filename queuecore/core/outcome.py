@@ -73,14 +73,16 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
             return Outcome("lost")
         if cancel_reason == CANCELLED_BY_OPERATOR:
             return Outcome("cancelled", error=exc)
-        return Outcome("failure", error=TaskTimeout(cancel_reason))  # the public error, for hooks and policies
+        # the public error, for hooks and policies, with the frames where the handler was interrupted
+        return Outcome("failure", error=TaskTimeout(cancel_reason).with_traceback(exc.__traceback__))
     if isinstance(exc, Snooze):
         return Outcome("snooze", exc.seconds)
     if isinstance(exc, (SkipRetry, PayloadMismatch)):  # a payload that does not fit: retrying cannot help
         return Outcome("skip_retry", error=exc)
     if not isinstance(exc, Exception):
         # KeyboardInterrupt, SystemExit or a stray CancelledError from the handler: a failure.
-        return Outcome("failure", error=RuntimeError(f"handler raised {type(exc).__name__}: {exc}"))
+        error = RuntimeError(f"handler raised {type(exc).__name__}: {exc}").with_traceback(exc.__traceback__)
+        return Outcome("failure", error=error)
     return Outcome("failure", error=exc)
 
 
@@ -103,14 +105,16 @@ class Decision:
 
     ``action``: ``done`` (acknowledge), ``retry`` (in ``retry_in`` seconds), ``archive``,
     ``requeue`` (hand back to pending, not an attempt) or ``nothing`` (the lease was lost: another
-    worker owns the task). ``error`` is the text to record; ``count_failure`` says whether the
-    archive counts as a failure in the statistics (a cancel does not).
+    worker owns the task). ``error`` is the text to record, ``error_type`` the class path of the error
+    (kept in the attempt history, so that a caller's ``TaskFailed`` names it); ``count_failure`` says
+    whether the archive counts as a failure in the statistics (a cancel does not).
     """
 
     action: Literal["done", "retry", "archive", "requeue", "nothing", "park"]
     error: str = ""
     retry_in: float = 0.0
     count_failure: bool = True
+    error_type: str | None = None
 
 
 def decide(outcome: Outcome, *, retried: int, max_retry: int, retry_delay: RetryPolicy,
@@ -132,12 +136,18 @@ def decide(outcome: Outcome, *, retried: int, max_retry: int, retry_delay: Retry
         return Decision("park", str(reason), retry_in=float(delay))
     error = outcome.error or RuntimeError("unknown error")
     if kind == "cancelled":
-        return Decision("archive", CANCELLED_BY_OPERATOR, count_failure=False)
+        return Decision("archive", CANCELLED_BY_OPERATOR, count_failure=False, error_type=class_path(TaskCancelled))
     exhausted = max_retry >= 0 and retried >= max_retry
     if kind == "failure" and not exhausted:
         return Decision("retry", format_error(error), retry_in=retry_delay_seconds(retry_delay, retried, error,
-                                                                                     task_id))
-    return Decision("archive", format_error(error))
+                                                                                     task_id),
+                        error_type=class_path(type(error)))
+    return Decision("archive", format_error(error), error_type=class_path(type(error)))
+
+
+def class_path(cls: type) -> str:
+    """``module.QualifiedName`` of a class (``builtins.ValueError``), as Django's task errors name them."""
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def retry_delay_seconds(policy: RetryPolicy, retried: int, error: BaseException, task_id: str = "?") -> float:

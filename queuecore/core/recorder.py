@@ -91,7 +91,7 @@ class Recorder:
                                          due_ms=to_ms(now + decision.retry_in), snooze=snooze,
                                          waiting=decision.error, attempt=line)
             line = self.attempt_line(running, "retry" if decision.action == "retry" else "archived", ended,
-                                     decision.error)
+                                     decision.error, decision.error_type)
             if decision.action == "retry":
                 retry_at[:] = [now + decision.retry_in]
                 return self.scripts.retry(q, running.id, running.lease, now_ms=now_ms,
@@ -116,11 +116,13 @@ class Recorder:
                                                   "qc_type": running.message.type, "qc_attempt": running.retried + 1,
                                                   "qc_action": decision.action})
 
-    def attempt_line(self, running: Running, result: str, ended: float, error: str | None = None) -> str:
+    def attempt_line(self, running: Running, result: str, ended: float, error: str | None = None,
+                     error_type: str | None = None) -> str:
         """The attempt's line for the task's attempt history (``attempts.py``)."""
         return attempt_line(number=running.retried + 1, worker=self.worker_id, result=result,
                             ended_ms=to_ms(ended), started_ms=running.handler_started_ms,
-                            fetched_ms=None if running.begun else to_ms(running.fetched), error=error)
+                            fetched_ms=None if running.begun else to_ms(running.fetched), error=error,
+                            error_type=error_type)
 
     def log(self, running: Running, kind: str, accepted: bool) -> None:
         """Log a written outcome: a warning when the lease was lost meanwhile, else at debug level."""

@@ -8,6 +8,7 @@ behind the shared prelude ``lua/_lib.lua`` (see ``script_source``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -39,7 +40,7 @@ from queuecore.core.redis_errors import full_message, is_out_of_memory, is_wrong
 SCRIPT_NAMES: tuple[str, ...] = (
     "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
     "janitor", "repair", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
-    "admin_run_all", "admin_archive_all", "admin_delete_all", "heartbeat", "heartbeat_index", "audit",
+    "admin_run_all", "admin_archive_all", "admin_delete_all", "heartbeat", "heartbeat_index", "audit", "result",
 )
 SCRIPT_NAMES += ("periodic_sync", "periodic_fire", "periodic_forget", "admin_periodic_pause", "periodic_register")
 PERIODIC_INDEX_SCRIPTS = ("periodic_register",)  # the periodic entries' index <prefix>:periodic, no queue's
@@ -57,6 +58,10 @@ UNIQUE_HELD = -1
 NOT_FOUND = -1
 WRONG_STATE = -2
 LEASE_CANCEL_REQUESTED = 2
+
+# How long a wake token stays in a task's wake LIST (``QueueKeys.done``) after the task turned final:
+# long enough for a caller between its look at the task and its blocking wait (results.py).
+WAKE_TTL_MS = 60_000
 
 
 def _lua_file(name: str) -> str:
@@ -276,7 +281,8 @@ class Scripts:
         if not items:
             return []
         keys = [q.active, q.completed, q.stats] + [q.task(item.id) for item in items]
-        args: list[Any] = [now_ms, day, minute, len(items), ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES]
+        args: list[Any] = [now_ms, day, minute, len(items), ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES, q.done_prefix,
+                           WAKE_TTL_MS]
         for item in items:
             unique_index = 0
             if item.unique_key:
@@ -304,10 +310,10 @@ class Scripts:
                 attempt: str = "", started_ms: int | None = None) -> bool:
         """Archive a task that failed for good; False when the lease was lost. ``attempt`` and
         ``started_ms`` as for ``retry``."""
-        keys = [q.task(task_id), q.active, q.archived, q.stats]
+        keys = [q.task(task_id), q.active, q.archived, q.stats, q.done(task_id)]
         args = [task_id, lease, now_ms, error, day, minute, max_archive_size, archive_cutoff_ms,
                 1 if count_failure else 0, q.task_prefix, attempt, "" if started_ms is None else started_ms,
-                ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES]
+                ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES, WAKE_TTL_MS]
         reply: int = self._call("archive", keys, args)
         return reply == OK
 
@@ -360,7 +366,7 @@ class Scripts:
         keys = [q.active, q.pending, q.archived, q.stats, q.recovery]
         args = [now_ms, limit, day, minute, q.wake_channel, q.task_prefix, default_max_retry, WORKER_LOST,
                 WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR, outage_ms, grace_ms, ATTEMPT_HISTORY,
-                ATTEMPT_HISTORY_BYTES]
+                ATTEMPT_HISTORY_BYTES, q.done_prefix, WAKE_TTL_MS]
         reply = self._call("recover", keys, args)
         tasks = tuple(RecoveredTask(str(reply[i]), int(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]),
                                     str(reply[i + 4])) for i in range(5, len(reply), 5))
@@ -388,6 +394,39 @@ class Scripts:
         cursor, repaired, archived, seen = self._call("repair", keys, args)
         return str(cursor), int(repaired), int(archived), int(seen)
 
+    # -- callers waiting for results ---------------------------------------------------------------
+
+    def result(self, q: QueueKeys, task_id: str, *, watch: bool = False, async_client: Any = None) -> Any:
+        """The task HASH as a dict ({} when there is no such task). With ``watch``, a task that is not
+        final is marked watched, so the script that makes it final pushes a token onto its wake LIST
+        (``QueueKeys.done``), and tokens an earlier final state left there are dropped (results.py).
+
+        With a ``redis.asyncio.Redis`` as ``async_client``, returns an awaitable of the same dict.
+        """
+        keys = [q.task(task_id), q.done(task_id)]
+        args = [1 if watch else 0]
+        if async_client is not None:
+            return self._call_async(async_client, "result", keys, args, _pairs)
+        return _pairs(self._call("result", keys, args))
+
+    async def _call_async(self, client: Any, name: str, keys: list[str], args: list[Any],
+                          convert: Callable[[Any], Any]) -> Any:
+        """``_call`` on an asyncio client: ``EVALSHA``, loading the script after ``NOSCRIPT``."""
+        sha = self._script(name).sha
+        try:
+            try:
+                reply = await client.evalsha(sha, len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                await client.script_load(script_source(name))
+                reply = await client.evalsha(sha, len(keys), *keys, *args)
+        except redis.ResponseError as exc:
+            if is_wrong_type(str(exc)):
+                raise WrongKeyType(wrong_type_message(str(exc))) from exc
+            if is_out_of_memory(str(exc)):
+                raise RedisFull(full_message(str(exc))) from exc
+            raise
+        return convert(reply)
+
     # -- operator ---------------------------------------------------------------------------------
 
     def _check_admin(self, reply: Any, q: QueueKeys, task_id: str, action: str) -> None:
@@ -407,13 +446,15 @@ class Scripts:
 
     def admin_archive_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:
         """Archive a pending, scheduled or retry task."""
-        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived]
-        self._check_admin(self._call("admin_archive_task", keys, [task_id, now_ms]), q, task_id, "archive")
+        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.done(task_id)]
+        self._check_admin(self._call("admin_archive_task", keys, [task_id, now_ms, WAKE_TTL_MS]), q, task_id,
+                          "archive")
 
     def admin_delete_task(self, q: QueueKeys, task_id: str) -> None:
         """Delete a task that is not active, releasing its unique lock."""
-        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.completed]
-        self._check_admin(self._call("admin_delete_task", keys, [task_id, q.base]), q, task_id, "delete")
+        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.completed, q.done(task_id)]
+        self._check_admin(self._call("admin_delete_task", keys, [task_id, q.base, WAKE_TTL_MS]), q, task_id,
+                          "delete")
 
     def admin_cancel_task(self, q: QueueKeys, task_id: str) -> None:
         """Flag an active task as cancelled and tell workers on the cancel channel."""
@@ -430,12 +471,13 @@ class Scripts:
         """Archive up to ``limit`` tasks of the pending/scheduled/retry state."""
         kind = "list" if state == "pending" else "zset"
         return int(self._call("admin_archive_all", [q.state_key(state), q.archived],
-                              [limit, now_ms, kind, q.task_prefix]))
+                              [limit, now_ms, kind, q.task_prefix, q.done_prefix, WAKE_TTL_MS]))
 
     def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int) -> int:
         """Delete up to ``limit`` tasks of a state other than active."""
         kind = "list" if state == "pending" else "zset"
-        return int(self._call("admin_delete_all", [q.state_key(state)], [limit, kind, q.task_prefix, q.base]))
+        return int(self._call("admin_delete_all", [q.state_key(state)],
+                              [limit, kind, q.task_prefix, q.base, q.done_prefix, WAKE_TTL_MS]))
 
     # -- periodic tasks (scheduler.py, periodic_ops.py) ----------------------------------------------
 
@@ -521,6 +563,11 @@ class Scripts:
         if not members:
             return 0
         return int(self._call("limit_extend", [lim.running(key)], [expires_ms, *members]))
+
+
+def _pairs(reply: Any) -> dict[str, Any]:
+    """A flat ``field, value, ...`` reply (HGETALL's) as a dict."""
+    return dict(zip(reply[::2], reply[1::2], strict=True))
 
 
 class DedicatedScripts(Scripts):

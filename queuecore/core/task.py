@@ -7,15 +7,15 @@ from typing import Any
 
 from queuecore.core.client import Client, get_default_client
 from queuecore.core.flow import TaskLimits
-from queuecore.core.message import TaskInfo
 from queuecore.core.registry import DEFAULT_OPTIONS, Handler, TaskRegistry, TaskRequest, check_options, default_registry
+from queuecore.core.results import TaskHandle
 
 
 class TaskFunction(Handler):
     """A registered handler. Call it to run it here; ``.enqueue(...)`` to run it on a worker."""
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
-        """Enqueue a call with the task's default options, on the default client."""
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
+        """Enqueue a call with the task's default options, on the default client; returns its handle."""
         return _Bound(self, {}).enqueue(*args, **kwargs)
 
     def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
@@ -40,7 +40,7 @@ class _Bound:
         """A ``TaskRequest`` carrying the overridden options (they win over the batch's)."""
         return TaskRequest(self.task.name, self.task.bind(*args, **kwargs), dict(self.options), handler=self.task)
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> TaskInfo:
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskHandle:
         client = self.client or get_default_client()
         return client.enqueue(self.task, self.task.bind(*args, **kwargs), **self.options)
 

@@ -162,6 +162,8 @@ CASES = [
          lambda s, q: s.admin_periodic_pause(q, "e", pause=True, actor="ops", now_ms=NOW)),
     Case("periodic_register/index", lambda q: Keys(q.prefix).periodic,
          lambda s, q: s.periodic_register(["e/default"], now_ms=NOW, until_ms=NOW + 1)),
+    Case("result/task-hash", lambda q: q.task("p1"), lambda s, q: s.result(q, "p1", watch=True)),
+    Case("result/wake-list", lambda q: q.done("p1"), lambda s, q: s.result(q, "p1", watch=True)),
 ]
 
 # Flow control (flow.py): parking, waking, the limit scripts (keys tagged {lim:<type>}).

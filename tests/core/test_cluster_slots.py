@@ -126,6 +126,7 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
     got = {d.id: d.lease for d in s.dequeue(q, now_ms=NOW, lease_until_ms=NOW + 30_000, count=5)}
     assert len(got) == 5
     assert s.extend_lease(q, list(got.items()), lease_until_ms=NOW + 60_000) == [1] * 5
+    assert s.result(q, "t0", watch=True)["state"] == "active"  # a caller waits for it: done wakes it
     assert s.done(q, "t0", got["t0"], now_ms=NOW, retention_ms=1000, result="1", day=DAY, minute=MINUTE,
                   unique_key=unique)
     assert s.retry(q, "t1", got["t1"], now_ms=NOW, retry_at_ms=NOW + 5, error="e", day=DAY, minute=MINUTE)
@@ -320,6 +321,14 @@ def test_keys_built_inside_a_script_are_declared_in_a_cluster_note(name: str) ->
         assert "Cluster note" in header(text), f"{name}.lua builds key names without a Cluster note"
         assert re.search(r"ARGV\[\d+\] task-key prefix, <prefix>:\{<q>\}:t:", header(text)), (
             f"{name}.lua builds task keys without a task-key prefix in ARGV")
+
+
+@pytest.mark.parametrize("name", SCRIPT_NAMES)
+def test_wake_lists_built_inside_a_script_are_declared_in_a_cluster_note(name: str) -> None:
+    text = lua_files()[name]
+    if "qc_done_key" in body(text):
+        assert "Cluster note" in header(text) and "wake LIST" in header(text), name
+        assert re.search(r"ARGV\[\d+\] wake-key prefix, <prefix>:\{<q>\}:done:", header(text)), name
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)

@@ -24,7 +24,8 @@ WORKER_FLOATS = {
 WORKER_INTS = {"concurrency": limits.CONCURRENCY, "prefetch": limits.PREFETCH,
                "max_archive_size": limits.MAX_ARCHIVE_SIZE}
 CONNECTION_NUMBERS = {"socket_timeout": limits.SOCKET_TIMEOUT, "connect_timeout": limits.SOCKET_TIMEOUT,
-                      "max_payload_bytes": limits.MAX_PAYLOAD_BYTES, "default_max_retry": limits.MAX_RETRY}
+                      "max_payload_bytes": limits.MAX_PAYLOAD_BYTES, "default_max_retry": limits.MAX_RETRY,
+                      "default_retention": limits.RETENTION}
 
 
 def test_every_numeric_field_has_a_range_in_these_tests() -> None:

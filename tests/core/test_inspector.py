@@ -347,7 +347,8 @@ def test_run_archive_delete_task(fi: Inspector, redis_client, connection) -> Non
         pending=["x"], tasks={"x": {**x, "state": "pending", "pending_since": str(NOW_MS)}})
     fi.archive_task("default", "x")
     assert read_queue_state(redis_client, q) == empty_state(
-        archived={"x": NOW_MS}, tasks={"x": {**x, "state": "archived", "pending_since": str(NOW_MS)}})
+        archived={"x": NOW_MS}, tasks={"x": {**x, "state": "archived", "pending_since": str(NOW_MS),
+                                            "archived_by": "operator"}})
     fi.delete_task("default", "x")
     assert read_queue_state(redis_client, q) == empty_state()
     for action in (fi.run_task, fi.archive_task, fi.delete_task, fi.cancel_task):

@@ -87,7 +87,8 @@ def test_skip_retry_and_undecodable_messages_archive_at_once() -> None:
 
 def test_a_cancel_archives_without_counting_a_failure() -> None:
     decision = decide(Outcome("cancelled", error=TaskCancelled("x")), retried=0, max_retry=25, retry_delay=fixed(1))
-    assert decision == Decision("archive", CANCELLED_BY_OPERATOR, count_failure=False)
+    assert decision == Decision("archive", CANCELLED_BY_OPERATOR, count_failure=False,
+                                error_type="queuecore.core.errors.TaskCancelled")
 
 
 def test_retry_delay_is_bounded_and_falls_back_to_the_default(caplog: pytest.LogCaptureFixture) -> None:

@@ -647,7 +647,7 @@ def test_admin_archive_task(r, q, scripts: Scripts, source: str) -> None:
     scripts.admin_archive_task(q, "t", now_ms=NOW)
     assert read_queue_state(r, q) == empty_state(
         pending=["other1", "other2"], archived={"t": NOW},
-        tasks={"other1": h1, "other2": h2, "t": {**ht, "state": "archived"}})
+        tasks={"other1": h1, "other2": h2, "t": {**ht, "state": "archived", "archived_by": "operator"}})
 
 
 @pytest.mark.parametrize("state", ["active", "archived", "completed"])
@@ -777,7 +777,7 @@ def test_admin_archive_all_in_chunks(r, q, scripts: Scripts, source: str) -> Non
     assert scripts.admin_archive_all(q, source, now_ms=NOW + 2, limit=3) == 0
     assert read_queue_state(r, q) == empty_state(
         archived={"s0": NOW, "s1": NOW, "s2": NOW, "s3": NOW + 1, "s4": NOW + 1},
-        tasks={k: {**h, "state": "archived"} for k, h in seeded.items()})
+        tasks={k: {**h, "state": "archived", "archived_by": "operator"} for k, h in seeded.items()})
 
 
 @pytest.mark.parametrize("source", ["pending", "scheduled", "retry", "archived", "completed"])
@@ -833,7 +833,8 @@ def test_admin_archive_all_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts
     add_id(r, q, source, "ghost", NOW - 10)
     real = seed_task(r, q, "real", source, score=NOW - 5)
     assert scripts.admin_archive_all(q, source, now_ms=NOW, limit=100) == 2
-    assert read_queue_state(r, q) == empty_state(archived={"real": NOW}, tasks={"real": {**real, "state": "archived"}})
+    archived = {**real, "state": "archived", "archived_by": "operator"}
+    assert read_queue_state(r, q) == empty_state(archived={"real": NOW}, tasks={"real": archived})
 
 
 # == repair =====================================================================================

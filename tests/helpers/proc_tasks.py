@@ -187,3 +187,25 @@ def skip(tag: str = "") -> None:
 
     with _logged(tag=tag):
         raise SkipRetry(f"proc.skip {tag}: not worth retrying")
+
+
+@task(name="proc.echo")
+def echo(value: Any = None, tag: str = "") -> Any:
+    """Return ``value`` (its result, when the task keeps one)."""
+    with _logged(tag=tag):
+        return value
+
+
+class ProcError(Exception):
+    """The error ``proc.raise`` raises: a class of the handler's own module, found by its path."""
+
+
+@task(name="proc.raise")
+def raise_error(message: str = "boom", tag: str = "") -> None:
+    """Raise ``ProcError(message)`` from a nested call, so the traceback has the handler's own frames."""
+    with _logged(tag=tag):
+        _raise_nested(message)
+
+
+def _raise_nested(message: str) -> None:
+    raise ProcError(message)

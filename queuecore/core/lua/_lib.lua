@@ -150,3 +150,26 @@ local function qc_push_attempt(key, line, max_lines, max_bytes)
     end
     redis.call("HSET", key, "attempts", string.sub(text, 1, keep))
 end
+
+-- Waiting for a result (results.py): a caller marks the task HASH it waits for as watched (its
+-- "watch" field, set by the result script) and blocks on the task's wake LIST
+-- "<prefix>:{<q>}:done:<id>". The script that makes a watched task final (completed, archived,
+-- deleted) pushes a token there, kept ttl_ms. Best effort (pcall): a key of another type there, or
+-- Redis at maxmemory, only loses the token, and waiters look at the task again within their wait.
+
+-- The wake LIST of id, from the wake-key prefix "<prefix>:{<q>}:done:" the wrapper passed in ARGV.
+local function qc_done_key(done_prefix, id)
+    return done_prefix .. id
+end
+
+local function qc_wake(done_key, ttl_ms)
+    redis.pcall("LPUSH", done_key, "1")
+    redis.pcall("PEXPIRE", done_key, ttl_ms)
+end
+
+-- qc_wake when the task HASH at key (known to be a hash) is watched.
+local function qc_wake_if_watched(key, done_key, ttl_ms)
+    if redis.call("HEXISTS", key, "watch") == 1 then
+        qc_wake(done_key, ttl_ms)
+    end
+end

@@ -6,7 +6,11 @@
 -- ARGV[2] now, unix ms
 -- ARGV[3] "list" when KEYS[1] is the pending LIST, else "zset"
 -- ARGV[4] task-key prefix, <prefix>:{<q>}:t:
--- Cluster note: each moved task's HASH is built from ARGV[4] (same {<q>} tag as KEYS), same slot.
+-- ARGV[5] wake-key prefix, <prefix>:{<q>}:done: (the wake LIST of a watched task: results.py)
+-- ARGV[6] wake token TTL, ms
+-- Cluster note: each moved task's HASH is built from ARGV[4], and its wake LIST from ARGV[5] (same
+-- {<q>} tag as KEYS), same slot.
+-- Each task is marked archived_by "operator" (the worker's own archive clears the mark).
 -- An id whose HASH is gone (deleted, evicted) is dropped from KEYS[1], never given a half hash.
 -- Returns the number of ids taken off KEYS[1] (archived, or dropped); call again until it returns 0.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
@@ -20,8 +24,9 @@ qc_remove_ids(KEYS[1], is_list, ids)
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
     if redis.call("EXISTS", key) == 1 then
-        redis.call("HSET", key, "state", "archived")
+        redis.call("HSET", key, "state", "archived", "archived_by", "operator")
         redis.call("ZADD", KEYS[2], ARGV[2], id)
+        qc_wake_if_watched(key, qc_done_key(ARGV[5], id), ARGV[6])
     end
 end
 return #ids

@@ -5,8 +5,11 @@
 -- KEYS[3] <prefix>:{<q>}:scheduled ZSET
 -- KEYS[4] <prefix>:{<q>}:retry     ZSET
 -- KEYS[5] <prefix>:{<q>}:archived  ZSET
+-- KEYS[6] <prefix>:{<q>}:done:<id>  LIST  wake tokens, pushed when a caller waits for the task
 -- ARGV[1] task id
 -- ARGV[2] now, unix ms
+-- ARGV[3] wake token TTL, ms
+-- The task is marked archived_by "operator" (the worker's own archive clears the mark).
 -- Returns 1 archived, -1 no such task, or -2 with the task's state when it cannot be archived.
 -- Pending tasks are found with LREM, O(length of the pending list).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
@@ -26,6 +29,7 @@ elseif state == "retry" then
 else
     return {-2, state}
 end
-redis.call("HSET", KEYS[1], "state", "archived")
+redis.call("HSET", KEYS[1], "state", "archived", "archived_by", "operator")
 redis.call("ZADD", KEYS[5], ARGV[2], ARGV[1])
+qc_wake_if_watched(KEYS[1], KEYS[6], ARGV[3])
 return 1

@@ -5,9 +5,11 @@
 -- ARGV[2] "list" when KEYS[1] is the pending LIST, else "zset"
 -- ARGV[3] task-key prefix, <prefix>:{<q>}:t:
 -- ARGV[4] the queue's key start, <prefix>:{<q>}:
--- Cluster note: each task's HASH is built from ARGV[3], and the unique lock named in its "unique"
--- field is only deleted when it starts with ARGV[4]: both carry the same {<q>} tag as KEYS[1], so
--- they share its slot.
+-- ARGV[5] wake-key prefix, <prefix>:{<q>}:done: (the wake LIST of a watched task: results.py)
+-- ARGV[6] wake token TTL, ms
+-- Cluster note: each task's HASH is built from ARGV[3], its wake LIST from ARGV[5], and the unique
+-- lock named in its "unique" field is only deleted when it starts with ARGV[4]: all carry the same
+-- {<q>} tag as KEYS[1], so they share its slot.
 -- Returns the number deleted; call again until it returns 0.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -29,6 +31,7 @@ for _, id in ipairs(ids) do
     if unique and string.sub(unique, 1, #base) == base and redis.call("GET", unique) == id then
         redis.call("DEL", unique)
     end
+    qc_wake_if_watched(key, qc_done_key(ARGV[5], id), ARGV[6])
     redis.call("DEL", key)
 end
 return #ids

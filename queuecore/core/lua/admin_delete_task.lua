@@ -6,8 +6,10 @@
 -- KEYS[4] <prefix>:{<q>}:retry     ZSET
 -- KEYS[5] <prefix>:{<q>}:archived  ZSET
 -- KEYS[6] <prefix>:{<q>}:completed ZSET
+-- KEYS[7] <prefix>:{<q>}:done:<id>  LIST  wake tokens, pushed when a caller waits for the task
 -- ARGV[1] task id
 -- ARGV[2] the queue's key start, <prefix>:{<q>}:
+-- ARGV[3] wake token TTL, ms
 -- Cluster note: the unique lock named in the task's "unique" field is only deleted when it starts
 -- with ARGV[2], the same "<prefix>:{<q>}:" as KEYS[1], so it shares the slot.
 -- Returns 1 deleted, -1 no such task, -2 with the state when it is active (cancel it instead).
@@ -39,5 +41,6 @@ local unique = redis.call("HGET", KEYS[1], "unique")
 if unique and string.sub(unique, 1, #base) == base and redis.call("GET", unique) == ARGV[1] then
     redis.call("DEL", unique)
 end
+qc_wake_if_watched(KEYS[1], KEYS[7], ARGV[3])
 redis.call("DEL", KEYS[1])
 return 1

@@ -4,6 +4,7 @@
 -- KEYS[2] <prefix>:{<q>}:active   ZSET
 -- KEYS[3] <prefix>:{<q>}:archived ZSET  id -> archived at (unix ms)
 -- KEYS[4] <prefix>:{<q>}:stats    HASH
+-- KEYS[5] <prefix>:{<q>}:done:<id> LIST  wake tokens, pushed when a caller waits for the task
 -- ARGV[1] task id
 -- ARGV[2] lease number (fencing token)
 -- ARGV[3] now, unix ms
@@ -18,6 +19,7 @@
 -- ARGV[12] when the attempt's handler started, unix ms (kept as started_at; "" = it never started)
 -- ARGV[13] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
 -- ARGV[14] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
+-- ARGV[15] wake token TTL, ms
 -- Cluster note: hashes of archived tasks trimmed over the limits (<prefix>:{<q>}:t:<id>) are built
 -- here from ARGV[10], in the same {<q>} slot. At most 10 are trimmed per call.
 -- Returns 1 archived, 0 the lease was lost.
@@ -32,10 +34,11 @@ redis.call("ZREM", KEYS[2], ARGV[1])  -- first: frees memory, so the rest runs a
 redis.call("HSET", KEYS[1], "state", "archived", "error", ARGV[4], "failed_at", ARGV[3])
 if ARGV[12] ~= "" then  -- when the last attempt started stays, beside when it failed
     redis.call("HSET", KEYS[1], "started_at", ARGV[12])
-    redis.call("HDEL", KEYS[1], "cancel")
+    redis.call("HDEL", KEYS[1], "cancel", "archived_by")
 else
-    redis.call("HDEL", KEYS[1], "started_at", "cancel")
+    redis.call("HDEL", KEYS[1], "started_at", "cancel", "archived_by")
 end
+qc_wake_if_watched(KEYS[1], KEYS[5], ARGV[15])
 qc_push_attempt(KEYS[1], ARGV[11], tonumber(ARGV[13]), tonumber(ARGV[14]))
 redis.call("ZADD", KEYS[3], ARGV[3], ARGV[1])
 local task_prefix = ARGV[10]

@@ -12,24 +12,30 @@
 -- ARGV[4] n, the number of tasks
 -- ARGV[5] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
 -- ARGV[6] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
--- ARGV[7 + 7(i-1) ...] for task i: id, lease number held (fencing token), retention ms (0 = delete
+-- ARGV[7] wake-key prefix, <prefix>:{<q>}:done: (the wake LIST of a watched task: results.py)
+-- ARGV[8] wake token TTL, ms
+-- ARGV[9 + 7(i-1) ...] for task i: id, lease number held (fencing token), retention ms (0 = delete
 --         the task now), result (JSON text), index into KEYS of its unique lock (0 = none), the
 --         attempt's line for the attempt history of a kept task ("" = none), when its handler
 --         started (unix ms, kept as started_at of a kept task; "" = not known)
+-- Cluster note: the wake LIST of each watched task (<prefix>:{<q>}:done:<id>) is built from ARGV[7]
+-- (same {<q>} tag as KEYS), same slot.
 -- Returns one code per task: 1 done, 0 the lease was lost (the task now belongs to someone else or is gone).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 --
--- Cost: per task one HMGET (the fencing check); the active ZREM, the DEL of the tasks not kept and
--- the three counters are one command each for the whole batch. All reads come first; a read of a
--- wrong-type key fails (pcall), and queue-level keys are type-checked before the first write.
+-- Cost: per task one HMGET (the fencing check, which also reads whether a caller waits for it:
+-- only then is its wake LIST pushed); the active ZREM, the DEL of the tasks not kept and the three
+-- counters are one command each for the whole batch. All reads come first; a read of a wrong-type
+-- key fails (pcall), and queue-level keys are type-checked before the first write.
 local n = tonumber(ARGV[4])
 local out = {}
 local owned = {}  -- indexes of the tasks whose lease is still held
+local watched = {}  -- ids of owned tasks a caller waits for
 local keep = false
 for i = 1, n do
-    local base = 7 + 7 * (i - 1)
-    local state = redis.pcall("HMGET", KEYS[3 + i], "state", "lease")
+    local base = 9 + 7 * (i - 1)
+    local state = redis.pcall("HMGET", KEYS[3 + i], "state", "lease", "watch")
     if state["err"] then
         return qc_refuse(KEYS[3 + i], "hash")
     end
@@ -38,6 +44,9 @@ for i = 1, n do
     else
         out[i] = 1
         owned[#owned + 1] = i
+        if state[3] then
+            watched[#watched + 1] = ARGV[base]
+        end
         keep = keep or tonumber(ARGV[base + 2]) > 0
         local unique = tonumber(ARGV[base + 4])
         if unique > 0 then  -- read now: a wrong-type lock must refuse before any write
@@ -63,7 +72,7 @@ end
 -- has written, Redis lets it finish: acknowledgements still work when the server is full.
 local ids, drop = {}, {}
 for _, i in ipairs(owned) do
-    ids[#ids + 1] = ARGV[7 + 7 * (i - 1)]
+    ids[#ids + 1] = ARGV[9 + 7 * (i - 1)]
 end
 for first = 1, #ids, 1000 do
     redis.call("ZREM", KEYS[1], unpack(ids, first, math.min(first + 999, #ids)))
@@ -71,7 +80,7 @@ end
 local done = #owned
 qc_count_attempts(KEYS[3], ARGV[2], ARGV[3], done, 0)
 for _, i in ipairs(owned) do
-    local base = 7 + 7 * (i - 1)
+    local base = 9 + 7 * (i - 1)
     local id, key = ARGV[base], KEYS[3 + i]
     local retention = tonumber(ARGV[base + 2])
     if retention > 0 then
@@ -91,5 +100,8 @@ for _, i in ipairs(owned) do
 end
 for first = 1, #drop, 1000 do
     redis.call("DEL", unpack(drop, first, math.min(first + 999, #drop)))
+end
+for _, id in ipairs(watched) do
+    qc_wake(qc_done_key(ARGV[7], id), ARGV[8])
 end
 return out

@@ -21,6 +21,8 @@
 -- ARGV[12] grace, ms (the calling worker's lease duration)
 -- ARGV[13] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
 -- ARGV[14] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
+-- ARGV[15] wake-key prefix, <prefix>:{<q>}:done: (the wake LIST of a watched task: results.py)
+-- ARGV[16] wake token TTL, ms
 -- KEYS[5] <prefix>:{<q>}:recovery  HASH  seen (Redis time of the last round, ms), grace_until (ms)
 --
 -- Outage grace: when Redis, or every worker's connection to it, was away for longer than the
@@ -28,8 +30,9 @@
 -- round after such a silence takes back nothing and starts a grace of ARGV[12] ms, during which no
 -- round takes anything back: owners that are alive renew their leases (and write their outcomes)
 -- first. Redis's own clock (TIME) measures the silence, so workers' clock skew cannot start one.
--- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[6] (same {<q>}
--- tag as KEYS), same slot.
+-- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[6], and the wake
+-- LIST of one archived while a caller waits for it (<prefix>:{<q>}:done:<id>) from ARGV[15] (same
+-- {<q>} tag as KEYS), same slot.
 -- Returns {requeued, archived, orphans, grace_left_ms, silence_ms, then for each task taken back:
 -- id, how (1 requeued, 2 archived: retries spent, 3 archived: undecodable, 4 archived: cancelled),
 -- attempt number, max_retry, type ("?" when undecodable)}: orphans are active ids whose hash
@@ -74,7 +77,7 @@ for _, id in ipairs(ids) do
     redis.call("ZREM", KEYS[1], id)
     local fields = {false}
     if not foreign[id] then
-        fields = redis.call("HMGET", key, "msg", "retried", "cancel", "started_at")
+        fields = redis.call("HMGET", key, "msg", "retried", "cancel", "started_at", "watch")
     end
     if not fields[1] then
         orphans = orphans + 1
@@ -85,7 +88,7 @@ for _, id in ipairs(ids) do
             max_retry = msg["max_retry"]
         end
         local retried = tonumber(fields[2] or "0")
-        redis.call("HDEL", key, "started_at", "cancel")
+        redis.call("HDEL", key, "started_at", "cancel", "archived_by")
         if not fields[3] then  -- a cancelled task is not a failure, as when its worker archives it
             qc_count_attempts(KEYS[4], ARGV[3], ARGV[4], 1, 1)
         end
@@ -103,6 +106,9 @@ for _, id in ipairs(ids) do
             redis.call("HSET", key, "state", "archived", "error", reason, "failed_at", ARGV[1])
             redis.call("ZADD", KEYS[3], ARGV[1], id)
             archived = archived + 1
+            if fields[5] then
+                qc_wake(qc_done_key(ARGV[15], id), ARGV[16])
+            end
         else
             how, line["result"] = 1, "retry"
             redis.call("HINCRBY", key, "retried", 1)

@@ -1,0 +1,22 @@
+-- result: read a task for a caller that waits for its outcome, and ask to be woken when it is final.
+--
+-- KEYS[1] <prefix>:{<q>}:t:<id>     task HASH
+-- KEYS[2] <prefix>:{<q>}:done:<id>  LIST  wake tokens, pushed when the task turns final (qc_wake)
+-- ARGV[1] 1 = watch: when the task is not final (neither completed nor archived), mark it watched
+--         (its "watch" field) so that the script that makes it final wakes KEYS[2], and drop the
+--         tokens an earlier final state left in KEYS[2] (the task was run again since); 0 = only read
+-- Returns the task HASH as a flat list (field, value, ...), as read before this call wrote anything;
+-- an empty list when there is no such task (nothing is written then).
+-- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key has the wrong Redis
+-- type; checked before any write, so nothing is written. At maxmemory the mark is not written
+-- (pcall) and the caller finds the outcome at its next look instead of being woken.
+local err = qc_check_types(KEYS, {"hash", "list"}) if err then return err end
+local fields = redis.call("HGETALL", KEYS[1])
+if ARGV[1] == "1" and #fields > 0 then
+    local state = redis.call("HGET", KEYS[1], "state")
+    if state ~= "completed" and state ~= "archived" then
+        redis.call("DEL", KEYS[2])  -- first: frees memory
+        redis.pcall("HSET", KEYS[1], "watch", "1")
+    end
+end
+return fields

@@ -1,0 +1,342 @@
+"""Results for every caller: the handle ``enqueue`` returns, lookup by result id, and waiting for a
+task's outcome, sync and async, without polling Redis.
+
+**Result ids.** A task is addressed by its queue and its id (every key of a queue carries the queue's
+hash tag), so a result id names both: ``"<queue>/<task id>"``. Neither a queue name nor a task id
+can hold a ``/``, so the split is unambiguous, and a lookup is one script call in one slot, with no
+index to keep. A bare task id is also accepted: it is looked for in every known queue (one pipelined
+``EXISTS`` per queue), and refused when several queues hold it.
+
+**Waiting.** A waiter runs the ``result`` script, which reads the task and, when it is not final
+(neither completed nor archived), marks it watched. The script that makes a watched task final
+(``done``, ``archive``, ``recover``, the operator's archive and delete) pushes a token onto the
+task's wake LIST ``<prefix>:{<q>}:done:<id>``, kept for ``WAKE_TTL_MS``. The waiter blocks on that
+list with ``BLMOVE list list RIGHT LEFT`` (a rotation: the token stays for every other waiter) for
+at most ``WAIT_CHUNK`` seconds, then reads the task again. A task already final before the wait is
+returned by the first read; one that turns final between the read and the block has left its
+token, so the block returns at once. A token from an earlier final state (the task was run again
+since) is dropped by the read that marks the task watched. A wake that is lost (Redis full, a key
+of another type) costs at most one chunk. Blocking waits run on connections of their own, whose
+socket timeout outlasts a chunk.
+
+**Retention.** A result is kept for the task's retention (the ``retention`` option, else the
+connection's ``default_retention``, 0 by default: not kept). Waiting for a task that keeps no
+result raises ``ResultNotKept`` at once, whatever its state: once it succeeds it is deleted, and
+nobody could tell that apart from an operator deleting it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from dataclasses import fields
+from typing import Any, cast
+
+import redis
+import redis.asyncio
+
+from queuecore.core.attempts import ATTEMPT_LINE_ERROR_CHARS, one_line
+from queuecore.core.config import ConnectionConfig
+from queuecore.core.errors import (
+    ConfigurationError,
+    InvalidOption,
+    InvalidTaskState,
+    ResultNotKept,
+    ResultTimeout,
+    TaskFailed,
+    TaskNotFound,
+    TaskWasArchived,
+    TaskWasCancelled,
+)
+from queuecore.core.inspector import task_info
+from queuecore.core.keys import QueueKeys, is_valid_name, validate_queue_name, validate_task_id
+from queuecore.core.message import TaskInfo
+from queuecore.core.reasons import CANCELLED_BY_OPERATOR
+from queuecore.core.redis_errors import broker_errors
+from queuecore.core.scripts import Scripts
+from queuecore.core.states import FINAL_STATES, TaskState
+
+WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
+MIN_BLOCK = 0.01  # Redis reads a blocking timeout in whole ms, and 0 ms blocks forever
+_TRACEBACK = "\n\nTraceback (most recent call last):\n"  # how outcome.format_error joins head and frames
+_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def result_id(queue: str, task_id: str) -> str:
+    """The result id of a task: ``"<queue>/<task id>"``."""
+    return f"{queue}/{task_id}"
+
+
+def parse_result_id(value: str) -> tuple[str | None, str]:
+    """``(queue, task id)`` of a result id; ``(None, task id)`` for a bare task id. Raises
+    ``ConfigurationError`` for anything else."""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"a result id is a string '<queue>/<task id>', got {value!r}")
+    queue, slash, task_id = value.partition("/")
+    if not slash:
+        return None, validate_task_id(value)
+    return validate_queue_name(queue), validate_task_id(task_id)
+
+
+def _timeout(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
+        raise InvalidOption(f"timeout must be None or a number of seconds, 0 or more; got {value!r}",
+                            field="timeout")
+    return float(value)
+
+
+class TaskHandle(TaskInfo):
+    """What ``enqueue`` returns: the task as it was when this snapshot was taken (a ``TaskInfo``, so
+    every field is there), its ``result_id``, and its outcome.
+
+    ``get(timeout)`` waits until the task is final and returns its result or raises ``TaskFailed``
+    (``TaskWasCancelled``, ``TaskWasArchived``); ``wait(timeout)`` returns the final ``TaskHandle``
+    without raising for a failure; ``refresh()`` reads it again now. ``aget``, ``await_`` and
+    ``arefresh`` are the same for asyncio. ``timeout`` is in seconds (``None``: as long as it takes;
+    0: look once); past it ``ResultTimeout`` is raised. A task that keeps no result (retention 0)
+    raises ``ResultNotKept`` at once; one that was deleted, or whose retention ran out, ``TaskNotFound``.
+    """
+
+    _results: Results | None = None
+
+    @property
+    def result_id(self) -> str:
+        """``"<queue>/<task id>"``: what ``Client.result`` (and ``queuecore.result``) look up."""
+        return result_id(self.queue, self.id)
+
+    @property
+    def finished(self) -> bool:
+        """True when this snapshot is final: completed or archived."""
+        return self.state in FINAL_STATES
+
+    def _bound(self) -> Results:
+        if self._results is None:
+            raise ConfigurationError("this TaskHandle is not bound to a client: look it up with "
+                                     "Client.result(result_id)")
+        return self._results
+
+    def refresh(self) -> TaskHandle:
+        """The task as it is now (``TaskNotFound`` when it is gone)."""
+        return self._bound().read(self.queue, self.id)
+
+    def wait(self, timeout: float | None = None) -> TaskHandle:
+        """Block until the task is final (completed or archived) and return it."""
+        return self._bound().wait(self.queue, self.id, timeout)
+
+    def get(self, timeout: float | None = None) -> Any:
+        """Block until the task is final; its result, or ``TaskFailed`` with the remote error."""
+        return outcome(self.wait(timeout))
+
+    async def arefresh(self) -> TaskHandle:
+        """``refresh`` for asyncio."""
+        return await self._bound().aread(self.queue, self.id)
+
+    async def await_(self, timeout: float | None = None) -> TaskHandle:
+        """``wait`` for asyncio."""
+        return await self._bound().await_(self.queue, self.id, timeout)
+
+    async def aget(self, timeout: float | None = None) -> Any:
+        """``get`` for asyncio."""
+        return outcome(await self.await_(timeout))
+
+    @classmethod
+    def of(cls, info: TaskInfo, results: Results | None) -> TaskHandle:
+        """A handle on the task ``info`` describes, bound to ``results``."""
+        handle = info if type(info) is cls else cls(**{f.name: getattr(info, f.name) for f in fields(info)})
+        object.__setattr__(handle, "_results", results)
+        return handle
+
+
+def outcome(info: TaskInfo) -> Any:
+    """The outcome of a final task: its result when completed; ``TaskFailed`` raised when archived."""
+    if info.state is TaskState.COMPLETED:
+        return info.result
+    if info.state is TaskState.ARCHIVED:
+        raise task_failed(info)
+    raise InvalidTaskState(f"task {info.id!r} in queue {info.queue!r} has not finished: it is {info.state}")
+
+
+def task_failed(info: TaskInfo) -> TaskFailed:
+    """The ``TaskFailed`` (or ``TaskWasCancelled``, ``TaskWasArchived``) an archived task stands for.
+
+    The stored error is ``Type: message`` followed, when the handler had frames, by the traceback
+    (``outcome.format_error``); the error's class path comes from the attempt that archived it.
+    """
+    error = info.last_error or ""
+    head, _, frames = error.partition(_TRACEBACK)
+    traceback = _TRACEBACK.lstrip("\n") + frames if frames else ""
+    last = info.attempts[-1] if info.attempts else None
+    # The newest attempt recorded this very error (its line keeps the error's first line): its class.
+    same = last is not None and last.error is not None and last.error == one_line(error, ATTEMPT_LINE_ERROR_CHARS)
+    error_type = last.error_type if same and last is not None else None
+    name = error_type.rsplit(".", 1)[-1] if error_type else None
+    if name is None and (found := _TYPE_NAME.match(head)) and head[found.end():found.end() + 2] in (": ", ""):
+        name = found.group()  # an error stored before the class path was recorded
+    message = head
+    if name and head.startswith(name + ": "):
+        message = head[len(name) + 2:]
+    elif name and head == name:
+        message = ""
+    where = f"task {info.id} ({info.type}) in queue {info.queue}"
+    kwargs: dict[str, Any] = dict(task_id=info.id, queue=info.queue, error_type=error_type, error_message=message,
+                                  traceback=traceback, error=error, task=info)
+    if info.archived_by == "operator":
+        said = f": its last error was {head}" if head else ""
+        return TaskWasArchived(f"{where} was archived by an operator before it finished{said}", **kwargs)
+    if error == CANCELLED_BY_OPERATOR:
+        return TaskWasCancelled(f"{where} was cancelled by an operator", **kwargs)
+    return TaskFailed(f"{where} failed: {head or 'no error recorded'}", **kwargs)
+
+
+class Results:
+    """Reads and waits for tasks' outcomes for one client: its connection, Redis and scripts.
+
+    Blocking waits use connections of their own (made like the client's, with a socket timeout that
+    outlasts ``WAIT_CHUNK``); ``close()`` releases them. Async waits open a ``redis.asyncio``
+    connection from the connection's URL for the length of the wait.
+    """
+
+    def __init__(self, connection: ConnectionConfig, redis_client: redis.Redis, scripts: Scripts) -> None:
+        self.connection = connection
+        self.keys = connection.keys
+        self.redis = redis_client
+        self.scripts = scripts
+        self._lock = threading.Lock()
+        self._blocking: redis.Redis | None = None
+        self._chunk = WAIT_CHUNK
+
+    def close(self) -> None:
+        with self._lock:
+            blocking, self._blocking = self._blocking, None
+        if blocking is not None and blocking is not self.redis:
+            blocking.close()
+            blocking.connection_pool.disconnect()
+
+    def handle(self, info: TaskInfo) -> TaskHandle:
+        return TaskHandle.of(info, self)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def _snapshot(self, q: QueueKeys, task_id: str, h: dict[str, Any]) -> TaskHandle:
+        if not h:
+            raise TaskNotFound(f"no task {task_id!r} in queue {q.queue!r} (never enqueued, deleted, or completed "
+                               "and past its retention)")
+        return TaskHandle.of(task_info(q, task_id, h, h.get("state")), self)
+
+    def read(self, queue: str, task_id: str, *, watch: bool = False) -> TaskHandle:
+        """The task now; with ``watch``, a task that is not final is marked watched (see the module)."""
+        q = self.keys.queue(queue)
+        with broker_errors():
+            return self._snapshot(q, task_id, self.scripts.result(q, validate_task_id(task_id), watch=watch))
+
+    def lookup(self, result_id: str) -> TaskHandle:
+        """The task a result id names (``"<queue>/<task id>"``, or a bare task id looked for in every
+        queue); ``TaskNotFound`` when there is none."""
+        queue, task_id = parse_result_id(result_id)
+        if queue is None:
+            queue = self._find_queue(task_id)
+        return self.read(queue, task_id)
+
+    def _find_queue(self, task_id: str) -> str:
+        with broker_errors():
+            queues = sorted(q for q in cast("set[str]", self.redis.smembers(self.keys.queues)) if is_valid_name(q))
+            pipe = self.redis.pipeline(transaction=False)
+            for queue in queues:
+                pipe.exists(self.keys.queue(queue).task(task_id))
+            found = [queue for queue, n in zip(queues, pipe.execute(), strict=True) if n]
+        if not found:
+            raise TaskNotFound(f"no task {task_id!r} in any queue")
+        if len(found) > 1:
+            raise TaskNotFound(f"task id {task_id!r} is in several queues ({', '.join(found)}): look it up by its "
+                               "result id '<queue>/<task id>'")
+        return found[0]
+
+    # -- waiting ----------------------------------------------------------------------------------
+
+    def _blocking_client(self) -> tuple[redis.Redis, float]:
+        """The client blocking waits run on, and how long one may block."""
+        with self._lock:
+            if self._blocking is None:
+                pool = getattr(self.redis, "connection_pool", None)
+                if pool is None:  # a cluster client, say: block within its own socket timeout
+                    self._blocking = self.redis
+                    self._chunk = max(MIN_BLOCK, min(WAIT_CHUNK, self.connection.socket_timeout / 2))
+                else:
+                    kwargs = dict(pool.connection_kwargs)
+                    kwargs["socket_timeout"] = WAIT_CHUNK + (kwargs.get("socket_timeout") or
+                                                             self.connection.socket_timeout)
+                    self._blocking = redis.Redis(connection_pool=redis.ConnectionPool(
+                        connection_class=pool.connection_class, **kwargs))
+                    self._chunk = WAIT_CHUNK
+            return self._blocking, self._chunk
+
+    def _next_block(self, info: TaskHandle, deadline: float | None, chunk: float) -> float | None:
+        """How long to block before looking again, or None when ``info`` ends the wait."""
+        if info.state in FINAL_STATES:
+            return None
+        if not info.retention:
+            raise ResultNotKept(f"task {info.id} in queue {info.queue} keeps no result (its retention is 0): enqueue "
+                                "it with retention=... or set default_retention (QUEUECORE['DEFAULT_RETENTION'])")
+        if deadline is None:
+            return chunk
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ResultTimeout(f"task {info.id} in queue {info.queue} is still {info.state}")
+        return max(MIN_BLOCK, min(chunk, left))
+
+    def wait(self, queue: str, task_id: str, timeout: float | None = None) -> TaskHandle:
+        """Block until the task is final and return it (see the module for how)."""
+        limit = _timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        q = self.keys.queue(queue)
+        validate_task_id(task_id)
+        with broker_errors():
+            blocking, chunk = self._blocking_client()
+            while True:
+                info = self._snapshot(q, task_id, self.scripts.result(q, task_id, watch=True))
+                block = self._next_block(info, deadline, chunk)
+                if block is None:
+                    return info
+                # a rotation: the token stays for every other waiter (Redis takes a timeout in seconds with
+                # decimals; redis-py types it as an int)
+                blocking.blmove(q.done(task_id), q.done(task_id), block, "RIGHT", "LEFT")  # type: ignore[arg-type]
+
+    def _async_client(self) -> redis.asyncio.Redis:
+        c = self.connection
+        return redis.asyncio.Redis.from_url(c.redis_url, decode_responses=True,
+                                            socket_timeout=WAIT_CHUNK + c.socket_timeout,
+                                            socket_connect_timeout=c.connect_timeout)
+
+    async def aread(self, queue: str, task_id: str) -> TaskHandle:
+        """``read`` for asyncio."""
+        q = self.keys.queue(queue)
+        validate_task_id(task_id)
+        client = self._async_client()
+        try:
+            with broker_errors():
+                return self._snapshot(q, task_id, await self.scripts.result(q, task_id, async_client=client))
+        finally:
+            await client.aclose()
+
+    async def await_(self, queue: str, task_id: str, timeout: float | None = None) -> TaskHandle:
+        """``wait`` for asyncio: the same reads and blocking waits, on an asyncio connection."""
+        limit = _timeout(timeout)
+        deadline = None if limit is None else time.monotonic() + limit
+        q = self.keys.queue(queue)
+        validate_task_id(task_id)
+        client = self._async_client()
+        try:
+            with broker_errors():
+                while True:
+                    h = await self.scripts.result(q, task_id, watch=True, async_client=client)
+                    info = self._snapshot(q, task_id, h)
+                    block = self._next_block(info, deadline, WAIT_CHUNK)
+                    if block is None:
+                        return info
+                    await client.blmove(q.done(task_id), q.done(task_id), block, "RIGHT", "LEFT")  # type: ignore[arg-type]
+        finally:
+            await client.aclose()

