@@ -28,7 +28,7 @@ from queuecore.core.errors import (
     WrongKeyType,
 )
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
-from queuecore.core.limits import MAX_DURATION, MAX_RETRY, PROCESS_IN, RETENTION, TIMEOUT, UNIQUE_FOR, Range
+from queuecore.core.limits import MAX_DURATION, MAX_RETRY, PRIORITY, PROCESS_IN, RETENTION, TIMEOUT, UNIQUE_FOR, Range
 from queuecore.core.message import TaskMessage, encode_payload, seconds_to_datetime
 from queuecore.core.redis_errors import broker_errors, full_message, is_out_of_memory, is_wrong_type, wrong_type_message
 from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry
@@ -96,7 +96,7 @@ class _Prepared:
             state=TaskState.SCHEDULED if self.process_at else TaskState.PENDING,
             next_process_at=_datetime(self.process_at or m.enqueued_at),
             enqueued_at=_datetime(m.enqueued_at), deadline=seconds_to_datetime(m.deadline),
-            retention=m.retention, unique_key=m.unique_key,
+            retention=m.retention, unique_key=m.unique_key, priority=m.priority,
         )
         object.__setattr__(handle, "_results", results)
         return handle
@@ -179,6 +179,9 @@ class Client:
         retention = self.connection.default_retention
         if options.get("retention") is not None:
             retention = _seconds(options["retention"], "retention", RETENTION)
+        priority = 0
+        if options.get("priority") is not None:
+            priority = int(PRIORITY.check(options["priority"], "priority", InvalidOption))
         unique_key = None
         unique_ttl = 0.0
         if options.get("unique_for") is not None:
@@ -187,7 +190,7 @@ class Client:
             unique_key = self.keys.queue(queue).unique(type_name, digest)
         message = TaskMessage(id=task_id, type=type_name, payload=payload, queue=queue, max_retry=max_retry,
                               timeout=timeout, deadline=deadline, retention=retention, unique_key=unique_key,
-                              enqueued_at=now)
+                              enqueued_at=now, priority=priority)
         return _Prepared(message, message.encode(payload_json), process_at, unique_key, unique_ttl,
                          chosen_id=options.get("task_id") is not None)
 
@@ -260,7 +263,8 @@ class Client:
 
     def _enqueue_call(self, queue: str, prepared: list[_Prepared], now_ms: int, pipe: Any) -> Any:
         items = [EnqueueItem(p.message.id, p.encoded, to_ms(p.process_at) if p.process_at else 0, p.unique_key,
-                             to_ms(p.unique_ttl), check_id=p.chosen_id) for p in prepared]
+                             to_ms(p.unique_ttl), check_id=p.chosen_id, front=p.message.priority > 0)
+                 for p in prepared]
         q = self._queue_keys.get(queue)
         if q is None:
             q = self.keys.queue(queue)
@@ -292,8 +296,8 @@ class Client:
         ``result_id`` and ``get``/``wait`` for its outcome).
 
         Options (keyword-only): ``queue``, ``max_retry``, ``timeout``, ``deadline``, ``process_at``,
-        ``process_in``, ``unique_for``, ``task_id``, ``retention``; each has a documented range
-        (``queuecore.core.limits``). Raises ``InvalidPayload``, ``InvalidOption`` (an option out of
+        ``process_in``, ``unique_for``, ``task_id``, ``retention``, ``priority``; each has a documented
+        range (``queuecore.core.limits``). Raises ``InvalidPayload``, ``InvalidOption`` (an option out of
         its range), ``ConfigurationError`` (a bad name), ``DuplicateTask``, ``TaskIdConflict`` or
         ``BrokerError``; on any of them but ``BrokerError`` nothing was written.
         """

@@ -939,7 +939,7 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
         archived_at=archived_at, timeout=m.timeout, deadline=seconds_to_datetime(m.deadline),
         retention=m.retention, unique_key=m.unique_key, result=result, cancel_requested=bool(h.get("cancel")),
         decode_error=decode_error, worker=worker, fetched_at=fetched_at,
-        attempts=parse_attempts(h.get("attempts")), archived_by=h.get("archived_by") or None,
+        attempts=parse_attempts(h.get("attempts")), priority=m.priority, archived_by=h.get("archived_by") or None,
         snoozed=_int(h.get("snoozed")),
         waiting=(h.get("waiting") or None) if task_state is TaskState.SCHEDULED else None,
     )

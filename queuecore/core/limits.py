@@ -73,6 +73,7 @@ TIMEOUT = Range(0, MAX_DURATION, low_open=True, note="(10 years)")
 RETENTION = Range(0, MAX_DURATION, note="(10 years; 0 = not kept)")
 UNIQUE_FOR = Range(MIN_INTERVAL, MAX_DURATION, note="(10 years)")
 PROCESS_IN = Range(-MAX_DURATION, MAX_DURATION, note="(10 years; 0 or less = now)")
+PRIORITY = Range(-100, 100, whole=True, unit="", note="(more than 0 = to the head of its queue)")
 # process_at and deadline: a point in time from 1970-01-01 UTC to MAX_DURATION after now (the client
 # checks them, since the upper bound moves with the clock).
 

@@ -108,6 +108,7 @@ class TaskMessage:
     retention: float = 0.0  # seconds to keep the completed task
     unique_key: str | None = None
     enqueued_at: float = 0.0  # unix seconds
+    priority: int = 0  # -100..100; > 0 went to the head of its queue at enqueue
 
     def encode(self, payload_json: str | None = None) -> str:
         """Encode the message; ``payload_json`` reuses an already validated encoding."""
@@ -123,6 +124,8 @@ class TaskMessage:
             parts.append(f'"retention":{float(self.retention)!r}')
         if self.unique_key is not None:
             parts.append(f'"unique_key":{dumps(self.unique_key)}')
+        if self.priority:
+            parts.append(f'"priority":{int(self.priority)}')
         return "{" + ",".join(parts) + "}"
 
     @classmethod
@@ -140,6 +143,9 @@ class TaskMessage:
             type_name = raw["type"]
             payload = raw.get("payload", {})
             max_retry = raw.get("max_retry", DEFAULT_MAX_RETRY)
+            priority = raw.get("priority", 0)
+            if not isinstance(priority, int) or isinstance(priority, bool):
+                raise TypeError("priority must be an integer")
             if not isinstance(type_name, str) or not type_name:
                 raise TypeError("type must be a non-empty string")
             if not isinstance(payload, dict):
@@ -157,6 +163,7 @@ class TaskMessage:
                 retention=_opt_float(raw.get("retention")) or 0.0,
                 unique_key=_opt_str(raw.get("unique_key")),
                 enqueued_at=_opt_float(raw.get("enqueued_at")) or 0.0,
+                priority=priority,
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int too big for float
             raise TaskDecodeError(f"task {task_id}: malformed message ({exc})") from None
@@ -227,6 +234,7 @@ class TaskInfo:
     # Its last attempts, oldest first (at most 10; ``attempts.py``): when each started, how long it
     # ran, on which worker, and how it ended.
     attempts: list[AttemptInfo] = field(default_factory=list)
+    priority: int = 0  # > 0: it went to the head of its queue when enqueued (the ``priority`` option)
     archived_by: str | None = None  # "operator" when an operator archived it (not its last attempt)
     snoozed: int = 0  # times its handler snoozed it (``Snooze``): never counted as retries
     waiting: str | None = None  # scheduled because a concurrency or rate limit held it back: which

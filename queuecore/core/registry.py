@@ -14,7 +14,7 @@ from queuecore.core.flow import TaskLimits
 from queuecore.core.keys import validate_type_name
 
 ENQUEUE_OPTIONS = frozenset({"queue", "max_retry", "timeout", "deadline", "process_at", "process_in",
-                             "unique_for", "task_id", "retention"})
+                             "unique_for", "task_id", "retention", "priority"})
 DEFAULT_OPTIONS = ENQUEUE_OPTIONS - {"task_id", "process_at", "process_in", "deadline"}
 
 

@@ -99,6 +99,12 @@ class EnqueueItem:
     unique_key: str | None = None
     unique_ttl_ms: int = 0
     check_id: bool = True  # False for generated random ids, which cannot collide
+    front: bool = False  # pending at the head of the queue: runs before the tasks already waiting
+
+    @property
+    def flags(self) -> int:
+        """The item's flags for the ``enqueue`` script: 1 check the id, 2 at the head of pending."""
+        return (1 if self.check_id else 0) + (2 if self.front else 0)
 
 
 class RecoveredTask(NamedTuple):
@@ -247,7 +253,7 @@ class Scripts:
                 keys.append(item.unique_key)
                 unique_index = len(keys)
             args += [item.id, item.msg, item.process_at_ms, item.unique_ttl_ms if unique_index else 0, unique_index,
-                     1 if item.check_id else 0]
+                     item.flags]
         return self._call("enqueue", keys, args, client)
 
     @staticmethod

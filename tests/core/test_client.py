@@ -417,20 +417,20 @@ def test_options_are_keyword_only_and_never_mixed_with_the_payload(registry, cli
 
 
 def test_unknown_options_are_refused(registry, client: Client) -> None:
-    with pytest.raises(ConfigurationError, match="priority"):
-        client.enqueue("t", {}, priority=5)
+    with pytest.raises(ConfigurationError, match="urgency"):
+        client.enqueue("t", {}, urgency=5)
 
     @task(name="known", registry=registry)
     def known() -> None: ...
 
     with pytest.raises(ConfigurationError):
-        known.using(priority=1)
+        known.using(urgency=1)
     with pytest.raises(ConfigurationError):
         task(name="x", registry=registry, bogus=1)
     with pytest.raises(ConfigurationError):  # per-call options cannot be decorator defaults
         task(name="y", registry=registry, task_id="fixed")
     with pytest.raises(ConfigurationError):
-        client.enqueue_many([TaskRequest("t", {}, {"priority": 1})])
+        client.enqueue_many([TaskRequest("t", {}, {"urgency": 1})])
 
 
 # -- enqueue_many -------------------------------------------------------------------------------

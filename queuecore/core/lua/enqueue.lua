@@ -9,19 +9,21 @@
 -- ARGV[2] wake channel, published when the pending list turns non-empty
 -- ARGV[3] n, the number of tasks
 -- ARGV[4 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
---         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and 1 when the id
---         was chosen by the caller (an existing task with it is a conflict, unless it holds this very
---         message) or 0 when it was generated (an existing task with it was stored by an earlier
---         send of the same call): the retry of a call whose reply was lost stores nothing twice
+--         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and its flags, the
+--         sum of: 1 when the id was chosen by the caller (an existing task with it is a conflict,
+--         unless it holds this very message; without it the id was generated, and an existing task
+--         with it was stored by an earlier send of the same call: the retry of a call whose reply was
+--         lost stores nothing twice), 2 when it goes to the head of pending (the end workers take
+--         from, so it runs before the tasks already waiting: the priority option); "0" to "3"
 -- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
 -- Error reply "QCINVALID <where> <field> <value>" (qc_invalid) when the batch is malformed: n not
 -- matching ARGV ("batch count"), an empty id or message, a due time or TTL that is not a whole
--- number of ms below 10^15, a lock index not pointing at a lock key with a TTL, a check flag not 0
--- or 1 ("item <i> <field>"): every item is checked before any write, so nothing is written.
+-- number of ms below 10^15, a lock index not pointing at a lock key with a TTL, flags not "0" to
+-- "3" ("item <i> <field>"): every item is checked before any write, so nothing is written.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 --
--- Cost: per task one HSET; the pending ids go in one LPUSH per batch, and the task hashes are looked
+-- Cost: per task one HSET; the pending ids go in one LPUSH per batch (one RPUSH for those at the head), and the task hashes are looked
 -- up with one EXISTS for the whole batch (TYPE each only when some exist). Every check comes before
 -- the first write.
 local n = tonumber(ARGV[3])
@@ -47,12 +49,12 @@ do  -- the batch is well formed, item by item, before anything is written
         elseif not ms(unique) or (tonumber(unique) > 0 and (tonumber(unique) < 3 + n or tonumber(unique) > #KEYS
                 or tonumber(ARGV[base + 3]) < 1)) then
             field = "lock_index"
-        elseif ARGV[base + 5] ~= "0" and ARGV[base + 5] ~= "1" then
-            field = "check_id"
+        elseif not string.match(ARGV[base + 5], "^[0-3]$") then
+            field = "flags"
         end
         if field then
             return qc_invalid("item " .. i, field, field == "message" and "" or ARGV[base + ({id = 0, process_at_ms = 2,
-                unique_ttl_ms = 3, lock_index = 4, check_id = 5})[field]])
+                unique_ttl_ms = 3, lock_index = 4, flags = 5})[field]])
         end
     end
 end
@@ -76,17 +78,19 @@ do
         err = qc_check_type(KEYS[i], "string") if err then return err end
     end
 end
-local out, push = {}, {}
+local out, push, head = {}, {}, {}
 for i = 1, n do
     local base = 4 + 6 * (i - 1)
     local id, msg = ARGV[base], ARGV[base + 1]
     local key = KEYS[2 + i]
     local unique = tonumber(ARGV[base + 4])
-    if (found > 0 or ARGV[base + 5] == "1") and redis.call("EXISTS", key) == 1 then
+    local flags = tonumber(ARGV[base + 5])
+    local chosen = flags % 2 == 1
+    if (found > 0 or chosen) and redis.call("EXISTS", key) == 1 then
         -- A generated id (128 random bits) that exists was stored by an earlier send of this same
         -- call (a client retry after a lost reply): done. So was a caller-chosen id whose task holds
         -- this very message (its enqueued_at, to the ms, included). Any other taken id: a conflict.
-        out[i] = (ARGV[base + 5] == "0" or redis.call("HGET", key, "msg") == msg) and 1 or 0
+        out[i] = (not chosen or redis.call("HGET", key, "msg") == msg) and 1 or 0
     elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", ARGV[base + 3]) then
         out[i] = {-1, redis.call("GET", KEYS[unique])}
     else
@@ -96,7 +100,11 @@ for i = 1, n do
             redis.call("ZADD", KEYS[2], process_at, id)
         else
             redis.call("HSET", key, "msg", msg, "state", "pending")  -- pending since enqueued_at (in msg)
-            push[#push + 1] = id
+            if flags >= 2 then
+                head[#head + 1] = id
+            else
+                push[#push + 1] = id
+            end
         end
         if unique > 0 then
             redis.call("HSET", key, "unique", KEYS[unique])
@@ -104,11 +112,16 @@ for i = 1, n do
         out[i] = 1
     end
 end
+for j = 1, math.floor(#head / 2) do  -- pushed last to first: the batch's first is taken first
+    head[j], head[#head + 1 - j] = head[#head + 1 - j], head[j]
+end
 local woke = false
-for first = 1, #push, 1000 do
-    local last = math.min(first + 999, #push)
-    if redis.call("LPUSH", KEYS[1], unpack(push, first, last)) == last - first + 1 then
-        woke = true  -- the list was empty: tell idle workers
+for command, ids in pairs({LPUSH = push, RPUSH = head}) do
+    for first = 1, #ids, 1000 do
+        local last = math.min(first + 999, #ids)
+        if redis.call(command, KEYS[1], unpack(ids, first, last)) == last - first + 1 then
+            woke = true  -- the list was empty: tell idle workers
+        end
     end
 end
 if woke then
