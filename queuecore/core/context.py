@@ -24,6 +24,9 @@ class TaskContext:
     max_retry: int
     payload: dict[str, Any]
     deadline: float | None = None  # unix seconds by which the attempt must finish
+    enqueued_at: float | None = None  # unix seconds
+    priority: int = 0  # the priority it was enqueued with (> 0: it went to the head of its queue)
+    worker_id: str = ""  # the server id of the worker process running it
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     cancel_reason: str | None = None
 

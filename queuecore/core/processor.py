@@ -272,7 +272,9 @@ class Processor:
     def _hold(self, queue: str, task_id: str, lease: int, retried: int, message: TaskMessage,
               now: float) -> Running:
         ctx = TaskContext(id=task_id, queue=queue, type=message.type, retried=retried,
-                          max_retry=message.max_retry, payload=message.payload)
+                          max_retry=message.max_retry, payload=message.payload,
+                          enqueued_at=message.enqueued_at or None, priority=message.priority,
+                          worker_id=self.recorder.worker_id)
         running = Running(id=task_id, queue=queue, lease=lease, retried=retried, message=message, ctx=ctx,
                           started=now, deadline=message.deadline, fetched=now)
         self._slots.use()

@@ -1,0 +1,430 @@
+"""A backend for Django's Tasks API: ``django.tasks`` on Django 6.0+, and the ``django-tasks``
+backport (module ``django_tasks``) on Django 5.2.
+
+    TASKS = {"default": {
+        "BACKEND": "queuecore.tasks_backend.QueuecoreBackend",
+        "QUEUES": ["default", "low"],                       # queuecore queues of the same names
+        "OPTIONS": {"TIMEOUT": 600, "MAX_RETRY": 3, "UNIQUE_FOR": None, "RETENTION": 86400},
+    }}
+
+A Django task is a first-class queuecore task: its type name is the function's module path
+(``myapp.tasks.send_email``), its payload ``{"args": [...], "kwargs": {...}, "backend": alias}``
+(``"run_after"`` too when it was deferred), and ``runworker`` runs it under a lease, with retries,
+timeouts, cancel and pause, as any other task; the dashboard and ``adminctl`` show it. The worker finds
+it in queuecore's registry: defining the task (``@task``, which validates it against this backend)
+registers it, so its module must be imported by the worker (every app's ``tasks.py`` is; list others
+in ``QUEUECORE['TASK_MODULES']``). Nothing is ever imported from a name stored in Redis.
+
+- ``enqueue``/``aenqueue`` store the task (``task_enqueued`` is sent); the result id is queuecore's
+  ``"<queue>/<task id>"``, so ``queuecore.result(result.id).get(timeout=...)`` waits for it.
+- ``get_result``/``aget_result`` read it while its retention lasts (``TaskResultDoesNotExist`` after).
+- ``run_after`` defers it; ``priority`` > 0 puts it at the head of its queue (it runs before the tasks
+  already waiting there; among such tasks the most recent first), 0 or less at the tail, as every
+  queuecore task (see the README's "Django's Tasks API").
+- Options Django has no word for (``timeout``, ``max_retry``, ``unique_for``, ``retention``) come from
+  ``OPTIONS`` (``TIMEOUT``, ``MAX_RETRY``, ``UNIQUE_FOR``, ``RETENTION``), and per task from
+  ``@task(timeout=..., ...)`` (``QueuecoreTask``; Django 6.1 and the backport pass extra ``@task``
+  arguments to the backend's task class). ``RETENTION`` defaults to ``QUEUECORE['DEFAULT_RETENTION']``
+  when that is above 0, else one day: Django's API promises results.
+- Status: pending, scheduled and retry are READY (retry: "ready to be executed again", with the failed
+  attempts in ``errors``); active is RUNNING; completed SUCCESSFUL; archived FAILED (retries spent,
+  cancelled or archived by an operator).
+- The worker sends ``task_started`` as each attempt starts and ``task_finished`` when the task is
+  finished: after a success, or a failure that will not be retried (a failed attempt that will be
+  retried is READY again, and sends nothing). A ``takes_context`` task gets a ``TaskContext`` whose
+  ``attempt`` is the attempt's number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from traceback import format_exception
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.utils import timezone
+
+from queuecore.core import limits
+from queuecore.core.attempts import ATTEMPT_LINE_ERROR_CHARS, one_line
+from queuecore.core.client import get_default_client
+from queuecore.core.context import current_task
+from queuecore.core.errors import ConfigurationError, PayloadMismatch, TaskNotFound
+from queuecore.core.keys import validate_queue_name
+from queuecore.core.message import TaskInfo
+from queuecore.core.outcome import class_path, classify, decide
+from queuecore.core.reasons import CANCELLED_BY_OPERATOR
+from queuecore.core.registry import Handler, default_registry
+from queuecore.core.results import parse_result_id, result_id
+from queuecore.core.states import TaskState
+
+try:  # Django 6.0+
+    from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, TaskResultStatus, task_backends
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import Task, TaskContext, TaskError, TaskResult
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
+except ImportError:  # Django 5.2 and the django-tasks backport
+    try:
+        from django_tasks import DEFAULT_TASK_BACKEND_ALIAS, TaskResultStatus, task_backends
+        from django_tasks.backends.base import BaseTaskBackend
+        from django_tasks.base import Task, TaskContext, TaskError, TaskResult
+        from django_tasks.exceptions import InvalidTaskError as InvalidTask
+        from django_tasks.exceptions import TaskResultDoesNotExist
+        from django_tasks.signals import task_enqueued, task_finished, task_started
+        from django_tasks.utils import normalize_json
+    except ImportError as exc:
+        raise ImportError("queuecore.tasks_backend needs Django 6.0+ (django.tasks), or the django-tasks package "
+                          "on Django 5.2: pip install django-tasks") from exc
+
+DEFAULT_RESULT_RETENTION = 24 * 3600.0  # when neither OPTIONS nor QUEUECORE['DEFAULT_RETENTION'] sets one
+# OPTIONS key -> (enqueue option and QueuecoreTask field, its range)
+OPTIONS: dict[str, tuple[str, limits.Range]] = {
+    "TIMEOUT": ("timeout", limits.TIMEOUT), "MAX_RETRY": ("max_retry", limits.MAX_RETRY),
+    "UNIQUE_FOR": ("unique_for", limits.UNIQUE_FOR), "RETENTION": ("retention", limits.RETENTION),
+}
+STATUS = {
+    TaskState.PENDING: TaskResultStatus.READY, TaskState.SCHEDULED: TaskResultStatus.READY,
+    TaskState.RETRY: TaskResultStatus.READY, TaskState.ACTIVE: TaskResultStatus.RUNNING,
+    TaskState.COMPLETED: TaskResultStatus.SUCCESSFUL, TaskState.ARCHIVED: TaskResultStatus.FAILED,
+}
+LOST_ATTEMPT_ERROR = "queuecore.core.errors.WorkerLost"  # the class of an attempt the core ended itself
+_TRACEBACK = "Traceback (most recent call last):\n"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class QueuecoreTask(Task):
+    """Django's ``Task`` with queuecore's options; ``None`` takes the backend's ``OPTIONS`` default:
+    ``@task(timeout=60, max_retry=3, unique_for=300, retention=3600)``."""
+
+    timeout: float | timedelta | None = None
+    max_retry: int | None = None
+    unique_for: float | timedelta | None = None
+    retention: float | timedelta | None = None
+
+
+def _seconds(value: Any) -> Any:
+    return value.total_seconds() if isinstance(value, timedelta) else value
+
+
+def _check_option(key: str, value: Any) -> str | None:
+    """Why ``value`` cannot be the queuecore option of ``OPTIONS[key]``; None when it can."""
+    name, allowed = OPTIONS[key]
+    if value is None:
+        return None
+    try:
+        allowed.check(_seconds(value), name)
+    except ConfigurationError as exc:
+        return str(exc)
+    return None
+
+
+class _TaskHandler(Handler):
+    """A Django task in queuecore's registry: what the worker runs for its type name."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        runner = _async_runner(self) if inspect.iscoroutinefunction(task.func) else _sync_runner(self)
+        super().__init__(runner, task.module_path, {})
+
+
+def _register(task: Task) -> None:
+    """Put ``task`` in queuecore's registry under its module path (once per function)."""
+    existing = default_registry.get(task.module_path)
+    if isinstance(existing, _TaskHandler) and existing.task.func is task.func:
+        return
+    try:
+        default_registry.register(_TaskHandler(task))
+    except ConfigurationError as exc:
+        raise InvalidTask(str(exc)) from None
+
+
+def _backend_class(alias: str) -> type:
+    try:
+        return type(task_backends[alias])
+    except Exception:  # not configured in this process: the signal still names a backend class
+        return QueuecoreBackend
+
+
+def _task_as_enqueued(task: Task, queue: str, backend: str, priority: int, run_after: str | None) -> Task:
+    """The registered task with what it was enqueued with (``Task.using`` does the same)."""
+    changes: dict[str, Any] = {"queue_name": queue, "backend": backend, "priority": priority}
+    if run_after:
+        changes["run_after"] = datetime.fromisoformat(run_after)
+    try:
+        return dataclasses.replace(task, **changes)
+    except Exception:  # e.g. a queue since dropped from QUEUES: the task as defined
+        return task
+
+
+def _datetime(seconds: float | None) -> datetime | None:
+    return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None
+
+
+def _bind(task: Task, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """``PayloadMismatch`` when the stored arguments do not fit the function: archived at once."""
+    context = [None] if task.takes_context else []
+    try:
+        inspect.signature(task.func).bind(*context, *args, **kwargs)
+    except TypeError as exc:
+        raise PayloadMismatch(f"the arguments do not fit task {task.module_path}: {exc}") from None
+
+
+def _running_result(handler: _TaskHandler, args: list[Any], kwargs: dict[str, Any], backend: str,
+                    run_after: str | None) -> TaskResult:
+    """This attempt as a RUNNING ``TaskResult``, for the signals and a ``takes_context`` task."""
+    ctx = current_task()
+    task = _task_as_enqueued(handler.task, ctx.queue, backend, ctx.priority, run_after)
+    now = timezone.now()
+    return TaskResult(
+        task=task, id=result_id(ctx.queue, ctx.id), status=TaskResultStatus.RUNNING,
+        enqueued_at=_datetime(ctx.enqueued_at), started_at=now, finished_at=None, last_attempted_at=now,
+        args=args, kwargs=kwargs, backend=backend, errors=[],
+        worker_ids=[""] * ctx.retried + [ctx.worker_id],  # one per attempt: TaskContext.attempt is this one's
+    )
+
+
+def _finished(result: TaskResult, status: Any, *, value: Any = None, error: BaseException | None = None) -> None:
+    object.__setattr__(result, "status", status)
+    object.__setattr__(result, "finished_at", timezone.now())
+    if error is not None:
+        result.errors.append(TaskError(exception_class_path=class_path(type(error)),
+                                       traceback="".join(format_exception(error))))
+    else:
+        object.__setattr__(result, "_return_value", value)
+
+
+def _final(error: BaseException) -> bool:
+    """Whether this failure ends the task (no retry): the worker's own decision (``outcome.decide``)."""
+    ctx = current_task()
+    decision = decide(classify(error, ctx.cancel_reason), retried=ctx.retried, max_retry=ctx.max_retry,
+                      retry_delay=lambda retried, error: 0.0)
+    return decision.action == "archive"
+
+
+def _sync_runner(handler: _TaskHandler) -> Callable[..., Any]:
+    def run(args: list[Any] | None = None, kwargs: dict[str, Any] | None = None,
+            backend: str = DEFAULT_TASK_BACKEND_ALIAS, run_after: str | None = None) -> Any:
+        args, kwargs = list(args or []), dict(kwargs or {})
+        _bind(handler.task, args, kwargs)
+        result = _running_result(handler, args, kwargs, backend, run_after)
+        sender = _backend_class(backend)
+        task_started.send(sender=sender, task_result=result)
+        try:
+            context = [TaskContext(task_result=result)] if result.task.takes_context else []
+            value = normalize_json(result.task.func(*context, *args, **kwargs))
+        except BaseException as exc:
+            if _final(exc):
+                _finished(result, TaskResultStatus.FAILED, error=exc)
+                task_finished.send(sender=sender, task_result=result)
+            raise
+        _finished(result, TaskResultStatus.SUCCESSFUL, value=value)
+        task_finished.send(sender=sender, task_result=result)
+        return value
+
+    run.__name__ = run.__qualname__ = handler.task.func.__name__
+    return run
+
+
+def _async_runner(handler: _TaskHandler) -> Callable[..., Any]:
+    async def run(args: list[Any] | None = None, kwargs: dict[str, Any] | None = None,
+                  backend: str = DEFAULT_TASK_BACKEND_ALIAS, run_after: str | None = None) -> Any:
+        args, kwargs = list(args or []), dict(kwargs or {})
+        _bind(handler.task, args, kwargs)
+        result = _running_result(handler, args, kwargs, backend, run_after)
+        sender = _backend_class(backend)
+        task_started.send(sender=sender, task_result=result)
+        try:
+            context = [TaskContext(task_result=result)] if result.task.takes_context else []
+            value = normalize_json(await result.task.func(*context, *args, **kwargs))
+        except BaseException as exc:
+            if _final(exc):
+                _finished(result, TaskResultStatus.FAILED, error=exc)
+                task_finished.send(sender=sender, task_result=result)
+            raise
+        _finished(result, TaskResultStatus.SUCCESSFUL, value=value)
+        task_finished.send(sender=sender, task_result=result)
+        return value
+
+    run.__name__ = run.__qualname__ = handler.task.func.__name__
+    return run
+
+
+class QueuecoreBackend(BaseTaskBackend):
+    """Django's task backend on queuecore (see the module). It enqueues through queuecore's default
+    client (``QUEUECORE``), so the Django queues are queuecore queues of the same names."""
+
+    task_class = QueuecoreTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    def validate_task(self, task: Task) -> None:
+        """Django's checks, then queuecore's (a valid queue name, options in range); a valid task is
+        registered, so the worker can run it."""
+        super().validate_task(task)
+        try:
+            validate_queue_name(task.queue_name)
+        except ConfigurationError as exc:
+            raise InvalidTask(str(exc)) from None
+        for key, (name, _) in OPTIONS.items():
+            problem = _check_option(key, getattr(task, name, None))
+            if problem:
+                raise InvalidTask(f"task {task.module_path}: {problem}")
+        _register(task)
+
+    def _defaults(self, client: Any) -> dict[str, Any]:
+        raw = self.options if isinstance(self.options, dict) else {}
+        defaults = {name: raw.get(key) for key, (name, _) in OPTIONS.items()}
+        if defaults["retention"] is None:
+            kept = client.connection.default_retention
+            defaults["retention"] = kept if kept > 0 else DEFAULT_RESULT_RETENTION
+        return defaults
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        self.validate_task(task)
+        args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
+        client = get_default_client()
+        payload: dict[str, Any] = {"args": args, "kwargs": kwargs, "backend": self.alias}
+        options = {"queue": task.queue_name, "priority": task.priority}
+        for name, default in self._defaults(client).items():
+            value = getattr(task, name, None)
+            value = default if value is None else value
+            if value is not None:
+                options[name] = value
+        if task.run_after is not None:
+            options["process_at"] = task.run_after
+            payload["run_after"] = task.run_after.isoformat()
+        handle = client.enqueue(task.module_path, payload, **options)
+        result = TaskResult(task=task, id=handle.result_id, status=TaskResultStatus.READY,
+                            enqueued_at=handle.enqueued_at, started_at=None, finished_at=None,
+                            last_attempted_at=None, args=args, kwargs=kwargs, backend=self.alias, errors=[],
+                            worker_ids=[])
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    # -- results ----------------------------------------------------------------------------------
+
+    def get_result(self, result_id: str) -> TaskResult:
+        try:
+            info = get_default_client().result(result_id)
+        except (TaskNotFound, ConfigurationError) as exc:
+            raise TaskResultDoesNotExist(str(exc)) from None
+        return self._result(info)
+
+    async def aget_result(self, result_id: str) -> TaskResult:
+        try:
+            queue, task_id = parse_result_id(result_id)
+        except ConfigurationError as exc:
+            raise TaskResultDoesNotExist(str(exc)) from None
+        if queue is None:  # a bare task id: looked for in every queue
+            return await super().aget_result(result_id)
+        try:
+            info = await get_default_client().results.aread(queue, task_id)
+        except TaskNotFound as exc:
+            raise TaskResultDoesNotExist(str(exc)) from None
+        return self._result(info)
+
+    def _result(self, info: TaskInfo) -> TaskResult:
+        """The ``TaskResult`` of a stored task (see the module for the status of each state)."""
+        handler = default_registry.get(info.type)
+        if not isinstance(handler, _TaskHandler):
+            raise TaskResultDoesNotExist(f"{result_id(info.queue, info.id)} is a {info.type!r} task, not a Django "
+                                         "task this process knows (is its module imported?)")
+        payload = info.payload
+        args, kwargs = list(payload.get("args") or []), dict(payload.get("kwargs") or {})
+        backend = str(payload.get("backend") or self.alias)
+        task = _task_as_enqueued(handler.task, info.queue, backend, info.priority, payload.get("run_after"))
+        attempts = info.attempts
+        count = max([a.number for a in attempts] + [0]) + (1 if info.state is TaskState.ACTIVE else 0)
+        worker_ids = [""] * count
+        for attempt in attempts:
+            worker_ids[attempt.number - 1] = attempt.worker or ""
+        starts = [start for a in attempts if (start := a.started_at or a.fetched_at) is not None]
+        if info.state is TaskState.ACTIVE and info.fetched_at:
+            starts.append(info.fetched_at)
+        finished_at = None
+        if info.state is TaskState.COMPLETED:
+            finished_at = info.completed_at
+        elif info.state is TaskState.ARCHIVED:
+            finished_at = info.last_failed_at or (attempts[-1].ended_at if attempts else None) or info.archived_at
+        result = TaskResult(
+            task=task, id=result_id(info.queue, info.id), status=STATUS[info.state], enqueued_at=info.enqueued_at,
+            started_at=min(starts) if starts else None, finished_at=finished_at,
+            last_attempted_at=max(starts) if starts else None, args=args, kwargs=kwargs, backend=backend,
+            errors=_errors(info), worker_ids=worker_ids,
+        )
+        if info.state is TaskState.COMPLETED:
+            object.__setattr__(result, "_return_value", info.result)
+        return result
+
+    # -- checks -----------------------------------------------------------------------------------
+
+    def check(self, **kwargs: Any) -> list[Any]:
+        """``queuecore.E101`` bad OPTIONS, ``E102`` a queue name queuecore refuses; ``W101`` results
+        not kept, ``W102`` a queue no worker serves by default, ``W103`` the queuecore app missing."""
+        messages = list(super().check(**kwargs))
+        where = f"TASKS['{self.alias}']"
+        if not isinstance(self.options, dict):
+            return [*messages, checks.Error(f"{where}['OPTIONS'] must be a dict.", id="queuecore.E101")]
+        unknown = sorted(set(self.options) - set(OPTIONS))
+        if unknown:
+            messages.append(checks.Error(f"{where}['OPTIONS'] has unknown key(s): {', '.join(unknown)}.",
+                                         hint=f"Known keys: {', '.join(OPTIONS)}.", id="queuecore.E101"))
+        for key in OPTIONS:
+            problem = _check_option(key, self.options.get(key))
+            if problem:
+                messages.append(checks.Error(f"{where}['OPTIONS']['{key}']: {problem}", id="queuecore.E101"))
+        served: set[str] = set()
+        try:
+            from queuecore.conf import get_config
+
+            served = set(get_config().worker_config().queues)
+        except Exception:  # reported by queuecore's own checks
+            served = set()
+        for queue in sorted(self.queues):
+            try:
+                validate_queue_name(queue)
+            except ConfigurationError as exc:
+                messages.append(checks.Error(f"{where}['QUEUES']: {exc}", id="queuecore.E102"))
+                continue
+            if served and queue not in served:
+                messages.append(checks.Warning(
+                    f"{where}['QUEUES'] has {queue!r}, which QUEUECORE['QUEUES'] does not list: runworker "
+                    "does not serve it unless started with --queues.", id="queuecore.W102"))
+        if self.options.get("RETENTION") == 0:
+            messages.append(checks.Warning(
+                f"{where}['OPTIONS']['RETENTION'] is 0: results are not kept, and get_result() fails once a task "
+                "has finished.", id="queuecore.W101"))
+        if "queuecore" not in {app.split(".")[0] for app in settings.INSTALLED_APPS}:
+            messages.append(checks.Warning(
+                "queuecore is not in INSTALLED_APPS: its settings, runworker and the discovery of tasks.py "
+                "modules are missing.", hint="INSTALLED_APPS += ['queuecore']", id="queuecore.W103"))
+        return messages
+
+
+def _errors(info: TaskInfo) -> list[TaskError]:
+    """One ``TaskError`` per failed attempt the task remembers (its last 10): the class path of the
+    error, and its traceback for the newest one (earlier ones keep their error's first line)."""
+    out = []
+    full = info.last_error or ""
+    newest = max((a.number for a in info.attempts if a.result != "completed"), default=0)
+    for attempt in info.attempts:
+        if attempt.result == "completed" or not attempt.error:
+            continue
+        path = attempt.error_type or LOST_ATTEMPT_ERROR
+        text = attempt.error
+        if attempt.number == newest and full and one_line(full, ATTEMPT_LINE_ERROR_CHARS) == attempt.error:
+            head, _, frames = full.partition("\n\n" + _TRACEBACK)
+            text = _TRACEBACK + frames if frames else head
+        if attempt.error == CANCELLED_BY_OPERATOR and not attempt.error_type:
+            path = "queuecore.core.errors.TaskCancelled"
+        out.append(TaskError(exception_class_path=path, traceback=text))
+    return out
