@@ -32,6 +32,7 @@ from queuecore.core.health import RedisHealth
 from queuecore.core.keys import Keys, QueueKeys
 from queuecore.core.message import TaskMessage, encode_payload
 from queuecore.core.periodic import MISFIRE_GRACE, PeriodicEntry, fire_task_id
+from queuecore.core.scripts import Scripts
 
 logger = logging.getLogger("queuecore.scheduler")
 
@@ -81,7 +82,7 @@ class Scheduler(Periodic):
 
     name = "scheduler"
 
-    def __init__(self, scripts: Any, keys: Keys, clock: Clock, entries: Sequence[PeriodicEntry], prepare: Prepare,
+    def __init__(self, scripts: Scripts, keys: Keys, clock: Clock, entries: Sequence[PeriodicEntry], prepare: Prepare,
                  health: RedisHealth, *, declare_interval: float, grace: float = MISFIRE_GRACE) -> None:
         super().__init__(declare_interval, health)
         self._scripts = scripts
