@@ -326,3 +326,12 @@ def test_an_entry_takes_its_handlers_defaults_under_its_own(make_worker, registr
     worker = make_worker(start=False, periodic={"r": {"task": "demo.report", "every": 60, "max_retry": 5}})
     [entry] = worker.scheduler.entries
     assert (entry.queue, entry.options) == ("low", {"queue": "low", "max_retry": 5, "timeout": 60})
+
+
+def test_a_cron_entry_without_croniter_says_how_to_install_it(monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "croniter", None)  # as if the periodic extra were not installed
+    with pytest.raises(ConfigurationError, match=r"pip install 'queuecore\[periodic\]'"):
+        PeriodicEntry.from_spec("a", {"task": "t", "cron": "* * * * *"})
+    assert PeriodicEntry.from_spec("b", {"task": "t", "every": 5}).schedule == Every(5)  # every needs nothing
