@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -158,3 +159,20 @@ def test_a_rate_limit_spaces_the_starts_and_uses_no_attempt(make_worker, client,
     assert all(wait_state(inspector, "q", i.id, "completed").retried == 0 for i in infos)
     (limit,) = inspector.limits()
     assert (limit.rate_limit, limit.rate_window, limit.rate_text) == (10, 1.0, "10/1s")
+
+
+def test_async_handlers_keep_the_limit_too(make_worker, client, registry):
+    gauge = Gauge()
+
+    @task(name="t.async_limited", registry=registry, concurrency_limit=1)
+    async def limited_async(n: int) -> None:
+        gauge.enter()
+        await asyncio.sleep(0.02)
+        gauge.leave()
+
+    for i in range(8):
+        client.enqueue(limited_async, {"n": i}, queue="q")
+    make_worker(queues={"q": 1}, concurrency=4)
+    make_worker(queues={"q": 1}, concurrency=4)
+    wait_until(lambda: gauge.done == 8, 20, message="every async limited task to run")
+    assert gauge.max[""] == 1

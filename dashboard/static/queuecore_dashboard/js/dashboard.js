@@ -24,6 +24,12 @@
     return !!el.querySelector("input[data-qc-select]:checked, input[data-qc-select-all]:checked");
   };
 
+  // ... and this before refreshing a panel where the user is choosing how long to pause a queue.
+  window.qcChoosing = function (el) {
+    return !!el.querySelector('select[name="for"]:focus') ||
+      Array.prototype.some.call(el.querySelectorAll('select[name="for"]'), function (s) { return s.value !== ""; });
+  };
+
   function updateSelection(form) {
     if (!form) { return; }
     var boxes = form.querySelectorAll("input[data-qc-select]");
