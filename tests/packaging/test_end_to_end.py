@@ -3,8 +3,9 @@ in a fresh virtualenv, start a fresh Django project (``startproject config .`` a
 called ``dashboard``: neither clashes with queuecore), add queuecore and its dashboard, migrate, pass
 ``check --deploy``, serve the dashboard under /ops/queues/, log in through ``LOGIN_URL =
 "admin:login"`` with a real HTTP client, run ``manage.py runworker``, enqueue through ``@task`` and
-``enqueue_on_commit`` (commit and rollback) from ``manage.py shell``, and see the tasks complete with
-their results.
+``enqueue_on_commit`` (commit and rollback) and Django's own Tasks API from ``manage.py shell``, and
+see the tasks complete with their results (waited for through queuecore's result handle and read
+through Django's API).
 
 The worker and the site use the shared Redis under the test's own key prefix (deleted afterwards).
 """
@@ -43,6 +44,12 @@ INSTALLED_APPS += ["django_htmx", "queuecore", "queuecore_dashboard", "queuecore
 MIDDLEWARE += ["django_htmx.middleware.HtmxMiddleware"]
 LOGIN_URL = "admin:login"
 QUEUECORE = {{"REDIS_URL": {redis_url!r}, "KEY_PREFIX": {key_prefix!r}}}
+TASKS = {{"default": {{"BACKEND": "queuecore.tasks_backend.QueuecoreBackend", "OPTIONS": {{"MAX_RETRY": 3}}}}}}
+try:  # Django 5.2 takes Django's Tasks API from the django-tasks backport
+    import django_tasks  # noqa: F401
+    INSTALLED_APPS += ["django_tasks"]
+except ImportError:
+    pass
 
 # the host's own app, named like queuecore's dashboard used to be
 INSTALLED_APPS += ["dashboard"]
@@ -78,6 +85,17 @@ from queuecore import task
 @task(retention=600)
 def shout(text: str) -> str:
     return text.upper()
+
+
+try:
+    from django.tasks import task as django_task
+except ImportError:  # Django 5.2: the backport
+    from django_tasks import task as django_task
+
+
+@django_task()
+def whisper(text: str) -> str:
+    return text.lower()
 """
 
 ENQUEUE = """
@@ -101,10 +119,9 @@ except RuntimeError:
 with Inspector() as inspector:  # reads QUEUECORE: the task just enqueued is found
     assert inspector.get_task("default", ids["task"]).type == "dashboard.tasks.shout"
 
-# >>> django.tasks (issue 12, item 3): enqueue through Django's own Tasks API here when the backend
-# lands (TASKS = {"default": {"BACKEND": "queuecore...."}} in SETTINGS above, a @django.tasks.task in
-# dashboard/tasks.py), and add its id to ids["django_tasks"].
-# <<< django.tasks
+from dashboard.tasks import whisper  # Django's own Tasks API, through queuecore's backend
+
+ids["django_tasks"] = whisper.enqueue("QUIET PLEASE").id
 
 print(json.dumps(ids))
 """
@@ -185,8 +202,9 @@ def test_a_new_site_installs_the_wheel_and_runs_tasks(wheel: Path, tmp_path: Pat
     run([sys.executable, "-m", "venv", str(venv)], tmp_path, dict(os.environ))
     env = clean_env(venv)
     python = str(venv / "bin" / "python")
-    run([python, "-m", "pip", "install", "--disable-pip-version-check", "-q", f"{wheel}[all]"], tmp_path, env,
-        timeout=300)
+    backport = ["django-tasks"] if sys.version_info < (3, 12) else []  # Django 5.2: Django's Tasks API
+    run([python, "-m", "pip", "install", "--disable-pip-version-check", "-q", f"{wheel}[all]", *backport], tmp_path,
+        env, timeout=300)
     lap("venv and install")
     installed = run([python, "-c", "import queuecore, queuecore_dashboard, queuecore_adminctl, importlib.util as u; "
                                    "print(u.find_spec('config'), u.find_spec('demo'), u.find_spec('dashboard'))"],
@@ -266,15 +284,23 @@ def test_a_new_site_installs_the_wheel_and_runs_tasks(wheel: Path, tmp_path: Pat
         with pytest.raises(TaskNotFound):  # the shell has exited: the rolled back task can never come
             inspector.get_task("default", ids["rolled_back"])
 
-        # >>> django.tasks (issue 12, item 3): read the result of ids["django_tasks"] here, through
-        # django.tasks (default_task_backend.get_result) from manage.py shell, and through the result
-        # handle of issue 12, item 4.
-        # <<< django.tasks
+        # The django.tasks result, waited for through queuecore's result handle, then read through
+        # Django's API, from a new manage.py shell.
+        read = textwrap.dedent(f"""
+            import json
+            import queuecore
+            from dashboard.tasks import whisper
+            waited = queuecore.result({ids["django_tasks"]!r}).get(timeout=30)
+            result = whisper.get_result({ids["django_tasks"]!r})
+            print(json.dumps([waited, result.status.value, result.return_value, len(result.worker_ids)]))
+        """)
+        got = json.loads(run([python, "manage.py", "shell", "-c", read], site, env).strip().splitlines()[-1])
+        assert got == ["quiet please", "SUCCESSFUL", "quiet please", 1]
 
         status, _, page = browser.get("/ops/queues/default/completed/")
         assert status == 200 and all(ids[name] in page for name in ("task", "committed", "committed_using"))
         listed = json.loads(run([python, "manage.py", "adminctl", "--json", "queue", "ls"], site, env))
-        assert [(q["name"], q["completed"]) for q in listed] == [("default", 3)]
+        assert [(q["name"], q["completed"]) for q in listed] == [("default", 4)]
     lap("tasks completed")
 
     worker.send_signal(signal.SIGTERM)
