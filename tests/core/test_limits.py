@@ -176,3 +176,27 @@ def test_async_handlers_keep_the_limit_too(make_worker, client, registry):
     make_worker(queues={"q": 1}, concurrency=4)
     wait_until(lambda: gauge.done == 8, 20, message="every async limited task to run")
     assert gauge.max[""] == 1
+
+
+def test_rate_places_keep_their_turn_and_newcomers_queue_behind(scripts, connection) -> None:
+    """limit_acquire alone, with its own clock: 2 starts per second; held-back tasks get places 500 ms
+    apart, keep them, and a newcomer never passes one."""
+    lim = connection.keys.limit("t.rate")
+
+    def take(member: str, now: int) -> tuple[bool, str, int]:
+        return scripts.limit_acquire(lim, f"q {member}", key="", now_ms=now, expires_ms=now + 30_000,
+                                     concurrency=0, rate=2, window_ms=1000)
+
+    t0 = 1_800_000_000_000
+    assert take("a", t0) == (True, "", 0)
+    assert take("b", t0) == (True, "", 0)
+    assert take("c", t0) == (False, "rate", t0 + 1000)  # when the window has room
+    assert take("d", t0) == (False, "rate", t0 + 1500)  # its own place, window / limit later
+    assert take("e", t0 + 1000) == (False, "rate", t0 + 2000)  # the window has room, but c and d come first
+    assert take("c", t0 + 1000) == (True, "", 0)
+    assert take("d", t0 + 1490) == (True, "", 0)  # 10 ms before its place, with room in the window: fine
+    assert take("f", t0 + 1500) == (False, "rate", t0 + 2500)
+    assert take("e", t0 + 1995) == (False, "rate", t0 + 2000)  # back early to a full window: keeps its turn
+    assert take("e", t0 + 2000) == (True, "", 0)
+    assert take("h", t0 + 2400) == (False, "rate", t0 + 3000)  # room in the window, but f comes first
+    assert take("f", t0 + 2500) == (True, "", 0)

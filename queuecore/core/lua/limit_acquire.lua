@@ -4,7 +4,8 @@
 -- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id>" -> slot expiry (unix ms)
 -- KEYS[2] <prefix>:{lim:<type>}:waiting[:<key>]  ZSET  "<queue> <id>" -> since (unix ms), held back
 -- KEYS[3] <prefix>:{lim:<type>}:rate[:<key>]     ZSET  "<queue> <id> <ms>" -> start (unix ms)
--- KEYS[4] <prefix>:{lim:<type>}:cursor           HASH  <key> -> next free rate place handed out (ms)
+-- KEYS[4] <prefix>:{lim:<type>}:cursor           HASH  <key> -> the next rate place to hand out (ms);
+--         "<key>|<queue> <id>" -> the place a held-back task was given (ms); expires after the last place
 -- KEYS[5] <prefix>:{lim:<type>}:keys             ZSET  <key> -> last use (unix ms), for operators;
 --         keys unused for a day leave it (and the cursor HASH), 100 at a time
 -- ARGV[1] member, "<queue> <id>"
@@ -16,7 +17,9 @@
 -- ARGV[7] the limit key ("" = the type's one limit)
 -- Expired slots (a killed worker's) are dropped first: a slot is never leaked past its expiry.
 -- Returns {1} taken; {0, "concurrency", earliest slot expiry ms}: all slots busy; {0, "rate", due ms}:
--- the window is full, come back at due (each refused task gets its own place, W / limit apart).
+-- come back at due. Each task held back by the rate gets its own place, window / limit apart, and
+-- keeps its turn: while places are outstanding a newcomer queues behind them, and a task coming back
+-- to a full window (clock jitter) waits for the next free moment without losing its place.
 -- Error reply "QCWRONGTYPE ..." when a key has the wrong Redis type; checked before any write.
 local err = qc_check_types(KEYS, {"zset", "zset", "zset", "hash", "zset"}) if err then return err end
 local member, now = ARGV[1], tonumber(ARGV[2])
@@ -31,15 +34,31 @@ end
 if rate > 0 then
     redis.call("ZREMRANGEBYSCORE", KEYS[3], "-inf", now - window)
     local count = redis.call("ZCARD", KEYS[3])
-    if count >= rate then
-        local nth = redis.call("ZRANGE", KEYS[3], count - rate, count - rate, "WITHSCORES")
-        local due = tonumber(nth[2]) + window
-        local cursor = tonumber(redis.call("HGET", KEYS[4], ARGV[7]) or "0")
-        if cursor > due then
-            due = cursor
+    local cursor = tonumber(redis.call("HGET", KEYS[4], ARGV[7]) or "0")
+    local turn = ARGV[7] .. "|" .. member  -- a held-back task's place (the key holds no "|")
+    local reserved = redis.call("HGET", KEYS[4], turn)
+    -- A task with a place may start when the window has room; any other only when no held-back task
+    -- waits for a place still to come (cursor in the past), so newcomers never pass them.
+    if count >= rate or (not reserved and cursor > now) then
+        local due = now
+        if count >= rate then
+            local nth = redis.call("ZRANGE", KEYS[3], count - rate, count - rate, "WITHSCORES")
+            due = tonumber(nth[2]) + window
         end
-        redis.call("HSET", KEYS[4], ARGV[7], due + math.floor(window / rate))
+        if not reserved then  -- a newcomer: the next place, window / limit after the last one
+            if cursor > due then
+                due = cursor
+            end
+            redis.call("HSET", KEYS[4], ARGV[7], due + math.floor(window / rate))
+        end
+        redis.call("HSET", KEYS[4], turn, due)
+        if redis.call("PTTL", KEYS[4]) < due - now + window + 60000 then
+            redis.call("PEXPIRE", KEYS[4], due - now + window + 60000)
+        end
         return {0, "rate", due}
+    end
+    if reserved then
+        redis.call("HDEL", KEYS[4], turn)
     end
     redis.call("ZADD", KEYS[3], now, member .. " " .. now)
     redis.call("PEXPIRE", KEYS[3], window + 1000)
