@@ -48,6 +48,9 @@ MAX_RATE_LIMIT = 100_000  # starts per window: the window's starts are kept (one
 _UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
           "hour": 3600.0, "d": 86400.0, "day": 86400.0}
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
+# A task held back by a concurrency limit behind n others comes back by itself (should no freed slot be
+# handed to it) after (1 + n // limit) times the earliest slot's remaining lease, at most this many times.
+BACKSTOP_SPREAD = 4
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_.:@+=-]{1,100}$")
 
 
@@ -160,7 +163,7 @@ class LimitGate:
         key = limits.key_for(payload)
         member = f"{queue} {task_id}"
         now = self._clock.now()
-        ok, kind, when_ms = self._scripts.limit_acquire(
+        ok, kind, when_ms, waiting = self._scripts.limit_acquire(
             lim, member, key=key, now_ms=to_ms(now), expires_ms=to_ms(now + self._lease_duration),
             concurrency=limits.concurrency, rate=limits.rate, window_ms=max(1, to_ms(limits.window)))
         label = type_name + (f" [{key}]" if key else "")
@@ -172,11 +175,13 @@ class LimitGate:
                 self._held[id(hold)] = hold
             self._ensure_thread()
             return hold, 0.0, ""
-        wait = max(0.05, min(when_ms / 1000.0 - now, self._lease_duration)) if kind == "concurrency" \
-            else max(0.0, when_ms / 1000.0 - now)
         if kind == "concurrency":
+            # The backstop, should no freed slot be handed to it: when the earliest slot would expire
+            # (a killed worker's comes back then). Behind a long line, later: releases wake it anyway.
+            backstop = max(0.05, min(when_ms / 1000.0 - now, self._lease_duration))
+            wait = backstop * min(BACKSTOP_SPREAD, 1 + waiting // max(1, limits.concurrency))
             return None, wait, f"concurrency limit of {label}: {limits.concurrency} running"
-        return None, wait, f"rate limit of {label}: {limits.rate} per {limits.window:g}s"
+        return None, max(0.0, when_ms / 1000.0 - now), f"rate limit of {label}: {limits.rate} per {limits.window:g}s"
 
     def wait_for_slot(self, limits: TaskLimits, type_name: str, queue: str, task_id: str,
                       payload: dict[str, Any]) -> None:

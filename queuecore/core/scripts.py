@@ -543,16 +543,16 @@ class Scripts:
         self._call("admin_pause", [q.paused], [until_ms])
 
     def limit_acquire(self, lim: LimitKeys, member: str, *, key: str, now_ms: int, expires_ms: int,
-                      concurrency: int, rate: int, window_ms: int) -> tuple[bool, str, int]:
+                      concurrency: int, rate: int, window_ms: int) -> tuple[bool, str, int, int]:
         """Take a concurrency slot and a rate-window place for ``member`` (``"<queue> <id>"``):
-        ``(True, "", 0)``, or ``(False, "concurrency" | "rate", when ms)`` (the earliest slot expiry, or
-        when the rate window has room for this task)."""
+        ``(True, "", 0, 0)``, or ``(False, "concurrency", earliest slot expiry ms, tasks waiting)``, or
+        ``(False, "rate", when the window has room for this task ms, 0)``."""
         keys = [lim.running(key), lim.waiting(key), lim.rate(key), lim.cursor, lim.keys]
         reply = self._call("limit_acquire", keys, [member, now_ms, expires_ms, concurrency, rate, window_ms, key])
         if int(reply[0]) == OK:
-            return True, "", 0
+            return True, "", 0, 0
         kind = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
-        return False, kind, int(reply[2])
+        return False, kind, int(reply[2]), int(reply[3]) if len(reply) > 3 else 0
 
     def limit_wait(self, lim: LimitKeys, member: str, *, key: str, now_ms: int, concurrency: int) -> bool:
         """List a held-back task as waiting for a slot; True when one is free already (wake it)."""

@@ -215,9 +215,9 @@ def test_every_limit_script_call_keeps_its_keys_in_the_limit_slot(redis_client: 
     lim = connection.keys.limit("emails.send")
     for key in ("", "tenant-7"):
         assert s.limit_acquire(lim, "q a", key=key, now_ms=NOW, expires_ms=NOW + 30_000, concurrency=1, rate=5,
-                               window_ms=1000) == (True, "", 0)
+                               window_ms=1000) == (True, "", 0, 0)
         assert s.limit_acquire(lim, "q b", key=key, now_ms=NOW, expires_ms=NOW + 30_000, concurrency=1, rate=5,
-                               window_ms=1000) == (False, "concurrency", NOW + 30_000)
+                               window_ms=1000) == (False, "concurrency", NOW + 30_000, 0)
         assert s.limit_wait(lim, "q b", key=key, now_ms=NOW, concurrency=1) is False
         assert s.limit_extend(lim, ["q a"], key=key, expires_ms=NOW + 60_000) == 1
         assert s.limit_release(lim, ["q a"], key=key, now_ms=NOW, concurrency=1) == ["q b"]

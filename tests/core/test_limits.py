@@ -184,8 +184,11 @@ def test_rate_places_keep_their_turn_and_newcomers_queue_behind(scripts, connect
     lim = connection.keys.limit("t.rate")
 
     def take(member: str, now: int) -> tuple[bool, str, int]:
-        return scripts.limit_acquire(lim, f"q {member}", key="", now_ms=now, expires_ms=now + 30_000,
-                                     concurrency=0, rate=2, window_ms=1000)
+        ok, kind, when, waiting = scripts.limit_acquire(lim, f"q {member}", key="", now_ms=now,
+                                                        expires_ms=now + 30_000, concurrency=0, rate=2,
+                                                        window_ms=1000)
+        assert waiting == 0
+        return ok, kind, when
 
     t0 = 1_800_000_000_000
     assert take("a", t0) == (True, "", 0)
@@ -200,3 +203,27 @@ def test_rate_places_keep_their_turn_and_newcomers_queue_behind(scripts, connect
     assert take("e", t0 + 2000) == (True, "", 0)
     assert take("h", t0 + 2400) == (False, "rate", t0 + 3000)  # room in the window, but f comes first
     assert take("f", t0 + 2500) == (True, "", 0)
+
+
+def test_a_long_line_for_a_slot_comes_back_by_itself_later_the_further_back_it_waits(scripts, connection) -> None:
+    """Behind many others, a held-back task's backstop (should no freed slot be handed to it) is spread
+    out: limit_acquire says how many wait, and the gate waits up to BACKSTOP_SPREAD times longer."""
+    from queuecore.core.clock import FakeClock
+    from queuecore.core.flow import BACKSTOP_SPREAD, LimitGate
+
+    clock = FakeClock(1_800_000_000.0)
+    gate = LimitGate(scripts, connection.keys, {}, clock, lease_duration=10.0, renew_interval=5.0)
+    limits = TaskLimits.build(concurrency_limit=2)
+    assert limits is not None
+    lim = connection.keys.limit("t.line")
+    holds = [gate.acquire(limits, "t.line", "q", f"r{i}", {})[0] for i in range(2)]
+    assert all(holds)
+    waits = []
+    for i in range(9):
+        hold, wait, why = gate.acquire(limits, "t.line", "q", f"w{i}", {})
+        assert hold is None and why.startswith("concurrency limit of t.line")
+        assert scripts.limit_wait(lim, f"q w{i}", key="", now_ms=int(clock.now() * 1000), concurrency=2) is False
+        waits.append(wait)
+    assert waits[:2] == [10.0, 10.0]  # the first in line: when the earliest slot would expire
+    assert waits[2:4] == [20.0, 20.0] and waits[-1] == 10.0 * BACKSTOP_SPREAD
+    gate.stop()
