@@ -8,6 +8,7 @@ from django.views.generic import RedirectView
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="queuecore_dashboard:overview"), name="home"),
     path("queues/", include("queuecore_dashboard.urls")),
+    path("queuecore/", include("queuecore.urls")),  # the readiness probe: /queuecore/ready/
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

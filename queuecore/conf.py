@@ -44,6 +44,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ARCHIVE_SIZE": 10_000,
     "ARCHIVE_MAX_AGE": 90 * 24 * 3600.0,
     "MAX_PAYLOAD_BYTES": DEFAULT_MAX_PAYLOAD_BYTES,
+    "HEALTH_FILE": None,  # runworker rewrites this file after each heartbeat (queuecore_healthcheck reads it)
+    "LOG_FORMAT": "text",  # runworker's log lines: "text" or "json" (one JSON object per record)
     "PERIODIC": {},  # entry name -> {"task": ..., "cron": ... or "every": ..., ...}: README "Periodic tasks"
     "DASHBOARD": {"POLL_INTERVAL": 3, "PAGE_SIZE": 25, "ACCESS_CALLBACK": None,
                   "LOGOUT_URL": None},  # None: the URL named like LOGIN_URL's, "logout" for "login"
@@ -56,6 +58,7 @@ _WORKER_KEYS = {
     "REPAIR_INTERVAL": "repair_interval",
     "FORWARD_INTERVAL": "forward_interval", "JANITOR_INTERVAL": "janitor_interval",
     "MAX_ARCHIVE_SIZE": "max_archive_size", "ARCHIVE_MAX_AGE": "archive_max_age",
+    "HEALTH_FILE": "health_file",
 }
 
 

@@ -183,6 +183,7 @@ class WorkerConfig:
     retry_delay: Callable[[int, BaseException | None], float] = default_retry_delay
     error_handler: Callable[[Any, BaseException], None] | None = None
     middleware: Sequence[Middleware] = ()
+    health_file: str | None = None  # rewritten after each heartbeat, removed on a clean stop (liveness.py)
 
     def __post_init__(self) -> None:
         """Refuse, naming the field and its range, any value a worker cannot work with."""

@@ -36,7 +36,8 @@ class Heartbeater(Periodic):
     name = "heartbeater"
 
     def __init__(self, redis: Any, keys: Keys, clock: Clock, interval: float, state: ServerState, held: HeldTasks,
-                 renewer: LeaseRenewer, health: RedisHealth, task_types: Callable[[], str] | None = None) -> None:
+                 renewer: LeaseRenewer, health: RedisHealth, task_types: Callable[[], str] | None = None,
+                 on_beat: Callable[[str], None] | None = None) -> None:
         super().__init__(interval, health)
         self._redis = redis
         self._keys = keys
@@ -47,6 +48,7 @@ class Heartbeater(Periodic):
         self._renewer = renewer
         self._task_types = task_types  # the registry's describe_json: the task types this process handles
         self._registered = False  # this process's queues are in the set of known queues
+        self._on_beat = on_beat  # called with the status after each heartbeat Redis took (the liveness file)
 
     @property
     def ttl(self) -> float:
@@ -104,6 +106,8 @@ class Heartbeater(Periodic):
         types = self._task_types() if self._task_types is not None else '{"types":{}}'
         self._scripts.heartbeat(state.id, dumps(info), ttl_ms=to_ms(self.ttl), task_types=types)
         self._scripts.heartbeat_index(state.id, expires_ms=to_ms(now + self.ttl), now_ms=to_ms(now))
+        if self._on_beat is not None:
+            self._on_beat(state.status)
 
     def clear(self) -> None:
         """Remove this process's heartbeat on clean exit (DEL and ZREM free memory: fine at maxmemory)."""

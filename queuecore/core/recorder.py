@@ -114,7 +114,8 @@ class Recorder:
             if accepted and line is not None:  # every failed attempt and every archive, at the default level
                 logger.warning("%s", line, extra={"qc_task_id": running.id, "qc_queue": running.queue,
                                                   "qc_type": running.message.type, "qc_attempt": running.retried + 1,
-                                                  "qc_action": decision.action})
+                                                  "qc_action": decision.action, "qc_outcome": outcome.kind,
+                                                  "qc_duration": ran})
 
     def attempt_line(self, running: Running, result: str, ended: float, error: str | None = None,
                      error_type: str | None = None) -> str:
@@ -130,8 +131,11 @@ class Recorder:
             logger.warning("task %s finished (%s) after its lease was lost; another worker owns it, the result is "
                            "discarded", running.id, kind)
         elif logger.isEnabledFor(logging.DEBUG):
+            ran = self.clock.now() - running.started
             logger.debug("task %s (%s) in %s: %s after %.3fs", running.id, running.message.type, running.queue,
-                         OUTCOME_WORDS.get(kind, kind), self.clock.now() - running.started)
+                         OUTCOME_WORDS.get(kind, kind), ran,
+                         extra={"qc_task_id": running.id, "qc_queue": running.queue, "qc_type": running.message.type,
+                                "qc_attempt": running.retried + 1, "qc_outcome": kind, "qc_duration": ran})
 
     def _call_error_handler(self, running: Running, error: BaseException) -> None:
         hook = self.config.error_handler

@@ -26,6 +26,7 @@ from queuecore.core.health import RedisHealth
 from queuecore.core.heartbeat import Heartbeater, ServerState
 from queuecore.core.janitor import Janitor
 from queuecore.core.leases import LeaseRenewer
+from queuecore.core.liveness import LivenessFile
 from queuecore.core.periodic import PeriodicEntry, parse_entries
 from queuecore.core.processor import Processor
 from queuecore.core.recoverer import Recoverer, outage_threshold
@@ -80,8 +81,12 @@ class Worker:
                                    self.health, worker_id=self.state.id)
         renewer = LeaseRenewer(self.scripts, self.clock, config.lease_duration, self.held, queue_keys,
                                on_lost=self.processor.lease_lost, on_cancel=self.processor.cancel)
+        self.liveness = None if config.health_file is None else LivenessFile(
+            config.health_file, server_id=self.state.id, pid=pid, host=host, key_prefix=self.keys.prefix,
+            interval=config.heartbeat_interval)
         self.heartbeater = Heartbeater(self.redis, self.keys, self.clock, config.heartbeat_interval, self.state,
-                                       self.held, renewer, self.health, task_types=self.registry.describe_json)
+                                       self.held, renewer, self.health, task_types=self.registry.describe_json,
+                                       on_beat=self.liveness.touch if self.liveness is not None else None)
         self.subscriber = Subscriber(self.redis, self.keys.cancel_channel, [q.wake_channel for q in queues],
                                      on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
                                      health=self.health)
@@ -206,6 +211,8 @@ class Worker:
                 self.heartbeater.clear()
             except Exception as exc:
                 self.health.report_error("shutdown", exc)
+            if self.liveness is not None:
+                self.liveness.remove()
             self.state.status = "stopped"
             if self._owns_redis:
                 self.redis.close()

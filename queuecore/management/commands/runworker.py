@@ -27,18 +27,34 @@ class Command(BaseCommand):
         parser.add_argument("--shutdown-timeout", type=float, help="seconds to wait for running tasks on stop")
         parser.add_argument("--redis-url", help="Redis URL (default: QUEUECORE['REDIS_URL'])")
         parser.add_argument("--prefix", help="key prefix (default: QUEUECORE['KEY_PREFIX'])")
+        parser.add_argument("--heartbeat-interval", type=float,
+                            help="seconds between heartbeats (default: QUEUECORE['HEARTBEAT_INTERVAL'])")
+        parser.add_argument("--health-file",
+                            help="file rewritten after each heartbeat, for queuecore_healthcheck "
+                                 "(default: QUEUECORE['HEALTH_FILE'])")
+        parser.add_argument("--log-format", choices=("text", "json"),
+                            help="text lines, or one JSON object per record (default: QUEUECORE['LOG_FORMAT'])")
 
     def handle(self, *args: Any, **options: Any) -> None:
         config = get_config()
         verbosity = options.get("verbosity", 1)
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        log_format = options.get("log_format") or config.raw.get("LOG_FORMAT") or "text"
+        if log_format == "json":
+            from queuecore.core.jsonlog import install
+
+            install(logging.INFO)
+        elif log_format == "text":
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        else:
+            raise CommandError(f"QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', not {log_format!r}")
         if verbosity > 1:  # -v 2: one line per task outcome
             logging.getLogger("queuecore").setLevel(logging.DEBUG)
         try:
             worker_config = config.worker_config(
                 queues=parse_queues(options["queues"]) if options.get("queues") else None,
                 concurrency=options.get("concurrency"), strict_priority=options.get("strict"),
-                shutdown_timeout=options.get("shutdown_timeout"))
+                shutdown_timeout=options.get("shutdown_timeout"), heartbeat_interval=options.get("heartbeat_interval"),
+                health_file=options.get("health_file"))
             connection = replace(config.connection,
                                  redis_url=options.get("redis_url") or config.connection.redis_url,
                                  key_prefix=options.get("prefix") or config.connection.key_prefix)

@@ -1,0 +1,111 @@
+"""The worker's liveness file and the health check that reads it.
+
+A worker given a ``health_file`` rewrites that file after each successful heartbeat (a small JSON
+object: server id, pid, host, key prefix, heartbeat interval, status, time) and removes it when it
+stops cleanly. ``check_health`` is what ``manage.py queuecore_healthcheck`` runs: healthy when the
+file is there, was written within ``max_age`` seconds (three heartbeat intervals by default: the
+heartbeat's own TTL in Redis), the worker's Redis answers a PING, and the worker's heartbeat is
+still in Redis. A stopped (SIGSTOP), hung, killed or Redis-less worker stops rewriting the file,
+so it goes stale within ``max_age``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from queuecore.core.keys import Keys
+
+
+class LivenessFile:
+    """Written by the heartbeater after each beat that reached Redis (one small file write)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, server_id: str, pid: int, host: str, key_prefix: str,
+                 interval: float) -> None:
+        self.path = os.fspath(path)
+        self._fixed = {"server_id": server_id, "pid": pid, "host": host, "key_prefix": key_prefix,
+                       "heartbeat_interval": interval}
+
+    def touch(self, status: str) -> None:
+        """Replace the file atomically (a reader never sees half of it)."""
+        body = json.dumps({**self._fixed, "status": status, "heartbeat_at": time.time()})
+        directory = os.path.dirname(os.path.abspath(self.path))
+        fd, tmp = tempfile.mkstemp(prefix=".qc-health-", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(body)
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def remove(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    ok: bool
+    reason: str  # one line: what is wrong, or what was found healthy
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+def check_health(path: str | os.PathLike[str], redis_client: Any, *, max_age: float | None = None,
+                 now: float | None = None) -> HealthReport:
+    """Is the worker that writes ``path`` alive, and does its Redis answer? ``redis_client``: a
+    client of that Redis (short timeouts advised); ``max_age``: default three heartbeat intervals."""
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            info = json.load(f)
+        mtime = os.stat(path).st_mtime
+    except FileNotFoundError:
+        return HealthReport(False, f"no health file at {path}: the worker is not running (or stopped cleanly)")
+    except (OSError, ValueError) as exc:
+        return HealthReport(False, f"cannot read the health file {path}: {exc}")
+    if not isinstance(info, dict):
+        return HealthReport(False, f"the health file {path} is not a JSON object")
+    interval = info.get("heartbeat_interval")
+    limit = max_age if max_age is not None else 3 * float(interval if isinstance(interval, (int, float)) else 5.0)
+    age = (time.time() if now is None else now) - mtime
+    server_id = str(info.get("server_id", "?"))
+    if age > limit:
+        return HealthReport(False, f"worker {server_id}: last heartbeat {age:.1f}s ago (limit {limit:.1f}s): "
+                                   "stopped, hung, dead or cut off from Redis")
+    if info.get("status") in ("stopping", "stopped"):
+        return HealthReport(False, f"worker {server_id} is {info['status']}")
+    started = time.perf_counter()
+    try:
+        redis_client.ping()
+        latency = time.perf_counter() - started
+        prefix = info.get("key_prefix")
+        if isinstance(prefix, str) and prefix and not redis_client.exists(Keys(prefix).server(server_id)):
+            return HealthReport(False, f"worker {server_id}: its heartbeat is not in Redis (another Redis or "
+                                       "prefix, or it expired)")
+    except Exception as exc:
+        return HealthReport(False, f"Redis does not answer: {type(exc).__name__}: {exc}")
+    return HealthReport(True, f"worker {server_id} alive (heartbeat {age:.1f}s ago), Redis answers in "
+                              f"{latency * 1000:.1f} ms")
+
+
+def ping(redis_client: Any) -> tuple[bool, float, str | None]:
+    """(reachable, latency in seconds, error) of one PING: the readiness view's probe."""
+    started = time.perf_counter()
+    try:
+        redis_client.ping()
+    except Exception as exc:
+        return False, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
+    return True, time.perf_counter() - started, None

@@ -1,0 +1,152 @@
+"""Health: runworker's health file read by manage.py queuecore_healthcheck against a live worker, a
+SIGSTOPped one and a dead one; the readiness view (Redis reachable, with latency; 200/503)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from django.test import Client as DjangoClient
+
+from queuecore.core.liveness import check_health
+from tests.conftest import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+HEARTBEAT = 0.2  # seconds: the file goes stale after three of them
+
+
+@pytest.fixture
+def site_env(redis_url, key_prefix, tmp_path):
+    env = dict(os.environ)
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", QUEUECORE_REDIS_URL=redis_url,
+               QUEUECORE_KEY_PREFIX=key_prefix, QUEUECORE_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    return env
+
+
+@pytest.fixture
+def worker(site_env, tmp_path):
+    """A runworker process writing tmp_path/health.json; killed (and continued) at teardown."""
+    health_file = tmp_path / "health.json"
+    proc = subprocess.Popen([sys.executable, "manage.py", "runworker", "--concurrency", "1", "--heartbeat-interval",
+                             str(HEARTBEAT), "--health-file", str(health_file)], cwd=ROOT, env=site_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    yield proc, health_file
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait(10)
+
+
+def healthcheck(site_env, health_file, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "manage.py", "queuecore_healthcheck", "--health-file", str(health_file),
+                           *extra], cwd=ROOT, env=site_env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_healthcheck_live_stopped_and_dead_worker(worker, site_env, redis_url, key_prefix):
+    proc, health_file = worker
+    wait_until(health_file.exists, timeout=30, message="the worker's first heartbeat")
+    info = json.loads(health_file.read_text())
+    assert info["pid"] == proc.pid and info["key_prefix"] == key_prefix and info["heartbeat_interval"] == HEARTBEAT
+
+    live = healthcheck(site_env, health_file)
+    assert live.returncode == 0, live.stderr
+    assert live.stdout.startswith(f"ok: worker {info['server_id']} alive")
+    assert "Redis answers in" in live.stdout
+
+    proc.send_signal(signal.SIGSTOP)  # frozen: it stops heartbeating, the file goes stale
+    stopped_at = time.time()
+    stale = wait_until(lambda: (r := healthcheck(site_env, health_file)).returncode == 1 and r, timeout=30)
+    assert time.time() - stopped_at < 3 * HEARTBEAT + 10
+    assert stale.stderr.startswith(f"unhealthy: worker {info['server_id']}: last heartbeat")
+    assert "limit 0.6s" in stale.stderr and len(stale.stderr.strip().splitlines()) == 1
+
+    proc.send_signal(signal.SIGCONT)  # thawed: healthy again at its next beat
+    wait_until(lambda: healthcheck(site_env, health_file).returncode == 0, timeout=30)
+
+    proc.kill()  # dead: no clean exit, the file stays but goes stale
+    proc.wait(10)
+    dead = wait_until(lambda: (r := healthcheck(site_env, health_file)).returncode == 1 and r, timeout=30)
+    assert "last heartbeat" in dead.stderr
+
+
+@pytest.mark.slow
+def test_clean_stop_removes_the_health_file(worker, site_env):
+    proc, health_file = worker
+    wait_until(health_file.exists, timeout=30, message="the worker's first heartbeat")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert not health_file.exists()
+    gone = healthcheck(site_env, health_file)
+    assert gone.returncode == 1
+    assert gone.stderr.strip() == f"unhealthy: no health file at {health_file}: the worker is not running (or " \
+                                  "stopped cleanly)"
+
+
+def test_health_check_fails_when_redis_does_not_answer(make_worker, tmp_path, private_redis, connection):
+    """In process: a fresh file, but the Redis given to the check (a private one, stopped) is down."""
+    health_file = tmp_path / "h.json"
+    worker = make_worker(health_file=str(health_file), heartbeat_interval=0.2)
+    wait_until(health_file.exists, timeout=10)
+    client = connection.connect()
+    try:
+        assert check_health(health_file, client).ok
+    finally:
+        client.close()
+    private_redis.stop()
+    down = redis.Redis.from_url(private_redis.url, socket_timeout=0.5, socket_connect_timeout=0.5)
+    report = check_health(health_file, down)
+    assert not report.ok and report.reason.startswith("Redis does not answer: ConnectionError")
+    assert report.exit_code == 1
+    worker.shutdown()
+    assert not health_file.exists()
+
+
+def test_health_check_refuses_a_heartbeat_missing_from_redis(make_worker, tmp_path, connection, redis_url):
+    """A fresh file naming a worker whose heartbeat is not under the prefix checked (another Redis db,
+    prefix, or an expired heartbeat) is unhealthy."""
+    health_file = tmp_path / "h.json"
+    make_worker(health_file=str(health_file), heartbeat_interval=0.2)
+    wait_until(health_file.exists, timeout=10)
+    info = json.loads(health_file.read_text())
+    health_file.write_text(json.dumps({**info, "key_prefix": info["key_prefix"] + "-other"}))
+    client = connection.connect()
+    try:
+        report = check_health(health_file, client, max_age=60)
+    finally:
+        client.close()
+    assert not report.ok and "its heartbeat is not in Redis" in report.reason
+
+
+@pytest.mark.django_db
+def test_readiness_view_reports_redis_and_its_latency(settings, redis_url, key_prefix):
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix}
+    client = DjangoClient()
+    response = client.get("/queuecore/ready/")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["status"] == "ok" and body["redis"]["ok"] is True
+    assert 0 <= body["redis"]["latency_ms"] < 2000
+    assert "no-cache" in response["Cache-Control"]
+    assert client.post("/queuecore/ready/").status_code == 405
+
+
+@pytest.mark.django_db
+def test_readiness_view_is_503_when_redis_is_unreachable(settings, private_redis):
+    url = private_redis.url
+    private_redis.stop()
+    settings.QUEUECORE = {"REDIS_URL": url}
+    response = DjangoClient().get("/queuecore/ready/")
+    assert response.status_code == 503
+    body = response.json()
+    assert body == {"status": "unavailable", "redis": {"ok": False, "latency_ms": body["redis"]["latency_ms"],
+                                                       "error": "ConnectionError"}}
+    assert str(private_redis.port) not in response.content.decode()
