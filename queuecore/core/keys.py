@@ -288,6 +288,12 @@ class Keys:
         return f"{self.prefix}:periodic"
 
     @property
+    def alerts(self) -> str:
+        """HASH of the alert evaluator's lease (``lease``: holder, ``lease_until``: unix ms) and the
+        active alerts (``a:<alert id>``: JSON); one key, so its script touches one slot (alerts.py)."""
+        return f"{self.prefix}:alerts"
+
+    @property
     def audit(self) -> str:
         """LIST of operator actions (JSON, newest first), capped."""
         return f"{self.prefix}:audit"

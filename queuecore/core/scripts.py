@@ -8,7 +8,7 @@ behind the shared prelude ``lua/_lib.lua`` (see ``script_source``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -43,6 +43,8 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "admin_run_all", "admin_archive_all", "admin_delete_all", "heartbeat", "heartbeat_index", "audit", "result",
 )
 SCRIPT_NAMES += ("periodic_sync", "periodic_fire", "periodic_forget", "admin_periodic_pause", "periodic_register")
+SCRIPT_NAMES += ("alerts_apply",)
+ALERT_SCRIPTS = ("alerts_apply",)  # the alerts' one key <prefix>:alerts, no queue's
 PERIODIC_INDEX_SCRIPTS = ("periodic_register",)  # the periodic entries' index <prefix>:periodic, no queue's
 SCRIPT_NAMES += ("park", "limit_wake", "admin_pause", "limit_acquire", "limit_wait", "limit_release",
                  "limit_extend")
@@ -569,6 +571,21 @@ class Scripts:
         if not members:
             return 0
         return int(self._call("limit_extend", [lim.running(key)], [expires_ms, *members]))
+
+    # -- alerts (alerts.py) ----------------------------------------------------------------------------
+
+    def alerts_apply(self, holder: str, *, now_ms: int, lease_until_ms: int, fire: Sequence[tuple[str, str]] = (),
+                     resolve: Sequence[str] = ()) -> tuple[bool, list[str], list[tuple[str, str]]]:
+        """Take or renew the alert evaluator's lease until ``lease_until_ms`` (0: give it up), then fire
+        the ``(id, JSON)`` alerts not active and resolve the ``resolve`` ids that are. Returns (held,
+        fired ids, resolved (id, JSON)); nothing changes when another holder's lease runs."""
+        args: list[Any] = [holder, now_ms, lease_until_ms, len(fire)]
+        for alert_id, body in fire:
+            args += [alert_id, body]
+        args += list(resolve)
+        held, fired, resolved = self._call("alerts_apply", [self.keys.alerts], args)
+        pairs = [(str(resolved[i]), str(resolved[i + 1])) for i in range(0, len(resolved), 2)]
+        return bool(held), [str(f) for f in fired], pairs
 
 
 def _pairs(reply: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from queuecore.core.alerts import AlertMonitor, build_monitor, parse_alerts
 from queuecore.core.clock import Clock, SystemClock
 from queuecore.core.config import ConnectionConfig, WorkerConfig, redact_url
 from queuecore.core.forwarder import Forwarder
@@ -52,7 +53,8 @@ class Worker:
     def __init__(self, config: WorkerConfig | None = None, *, connection: ConnectionConfig | None = None,
                  redis_url: str | None = None, key_prefix: str | None = None,
                  registry: TaskRegistry | None = None, clock: Clock | None = None,
-                 redis_client: redis.Redis | None = None, periodic: Any = None, **options: Any) -> None:
+                 redis_client: redis.Redis | None = None, periodic: Any = None, alerts: Any = None,
+                 **options: Any) -> None:
         unknown = set(options) - _WORKER_CONFIG_FIELDS
         if unknown:
             raise TypeError(f"unknown worker option(s): {', '.join(sorted(unknown))}")
@@ -100,6 +102,7 @@ class Worker:
         self.scheduler = Scheduler(self.scripts, self.keys, self.clock, self._periodic_entries(periodic),
                                    message_builder(self.connection), self.health,
                                    declare_interval=config.heartbeat_interval)
+        self.alerts = self._alert_monitor(alerts)
         self.stopped = threading.Event()
         self._force = threading.Event()
         self._shutdown_requested = threading.Event()
@@ -144,6 +147,8 @@ class Worker:
             component.start()
         if self.scheduler.entries:
             self.scheduler.start()
+        if self.alerts is not None:
+            self.alerts.start()
         self.processor.start()
 
     def _periodic_entries(self, spec: Any) -> list[PeriodicEntry]:
@@ -166,6 +171,16 @@ class Worker:
                                              field="periodic") from None
             entries.append(entry)
         return entries
+
+    def _alert_monitor(self, spec: Any) -> AlertMonitor | None:
+        """The alert component when ``spec`` (``{"RULES": ..., "SENDERS": ..., "INTERVAL": ...}``) has rules."""
+        from queuecore.core.inspector import Inspector
+
+        settings = parse_alerts(spec)
+        if not settings.rules:
+            return None
+        inspector = Inspector(connection=self.connection, redis_client=self.redis, clock=self.clock)
+        return build_monitor(settings, self.scripts, inspector, self.clock, self.health, holder=self.state.id)
 
     def warn_on_eviction_policy(self) -> str | None:
         """Log a warning when Redis may evict keys (``maxmemory-policy`` other than ``noeviction``).
@@ -204,6 +219,8 @@ class Worker:
             self.handed_back = self.processor.shutdown(limit, self._force)
             if self.handed_back:
                 logger.warning("handed %d unfinished task(s) back to pending", self.handed_back)
+            if self.alerts is not None:
+                self.alerts.shutdown()
             for component in (self.scheduler, self.subscriber, self.forwarder, self.recoverer, self.janitor,
                               self.heartbeater):
                 component.shutdown()

@@ -173,9 +173,10 @@ def test_every_wrapper_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis
     q = connection.keys.queue("emails")
     call_every_wrapper(s, redis_client, q)
     called = {name for name, _ in s.calls}
-    from queuecore.core.scripts import PERIODIC_INDEX_SCRIPTS
+    from queuecore.core.scripts import ALERT_SCRIPTS, PERIODIC_INDEX_SCRIPTS
 
     called |= set(PERIODIC_INDEX_SCRIPTS)  # keys of no queue: test_periodic_index_script_keeps_one_slot
+    called |= set(ALERT_SCRIPTS)  # the alerts' one key: test_alert_script_keeps_one_slot
     expected = set(SCRIPT_NAMES) - set(SERVER_SCRIPTS) - set(LIMIT_SCRIPTS)
     assert called == expected, f"not exercised: {expected - called}"
     queue_slot = crc16_xmodem(b"emails") % SLOTS
@@ -206,6 +207,14 @@ def test_periodic_index_script_keeps_one_slot(redis_client: redis.Redis, connect
     assert s.periodic_register(["nightly/emails"], now_ms=NOW, until_ms=NOW + 1000) == []
     assert s.periodic_register([], now_ms=NOW + 2000, until_ms=NOW + 3000) == ["nightly/emails"]
     assert s.calls == [("periodic_register", [connection.keys.periodic])] * 2
+
+
+def test_alert_script_keeps_one_slot(redis_client: redis.Redis, connection) -> None:
+    """The alert evaluator's lease and the active alerts are one key of their own."""
+    s = RecordingScripts(redis_client, connection.keys)
+    assert s.alerts_apply("w", now_ms=NOW, lease_until_ms=NOW + 1000, fire=[("r/q", "{}")], resolve=["x"]) == (
+        True, ["r/q"], [])
+    assert s.calls == [("alerts_apply", [connection.keys.alerts])]
 
 
 def test_every_limit_script_call_keeps_its_keys_in_the_limit_slot(redis_client: redis.Redis, connection) -> None:

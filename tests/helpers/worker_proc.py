@@ -2,7 +2,7 @@
 
     python -m tests.helpers.worker_proc --redis-url URL --prefix P --log FILE \
         [--concurrency N] [--prefetch N] [--lease S] [--heartbeat S] [--recover S] [--shutdown-timeout S]
-        [--forward S] [--fetch-poll S] [--socket-timeout S] [--queues SPEC] [--periodic JSON]
+        [--forward S] [--fetch-poll S] [--socket-timeout S] [--queues SPEC] [--periodic JSON] [--alerts JSON]
 
 It registers the handlers of ``tests.helpers.proc_tasks`` (default registry), writes one ``boot``
 line to the log, then calls ``Worker(...).run()`` (which installs the SIGTERM/SIGINT/SIGTSTP
@@ -38,6 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fetch-poll", type=float, default=0.2, help="fetch poll interval, seconds")
     parser.add_argument("--socket-timeout", type=float, default=None, help="Redis socket timeout, seconds")
     parser.add_argument("--periodic", default=None, help="periodic entries, JSON: {name: {task, every|cron, ...}}")
+    parser.add_argument("--alerts", default=None, help="alerts, JSON: {RULES: ..., SENDERS: ..., INTERVAL: ...}")
     return parser.parse_args(argv)
 
 
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         heartbeat_interval=args.heartbeat, recover_interval=args.recover, shutdown_timeout=args.shutdown_timeout,
         forward_interval=args.forward, janitor_interval=0.5, fetch_poll_interval=args.fetch_poll,
         periodic=json.loads(args.periodic) if args.periodic else None,
+        alerts=json.loads(args.alerts) if args.alerts else None,
     )
     boot = {"event": "boot", "pid": os.getpid(), "t": time.time(), "server_id": worker.server_id,
             "django_imported": "django" in sys.modules, "tasks": default_registry.names()}

@@ -1,0 +1,361 @@
+"""Alerts: rules validated, each rule fires and resolves exactly once with two evaluators on their
+own connections, the evaluator lease (held, renewed, taken over), and the once-only script."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import redis
+
+from queuecore.core.alerts import (
+    Alert,
+    AlertEvaluator,
+    AlertEvent,
+    Dispatcher,
+    RuleEvaluator,
+    WebhookSender,
+    active_alerts,
+    parse_alerts,
+    parse_rules,
+)
+from queuecore.core.clock import FakeClock, to_ms
+from queuecore.core.config import ConnectionConfig
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.inspector import Inspector
+from queuecore.core.keys import stats_minute
+from queuecore.core.periodic import parse_entries
+from queuecore.core.scripts import Scripts
+from tests.conftest import wait_until
+from tests.core.test_processes import spawn  # noqa: F401 - the worker-process fixture
+
+LEASE = 30.0
+
+
+class Pair:
+    """Two evaluators, each on a connection of its own, sharing one fake clock and rule set."""
+
+    def __init__(self, connection: ConnectionConfig, clock: FakeClock, rules: dict[str, object]) -> None:
+        self.clients: list[redis.Redis] = []
+        self.evaluators: list[AlertEvaluator] = []
+        self.events: list[AlertEvent] = []
+        parsed = parse_rules(rules)
+        for n in range(2):
+            client = connection.connect()
+            self.clients.append(client)
+            ins = Inspector(connection=connection, redis_client=client, clock=clock)
+            self.evaluators.append(AlertEvaluator(Scripts(client, connection.keys), clock,
+                                                  RuleEvaluator(ins, parsed, clock), holder=f"worker-{n}",
+                                                  lease=LEASE, deliver=self.events.extend))
+
+    def rounds(self, n: int = 3) -> list[AlertEvent]:
+        """``n`` rounds of both evaluators; the events made in them."""
+        before = len(self.events)
+        for _ in range(n):
+            for e in self.evaluators:
+                e.run_once()
+        return self.events[before:]
+
+    def close(self) -> None:
+        for c in self.clients:
+            c.close()
+
+
+@pytest.fixture
+def pair(connection: ConnectionConfig, fake_clock: FakeClock) -> Iterator[Callable[[dict[str, object]], Pair]]:
+    made: list[Pair] = []
+
+    def factory(rules: dict[str, object]) -> Pair:
+        p = Pair(connection, fake_clock, rules)
+        made.append(p)
+        return p
+
+    yield factory
+    for p in made:
+        p.close()
+
+
+def once(events: list[AlertEvent], action: str, alert_id: str) -> None:
+    assert [(e.action, e.alert.id) for e in events] == [(action, alert_id)]
+
+
+def test_rules_are_validated_naming_the_rule() -> None:
+    cases = {
+        "bad": {"kind": "nope"},
+        "lat": {"kind": "latency"},
+        "fr": {"kind": "failure_rate", "above": 2},
+        "mem": {"kind": "memory", "above": 0.5, "queue": "x"},
+        "q": {"kind": "backlog", "above": 1, "queue": "a{b}"},
+        "sev": {"kind": "no_worker", "severity": "loud"},
+    }
+    for name, rule in cases.items():
+        with pytest.raises(ConfigurationError, match=repr(name)):
+            parse_rules({name: rule})
+    with pytest.raises(ConfigurationError, match="unknown key"):
+        parse_alerts({"RULES": {}, "OOPS": 1})
+    with pytest.raises(ConfigurationError, match="alert sender"):
+        parse_alerts({"SENDERS": [{"kind": "pigeon"}]})
+    settings = parse_alerts({"RULES": {"b": {"kind": "backlog", "above": 5, "queue": "default"}}, "INTERVAL": 2})
+    assert settings.rules[0].above == 5.0 and settings.rules[0].queue == "default" and settings.interval == 2
+
+
+def test_backlog_and_latency_fire_and_resolve_once(pair, client, inspector, fake_clock) -> None:
+    p = pair({"big": {"kind": "backlog", "queue": "q1", "above": 2},
+              "slow": {"kind": "latency", "queue": "*", "above": 60}})
+    assert p.rounds() == []
+    for n in range(3):
+        client.enqueue("t.x", {"n": n}, queue="q1")
+    events = p.rounds()
+    assert sorted((e.action, e.alert.id) for e in events) == [("fired", "big/q1"), ("fired", "slow/q1")]
+    assert set(active_alerts(p.evaluators[0]._scripts)) == {"big/q1", "slow/q1"}
+    fake_clock.advance(LEASE * 2)  # the first evaluator's lease lapses: renewed each round anyway
+    assert p.rounds() == []
+    inspector.delete_all("q1", "pending")
+    events = p.rounds()
+    assert sorted((e.action, e.alert.id) for e in events) == [("resolved", "big/q1"), ("resolved", "slow/q1")]
+    assert p.rounds() == [] and active_alerts(p.evaluators[1]._scripts) == {}
+
+
+def test_failure_rate_fires_and_resolves_once(pair, redis_client, connection, fake_clock) -> None:
+    p = pair({"failing": {"kind": "failure_rate", "queue": "q2", "above": 0.5, "window": 120, "min_tasks": 4}})
+    q = connection.keys.queue("q2")
+    redis_client.sadd(connection.keys.queues, "q2")
+    minute = stats_minute(fake_clock.now())
+    redis_client.hset(q.stats, mapping={f"processed:{minute}": 3, f"failed:{minute}": 3})
+    assert p.rounds() == []  # fewer than min_tasks
+    redis_client.hset(q.stats, mapping={f"processed:{minute}": 10, f"failed:{minute}": 6})
+    once(p.rounds(), "fired", "failing/q2")
+    fake_clock.advance(180)  # the minute leaves the two-minute window
+    once(p.rounds(), "resolved", "failing/q2")
+
+
+def test_no_worker_fires_and_resolves_once(pair, make_worker, redis_client, connection, fake_clock) -> None:
+    p = pair({"nobody": {"kind": "no_worker", "queue": "q3"}})
+    redis_client.sadd(connection.keys.queues, "q3")
+    once(p.rounds(), "fired", "nobody/q3")
+    worker = make_worker(queues={"q3": 1}, clock=fake_clock)
+    once(p.rounds(), "resolved", "nobody/q3")
+    worker.shutdown(timeout=2)
+    once(p.rounds(), "fired", "nobody/q3")
+
+
+def test_overdue_task_fires_and_resolves_once(pair, client, redis_client, connection, fake_clock) -> None:
+    p = pair({"stuck": {"kind": "overdue", "grace": 10}})
+    handle = client.enqueue("t.x", {}, queue="q4", timeout=5)
+    q = connection.keys.queue("q4")
+    scripts = Scripts(redis_client, connection.keys)
+    now = fake_clock.now()
+    assert scripts.dequeue(q, now_ms=to_ms(now), lease_until_ms=to_ms(now + 3600), count=1)
+    fake_clock.advance(14)
+    assert p.rounds() == []  # within timeout plus grace
+    fake_clock.advance(2)
+    events = p.rounds()
+    once(events, "fired", "stuck/q4")
+    assert events[0].alert.value == 1.0
+    redis_client.zrem(q.active, handle.id)
+    once(p.rounds(), "resolved", "stuck/q4")
+
+
+def test_memory_fires_and_resolves_once(private_redis, fake_clock, key_prefix) -> None:
+    connection = ConnectionConfig(redis_url=private_redis.url, key_prefix=key_prefix)
+    admin = connection.connect()
+    try:
+        used = int(admin.info("memory")["used_memory"])
+        admin.config_set("maxmemory", str(used * 2))
+        p = Pair(connection, fake_clock, {"mem": {"kind": "memory", "above": 0.1}})
+        try:
+            once(p.rounds(), "fired", "mem/redis")
+            assert 0.1 < p.events[0].alert.value < 1
+            admin.config_set("maxmemory", str(used * 1000))
+            once(p.rounds(), "resolved", "mem/redis")
+        finally:
+            p.close()
+    finally:
+        admin.config_set("maxmemory", "0")
+        admin.close()
+
+
+def test_periodic_missed_fires_and_resolves_once(pair, scripts, connection, fake_clock) -> None:
+    p = pair({"missed": {"kind": "periodic_missed", "grace": 60}})
+    entry = parse_entries({"tick": {"task": "t.x", "every": 10}})[0]
+    q = connection.keys.queue(entry.queue)
+
+    def declare(next_in: float) -> None:
+        now = fake_clock.now()
+        scripts.periodic_register([f"tick/{entry.queue}"], now_ms=to_ms(now), until_ms=to_ms(now + 3600))
+        scripts.periodic_sync(q, "tick", now_ms=to_ms(now), definition=entry.definition(),
+                              next_ms=to_ms(now + next_in))
+
+    declare(10)
+    assert p.rounds() == []
+    fake_clock.advance(75)  # the next fire is 65 s overdue: no worker fired it
+    once(p.rounds(), "fired", "missed/tick")
+    declare(10)  # a worker runs the entry again
+    once(p.rounds(), "resolved", "missed/tick")
+
+
+def test_the_lease_keeps_one_evaluator_and_passes_on_when_it_lapses(scripts, fake_clock) -> None:
+    now = to_ms(fake_clock.now())
+    assert scripts.alerts_apply("a", now_ms=now, lease_until_ms=now + 1000)[0]
+    assert not scripts.alerts_apply("b", now_ms=now + 999, lease_until_ms=now + 2000)[0]
+    assert scripts.alerts_apply("a", now_ms=now + 999, lease_until_ms=now + 3000)[0]  # renewed
+    assert not scripts.alerts_apply("b", now_ms=now + 2999, lease_until_ms=now + 4000)[0]
+    assert scripts.alerts_apply("b", now_ms=now + 3001, lease_until_ms=now + 4000)[0]  # a died: taken over
+    scripts.alerts_apply("b", now_ms=now + 3002, lease_until_ms=0)  # given up on shutdown
+    assert scripts.alerts_apply("a", now_ms=now + 3003, lease_until_ms=now + 5000)[0]
+
+
+def test_the_script_fires_and_resolves_each_alert_once(scripts, redis_client, connection) -> None:
+    alert = Alert(id="r/q", rule="r", kind="backlog", subject="q", severity="warning", message="m", value=3.0,
+                  threshold=2.0, since=1.0)
+    fire = [(alert.id, alert.to_json())]
+    assert scripts.alerts_apply("a", now_ms=1, lease_until_ms=10, fire=fire) == (True, ["r/q"], [])
+    assert scripts.alerts_apply("a", now_ms=2, lease_until_ms=10, fire=fire) == (True, [], [])
+    assert scripts.alerts_apply("b", now_ms=3, lease_until_ms=20, fire=fire, resolve=["r/q"]) == (False, [], [])
+    assert scripts.alerts_apply("b", now_ms=11, lease_until_ms=20, fire=fire) == (True, [], [])  # still active
+    held, fired, resolved = scripts.alerts_apply("b", now_ms=12, lease_until_ms=20, resolve=["r/q"])
+    assert (held, fired) == (True, []) and [(i, Alert.from_json(b)) for i, b in resolved] == [("r/q", alert)]
+    assert scripts.alerts_apply("b", now_ms=13, lease_until_ms=20, resolve=["r/q"]) == (True, [], [])
+    assert redis_client.hgetall(connection.keys.alerts) == {"lease": "b", "lease_until": "20"}
+
+
+# -- the webhook sender, and whole workers ---------------------------------------------------------
+
+
+class Hook:
+    """A local HTTP server (http.server in a thread) that records each POSTed JSON body; it answers
+    500 to the first ``fail_first`` requests."""
+
+    def __init__(self, fail_first: int = 0) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        self.requests = 0
+        self.fail_first = fail_first
+        self._lock = threading.Lock()
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with hook._lock:
+                    hook.requests += 1
+                    failing = hook.requests <= hook.fail_first
+                    if not failing:
+                        hook.bodies.append(json.loads(body))
+                self.send_response(500 if failing else 200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def events(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return [(b["action"], b["alert"]["id"]) for b in self.bodies]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def hook() -> Iterator[Hook]:
+    h = Hook()
+    yield h
+    h.close()
+
+
+def test_the_webhook_sender_retries_a_failed_delivery(fake_clock) -> None:
+    h = Hook(fail_first=1)
+    waits: list[float] = []
+    try:
+        sender = WebhookSender(h.url, timeout=2, retries=3, backoff=0.5, wait=waits.append)
+        alert = Alert(id="r/q", rule="r", kind="backlog", subject="q", severity="critical", message="<b>m</b>",
+                      value=3.0, threshold=2.0, since=fake_clock.now())
+        sender(AlertEvent("fired", alert, fake_clock.now()))
+        assert h.requests == 2 and waits == [0.5]
+        assert h.bodies == [{"action": "fired", "at": "2027-01-15T08:00:00+00:00", "alert": {
+            "id": "r/q", "rule": "r", "kind": "backlog", "subject": "q", "severity": "critical",
+            "message": "<b>m</b>", "value": 3.0, "threshold": 2.0, "since": "2027-01-15T08:00:00+00:00"}}]
+        h.fail_first = 10
+        with pytest.raises(RuntimeError, match="gave up after 4 attempt"):
+            sender(AlertEvent("resolved", alert, fake_clock.now()))
+        assert waits == [0.5, 0.5, 1.0, 2.0]
+    finally:
+        h.close()
+
+
+def test_a_slow_sender_never_blocks_the_evaluator(scripts, fake_clock) -> None:
+    gate = threading.Event()
+    got: list[AlertEvent] = []
+
+    def slow(event: AlertEvent) -> None:
+        gate.wait(10)
+        got.append(event)
+
+    dispatcher = Dispatcher([slow])
+    alert = Alert(id="r/q", rule="r", kind="backlog", subject="q", severity="warning", message="m", value=None,
+                  threshold=None, since=0.0)
+    dispatcher([AlertEvent("fired", alert, 0.0), AlertEvent("resolved", alert, 1.0)])  # returns at once
+    assert got == []
+    gate.set()
+    wait_until(lambda: len(got) == 2)
+    dispatcher.close()
+    assert [e.action for e in got] == ["fired", "resolved"]
+
+
+def lease_rounds(redis_client: redis.Redis, connection: ConnectionConfig, rounds: int) -> None:
+    """Wait until the evaluator lease was renewed ``rounds`` more times (rounds ran)."""
+    seen: list[str | None] = [redis_client.hget(connection.keys.alerts, "lease_until")]
+
+    def renewed() -> bool:
+        value = redis_client.hget(connection.keys.alerts, "lease_until")
+        if value != seen[-1]:
+            seen.append(value)
+        return len(seen) > rounds
+
+    wait_until(renewed)
+
+
+def test_two_workers_fire_and_resolve_once(make_worker, client, inspector, redis_client, connection, hook) -> None:
+    alerts = {"RULES": {"big": {"kind": "backlog", "queue": "unserved", "above": 0}}, "INTERVAL": 0.02,
+              "SENDERS": [{"kind": "webhook", "url": hook.url, "timeout": 2}]}
+    workers = [make_worker(queues={"default": 1}, alerts=alerts) for _ in range(2)]
+    client.enqueue("t.x", {}, queue="unserved")
+    wait_until(lambda: hook.events() == [("fired", "big/unserved")])
+    holder = redis_client.hget(connection.keys.alerts, "lease")
+    assert holder in {w.server_id for w in workers}
+    next(w for w in workers if w.server_id == holder).shutdown(timeout=2)  # the other takes over
+    inspector.delete_all("unserved", "pending")
+    wait_until(lambda: len(hook.events()) == 2)
+    lease_rounds(redis_client, connection, 5)
+    assert hook.events() == [("fired", "big/unserved"), ("resolved", "big/unserved")]
+    assert redis_client.hget(connection.keys.alerts, "lease") != holder
+
+
+@pytest.mark.slow
+def test_two_worker_processes_fire_and_resolve_once_across_a_kill(
+        spawn, client, inspector, redis_client, connection, hook) -> None:  # noqa: F811
+    """Two worker processes evaluate one rule; the lease holder is killed with SIGKILL between the
+    fire and the resolve: the other takes the lease over, and the hook gets one of each."""
+    alerts = {"RULES": {"big": {"kind": "backlog", "queue": "unserved", "above": 0}}, "INTERVAL": 0.05,
+              "SENDERS": [{"kind": "webhook", "url": hook.url, "timeout": 2}]}
+    procs = [spawn(alerts=json.dumps(alerts)) for _ in range(2)]
+    wait_until(lambda: len(inspector.servers()) == 2, timeout=20)
+    client.enqueue("t.x", {}, queue="unserved")
+    wait_until(lambda: hook.events() == [("fired", "big/unserved")], timeout=20)
+    holder = redis_client.hget(connection.keys.alerts, "lease")
+    victim = next(p for p in procs if any(s.id == holder and s.pid == p.pid for s in inspector.servers()))
+    victim.kill9()
+    inspector.delete_all("unserved", "pending")
+    wait_until(lambda: len(hook.events()) == 2, timeout=20)  # after the dead holder's lease (0.15 s) lapsed
+    lease_rounds(redis_client, connection, 5)
+    assert hook.events() == [("fired", "big/unserved"), ("resolved", "big/unserved")]
+    assert redis_client.hget(connection.keys.alerts, "lease") not in (None, holder)
