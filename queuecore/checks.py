@@ -56,6 +56,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         parse_entries(merged["PERIODIC"])
     except ConfigurationError as exc:
         messages.append(Error(f"QUEUECORE['PERIODIC']: {exc}", hint="README, 'Periodic tasks'", id="queuecore.E007"))
+    try:
+        from queuecore.alert_senders import parse_settings
+
+        parse_settings(merged["ALERTS"])
+    except ConfigurationError as exc:
+        messages.append(Error(f"QUEUECORE['ALERTS']: {exc}", hint="README, 'Alerts'", id="queuecore.E011"))
     if not messages:
         try:
             get_config().worker_config()

@@ -47,6 +47,7 @@ DEFAULTS: dict[str, Any] = {
     "HEALTH_FILE": None,  # runworker rewrites this file after each heartbeat (queuecore_healthcheck reads it)
     "LOG_FORMAT": "text",  # runworker's log lines: "text" or "json" (one JSON object per record)
     "PERIODIC": {},  # entry name -> {"task": ..., "cron": ... or "every": ..., ...}: README "Periodic tasks"
+    "ALERTS": {},  # {"RULES": {name: {"kind": ..., ...}}, "SENDERS": [...], "INTERVAL": 15}: README "Alerts"
     "DASHBOARD": {"POLL_INTERVAL": 3, "PAGE_SIZE": 25, "ACCESS_CALLBACK": None,
                   "LOGOUT_URL": None},  # None: the URL named like LOGIN_URL's, "logout" for "login"
 }
@@ -103,6 +104,15 @@ class Config:
             return parse_entries(self.raw["PERIODIC"])
         except ConfigurationError as exc:
             raise ConfigurationError(f"QUEUECORE['PERIODIC']: {exc}", field="periodic") from None
+
+    def alert_settings(self) -> Any:
+        """The ``ALERTS`` rules and senders, validated (``ConfigurationError`` names ``QUEUECORE['ALERTS']``)."""
+        from queuecore.alert_senders import parse_settings
+
+        try:
+            return parse_settings(self.raw["ALERTS"])
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"QUEUECORE['ALERTS']: {exc}", field="alerts") from None
 
     @property
     def dashboard(self) -> dict[str, Any]:

@@ -64,7 +64,7 @@ class Command(BaseCommand):
         self.stdout.write(f"registered task types: {', '.join(names) if names else '(none)'}")
         try:
             worker = Worker(worker_config, connection=connection, registry=default_registry,
-                            periodic=config.periodic_entries())
+                            periodic=config.periodic_entries(), alerts=config.alert_settings())
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from None
         worker.run()
