@@ -201,6 +201,11 @@ def overview_queues(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @page
+def overview_limits(request: HtmxHttpRequest) -> HttpResponse:
+    return _partial(request, "partials/_limits_table.html", _base(request, limits=inspector_for(request).limits()))
+
+
+@page
 def chart(request: HtmxHttpRequest) -> HttpResponse:
     queue = request.GET.get("queue") or None
     context = _chart(inspector_for(request), _range(request), queue)

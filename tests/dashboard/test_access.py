@@ -13,6 +13,7 @@ from tests.dashboard.conftest import HX
 
 PAGES = ["/queues/", "/queues/_/stats/", "/queues/_/queues/", "/queues/_/chart/", "/queues/default/pending/",
          "/queues/default/header/", "/queues/servers/", "/queues/redis/", "/queues/audit/"]
+PAGES += ["/queues/_/limits/"]  # the overview's limits panel (flow control)
 
 
 def login(make_user: Any, *perms: str, **flags: Any) -> DjangoClient:

@@ -66,3 +66,10 @@ def test_overview_lists_limits_and_the_task_page_says_why_a_task_waits(operator:
 
 def test_overview_without_limits(operator: DjangoClient) -> None:
     assert "No live worker runs a task type with a limit" in html(operator.get("/queues/"))
+
+
+def test_the_limits_panel_refreshes_itself(viewer: DjangoClient) -> None:
+    overview = html(viewer.get("/queues/"))
+    assert 'id="qc-limits"' in overview and 'hx-get="/queues/_/limits/"' in overview
+    panel = html(viewer.get("/queues/_/limits/", headers=HX))
+    assert panel.lstrip().startswith('<section id="qc-limits"') and "No live worker runs" in panel
