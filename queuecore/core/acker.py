@@ -47,6 +47,8 @@ class Acker:
 
     def put(self, running: Running, result: str) -> None:
         """Queue the acknowledgement of a succeeded attempt, with its encoded result."""
+        if running.ended is None:
+            running.ended = self._clock.now()
         with self._cond:
             self._items.append((running, result))
             self._cond.notify()
@@ -94,7 +96,8 @@ class Acker:
         for running, result in group:
             try:
                 items.append(DoneItem(running.id, running.lease, retention_ms(running.message.retention), result,
-                                      running.message.unique_key, running.attempt, running.handler_started_ms))
+                                      running.message.unique_key, running.attempt, running.handler_started_ms,
+                                      running.message.type, running.handler_duration_ms))
             except Exception:  # a bug or a message no check foresaw: this task only
                 logger.exception("cannot acknowledge task %s; its lease will expire and it will run again",
                                  running.id)

@@ -13,6 +13,8 @@ from typing import Any, cast
 
 import redis
 
+from queuecore.core import typestats
+from queuecore.core.alerts import Alert, active_alerts
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import ConnectionConfig
@@ -66,6 +68,7 @@ from queuecore.core.states import (
     TaskAction,
     TaskState,
 )
+from queuecore.core.typestats import TypeStats
 
 BULK_CHUNK = 500
 AUDIT_MAX_ENTRIES = 10_000
@@ -338,6 +341,23 @@ class Inspector:
         fields = [f"{kind}:{s}" for s in stamps for kind in ("processed", "failed")]
         values = self.redis.hmget(q.stats, fields)
         return [DailyStats(q.queue, s, _int(values[2 * i]), _int(values[2 * i + 1])) for i, s in enumerate(stamps)]
+
+    @translate
+    def type_stats(self, queue: str, type: str, window: float | timedelta = timedelta(hours=1)) -> TypeStats:
+        """A task type's statistics in ``queue`` over the last ``window`` (seconds or a ``timedelta``):
+        per minute up to 72 h, per day beyond (up to 90 days). Counts are exact; the duration
+        percentiles are estimates from fixed buckets (``typestats.BUCKETS_MS``)."""
+        q = self._require_queue(queue)
+        span = window if isinstance(window, timedelta) else timedelta(seconds=window)
+        if not timedelta(minutes=1) <= span <= timedelta(days=typestats.DAYS_KEPT):
+            raise ConfigurationError("window must be between 1 minute and 90 days")
+        return typestats.read(self.redis, q.type_stats, q.queue, type, span, self.clock.now())
+
+    @translate
+    def task_types(self, queue: str) -> list[str]:
+        """The task types that have run in ``queue`` (they have per-type statistics), sorted."""
+        q = self._require_queue(queue)
+        return sorted(typestats.read_totals(cast("dict[str, str]", self.redis.hgetall(q.type_stats))))
 
     @translate
     def pause_queue(self, name: str, for_: float | timedelta | None = None) -> None:
@@ -734,6 +754,13 @@ class Inspector:
             self.scripts.audit(dumps(entry), keep=AUDIT_MAX_ENTRIES)
         except (redis.RedisError, QueuecoreError):  # Redis away, or a corrupt audit key
             pass  # the action itself already succeeded or raised; a lost audit line must not undo it
+
+    # -- alerts (alerts.py) ------------------------------------------------------------------------
+
+    @translate
+    def alerts(self) -> list[Alert]:
+        """The active alerts, oldest first (fired by the worker that holds the evaluator lease)."""
+        return sorted(active_alerts(self.scripts).values(), key=lambda a: (a.since, a.id))
 
     # -- periodic tasks (periodic_admin.py) ---------------------------------------------------------
 

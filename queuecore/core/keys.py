@@ -167,6 +167,12 @@ class QueueKeys:
         return self.task_prefix + task_id
 
     @property
+    def type_stats(self) -> str:
+        """HASH type -> per-type counters since the type first ran; also the start of each type's
+        per-minute and per-day HASHes (``typestats.py``)."""
+        return self.base + "ts"
+
+    @property
     def done_prefix(self) -> str:
         """The start of every wake LIST of this queue (``...:done:<id>``)."""
         return self.base + "done:"

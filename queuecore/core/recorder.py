@@ -97,13 +97,15 @@ class Recorder:
                 return self.scripts.retry(q, running.id, running.lease, now_ms=now_ms,
                                           retry_at_ms=to_ms(now + decision.retry_in), error=decision.error,
                                           day=stats_day(now), minute=stats_minute(now), attempt=line,
-                                          started_ms=running.handler_started_ms)
+                                          started_ms=running.handler_started_ms, type_name=running.message.type,
+                                          duration_ms=None if ran is None else max(0, to_ms(ran)))
             return self.scripts.archive(q, running.id, running.lease, now_ms=now_ms, error=decision.error,
                                         day=stats_day(now), minute=stats_minute(now),
                                         max_archive_size=self.config.max_archive_size,
                                         archive_cutoff_ms=to_ms(now - self.config.archive_max_age),
                                         count_failure=decision.count_failure, attempt=line,
-                                        started_ms=running.handler_started_ms)
+                                        started_ms=running.handler_started_ms, type_name=running.message.type,
+                                        duration_ms=None if ran is None else max(0, to_ms(ran)))
 
         written, accepted = self.with_retries(f"the outcome of task {running.id} ({outcome.kind})", write)
         if written:

@@ -42,11 +42,17 @@ class Running:
     cancel_seen_at: float | None = None  # monotonic
     attempt: str = ""  # a success kept for retention: its attempt history line, for the acknowledgement
     limit_hold: Any = None  # a concurrency slot it holds (flow.LimitHold), released when it ends
+    ended: float | None = None  # wall clock seconds: when its handler returned (a success; per-type statistics)
 
     @property
     def handler_started_ms(self) -> int | None:
         """When its handler started (unix ms); None if it never started."""
         return to_ms(self.started) if self.begun else None
+
+    @property
+    def handler_duration_ms(self) -> int | None:
+        """How long its handler ran (ms), once it returned; None if not known."""
+        return max(0, to_ms(self.ended - self.started)) if self.begun and self.ended is not None else None
 
 
 class HeldTasks:

@@ -36,6 +36,7 @@ from queuecore.core.reasons import (
     WORKER_LOST_UNDECODABLE,
 )
 from queuecore.core.redis_errors import full_message, is_out_of_memory, is_wrong_type, wrong_type_message
+from queuecore.core.typestats import context as type_stats_context
 
 SCRIPT_NAMES: tuple[str, ...] = (
     "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
@@ -149,6 +150,8 @@ class DoneItem:
     unique_key: str | None = None
     attempt: str = ""  # the attempt's line for the history of a kept task (attempts.py)
     started_ms: int | None = None  # when its handler started (kept as started_at of a kept task)
+    type: str = ""  # its task type, for the per-type statistics ("" = not counted per type)
+    duration_ms: int | None = None  # how long its handler ran (per-type statistics)
 
 
 class Scripts:
@@ -298,30 +301,38 @@ class Scripts:
                 unique_index = len(keys)
             args += [item.id, item.lease, item.retention_ms, item.result, unique_index, item.attempt,
                      "" if item.started_ms is None else item.started_ms]
+        args += type_stats_context(q.type_stats, now_ms)
+        for item in items:
+            args += [item.type, -1 if item.duration_ms is None else item.duration_ms]
         return [code == OK for code in self._call("done", keys, args)]
 
     def retry(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, retry_at_ms: int, error: str,
-              day: str, minute: str, attempt: str = "", started_ms: int | None = None) -> bool:
+              day: str, minute: str, attempt: str = "", started_ms: int | None = None, type_name: str = "",
+              duration_ms: int | None = None) -> bool:
         """Schedule the next attempt of a failed task; False when the lease was lost.
 
         ``attempt`` is the attempt's line for the task's history (``attempts.py``), ``started_ms``
-        when its handler started (kept as the task's ``started_at``).
+        when its handler started (kept as the task's ``started_at``); ``type_name`` and
+        ``duration_ms`` (the handler's) count it in the per-type statistics.
         """
         keys = [q.task(task_id), q.active, q.retry, q.stats]
         args = [task_id, lease, now_ms, retry_at_ms, error, day, minute, attempt,
-                "" if started_ms is None else started_ms, ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES]
+                "" if started_ms is None else started_ms, ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES,
+                *type_stats_context(q.type_stats, now_ms), type_name, -1 if duration_ms is None else duration_ms]
         reply: int = self._call("retry", keys, args)
         return reply == OK
 
     def archive(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, error: str, day: str,
                 minute: str, max_archive_size: int, archive_cutoff_ms: int, count_failure: bool = True,
-                attempt: str = "", started_ms: int | None = None) -> bool:
-        """Archive a task that failed for good; False when the lease was lost. ``attempt`` and
-        ``started_ms`` as for ``retry``."""
+                attempt: str = "", started_ms: int | None = None, type_name: str = "",
+                duration_ms: int | None = None) -> bool:
+        """Archive a task that failed for good; False when the lease was lost. ``attempt``,
+        ``started_ms``, ``type_name`` and ``duration_ms`` as for ``retry``."""
         keys = [q.task(task_id), q.active, q.archived, q.stats, q.done(task_id)]
         args = [task_id, lease, now_ms, error, day, minute, max_archive_size, archive_cutoff_ms,
                 1 if count_failure else 0, q.task_prefix, attempt, "" if started_ms is None else started_ms,
-                ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES, WAKE_TTL_MS]
+                ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES, WAKE_TTL_MS, *type_stats_context(q.type_stats, now_ms),
+                type_name, -1 if duration_ms is None else duration_ms]
         reply: int = self._call("archive", keys, args)
         return reply == OK
 
@@ -374,7 +385,7 @@ class Scripts:
         keys = [q.active, q.pending, q.archived, q.stats, q.recovery]
         args = [now_ms, limit, day, minute, q.wake_channel, q.task_prefix, default_max_retry, WORKER_LOST,
                 WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR, outage_ms, grace_ms, ATTEMPT_HISTORY,
-                ATTEMPT_HISTORY_BYTES, q.done_prefix, WAKE_TTL_MS]
+                ATTEMPT_HISTORY_BYTES, q.done_prefix, WAKE_TTL_MS, *type_stats_context(q.type_stats, now_ms)]
         reply = self._call("recover", keys, args)
         tasks = tuple(RecoveredTask(str(reply[i]), int(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]),
                                     str(reply[i + 4])) for i in range(5, len(reply), 5))

@@ -173,3 +173,71 @@ local function qc_wake_if_watched(key, done_key, ttl_ms)
         qc_wake(done_key, ttl_ms)
     end
 end
+
+-- Per-type statistics (typestats.py). An accumulator maps a type to a vector of counters:
+-- 1 processed, 2 failed, 3 retried, 4 archived, 5 recovered, 6 timed, 7 duration sum (ms), then one
+-- count per duration bucket (upper bounds in qc_ts_add, ms, as typestats.BUCKETS_MS; then +Inf): 24.
+
+-- Count one attempt of type_name: add 1 to each counter index in `fields`, and its handler's duration
+-- (ms; nil or negative = not known).
+local function qc_ts_add(acc, type_name, fields, duration_ms)
+    if type_name == "" then return end  -- not known: not counted per type
+    local bounds = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 900000, 3600000}
+    local v = acc[type_name]
+    if not v then
+        v = {}
+        for i = 1, 24 do v[i] = 0 end
+        acc[type_name] = v
+    end
+    for _, f in ipairs(fields) do v[f] = v[f] + 1 end
+    if duration_ms and duration_ms >= 0 then
+        v[6] = v[6] + 1
+        v[7] = v[7] + duration_ms
+        local b = #bounds + 1
+        for i, bound in ipairs(bounds) do
+            if duration_ms <= bound then b = i break end
+        end
+        v[7 + b] = v[7 + b] + 1
+    end
+end
+
+-- Write an accumulator; ctx is the context typestats.context() builds (seven ARGV fields, passed as
+-- a table): the key prefix <prefix>:{<q>}:ts, hour (since the epoch), minute of the hour, month
+-- (YYYY-MM), day of the month, when the hour's and the month's keys expire (unix s). Per type: the
+-- totals, the minute and the day, each one HGET and one HSET of a packed vector (trailing zeros
+-- dropped), and the two keys' EXPIREAT. A key of another Redis type is left alone: statistics never
+-- cost an acknowledgement.
+local function qc_ts_write(acc, ctx)
+    local function merge(key, f, v)
+        local old = redis.pcall("HGET", key, f)
+        if type(old) == "table" then return false end
+        local sum, i = {}, 1
+        if old then
+            for part in string.gmatch(old, "[^,]+") do
+                if i > 24 then break end
+                sum[i] = tonumber(part) or 0
+                i = i + 1
+            end
+        end
+        local last = 0
+        for j = 1, 24 do
+            sum[j] = (sum[j] or 0) + v[j]
+            if sum[j] ~= 0 then last = j end
+        end
+        for j = last + 1, 24 do sum[j] = nil end
+        redis.pcall("HSET", key, f, table.concat(sum, ","))
+        return true
+    end
+    local prefix = ctx[1]
+    for type_name, v in pairs(acc) do
+        merge(prefix, type_name, v)
+        local minute_key = prefix .. ":" .. type_name .. ":m:" .. ctx[2]
+        if merge(minute_key, ctx[3], v) then
+            redis.pcall("EXPIREAT", minute_key, ctx[6])
+        end
+        local day_key = prefix .. ":" .. type_name .. ":d:" .. ctx[4]
+        if merge(day_key, ctx[5], v) then
+            redis.pcall("EXPIREAT", day_key, ctx[7])
+        end
+    end
+end

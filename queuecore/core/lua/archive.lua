@@ -20,6 +20,10 @@
 -- ARGV[13] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
 -- ARGV[14] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
 -- ARGV[15] wake token TTL, ms
+-- ARGV[16..22] per-type statistics context (typestats.context)
+-- ARGV[23] the task's type
+-- ARGV[24] its handler's duration, ms ("-1" = not known)
+-- Cluster note: the per-type statistics HASHes are built from ARGV[16], same {<q>} tag (typestats.py).
 -- Cluster note: hashes of archived tasks trimmed over the limits (<prefix>:{<q>}:t:<id>) are built
 -- here from ARGV[10], in the same {<q>} slot. At most 10 are trimmed per call.
 -- Returns 1 archived, 0 the lease was lost.
@@ -55,7 +59,12 @@ if excess > 0 then
         redis.call("ZREM", KEYS[3], id)
     end
 end
+local acc = {}
 if ARGV[9] == "1" then
     qc_count_attempts(KEYS[4], ARGV[5], ARGV[6], 1, 1)
+    qc_ts_add(acc, ARGV[23], {1, 2, 4}, tonumber(ARGV[24]))
+else
+    qc_ts_add(acc, ARGV[23], {4}, nil)
 end
+qc_ts_write(acc, {unpack(ARGV, 16, 22)})
 return 1

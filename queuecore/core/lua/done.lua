@@ -18,6 +18,10 @@
 --         the task now), result (JSON text), index into KEYS of its unique lock (0 = none), the
 --         attempt's line for the attempt history of a kept task ("" = none), when its handler
 --         started (unix ms, kept as started_at of a kept task; "" = not known)
+-- ARGV[9 + 7n ...] per-type statistics: the seven context fields (typestats.context), then for
+--         task i: its type, its handler's duration in ms ("-1" = not known)
+-- Cluster note: the per-type statistics HASHes (<prefix>:{<q>}:ts, ...:ts:<type>:m:<hour>,
+-- ...:ts:<type>:d:<month>, typestats.py) are built from the context's prefix, same {<q>} tag.
 -- Cluster note: the wake LIST of each watched task (<prefix>:{<q>}:done:<id>) is built from ARGV[7]
 -- (same {<q>} tag as KEYS), same slot.
 -- Returns one code per task: 1 done, 0 the lease was lost (the task now belongs to someone else or is gone).
@@ -79,6 +83,15 @@ for first = 1, #ids, 1000 do
 end
 local done = #owned
 qc_count_attempts(KEYS[3], ARGV[2], ARGV[3], done, 0)
+do  -- per-type statistics: one write per type for the whole batch
+    local ctx = 9 + 7 * n
+    local acc = {}
+    for _, i in ipairs(owned) do
+        local at = ctx + 7 + 2 * (i - 1)
+        qc_ts_add(acc, ARGV[at], {1}, tonumber(ARGV[at + 1]))
+    end
+    qc_ts_write(acc, {unpack(ARGV, ctx, ctx + 6)})
+end
 for _, i in ipairs(owned) do
     local base = 9 + 7 * (i - 1)
     local id, key = ARGV[base], KEYS[3 + i]

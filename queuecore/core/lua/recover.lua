@@ -23,6 +23,9 @@
 -- ARGV[14] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
 -- ARGV[15] wake-key prefix, <prefix>:{<q>}:done: (the wake LIST of a watched task: results.py)
 -- ARGV[16] wake token TTL, ms
+-- ARGV[17..23] per-type statistics context (typestats.context): each task taken back counts as
+--         recovered for its type (and processed, failed, then retried or archived, as the stats HASH)
+-- Cluster note: the per-type statistics HASHes are built from ARGV[17], same {<q>} tag (typestats.py).
 -- KEYS[5] <prefix>:{<q>}:recovery  HASH  seen (Redis time of the last round, ms), grace_until (ms)
 --
 -- Outage grace: when Redis, or every worker's connection to it, was away for longer than the
@@ -72,6 +75,7 @@ for _, id in ipairs(ids) do
 end
 local requeued, archived, orphans = 0, 0, 0
 local taken = {}  -- id, how, attempt, max_retry, type of each task taken back
+local type_counts = {}  -- per-type statistics, written once at the end
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
     redis.call("ZREM", KEYS[1], id)
@@ -102,7 +106,12 @@ for _, id in ipairs(ids) do
         end
         local line = {attempt = retried + 1, result = "archived", ended_at = tonumber(ARGV[1]), error = reason}
         line["fetched_at"] = tonumber(fields[4] or "")
+        local counted = {5}
+        if not fields[3] then
+            counted = {5, 1, 2}
+        end
         if fields[3] or not ok or (max_retry >= 0 and retried >= max_retry) then
+            counted[#counted + 1] = 4
             redis.call("HSET", key, "state", "archived", "error", reason, "failed_at", ARGV[1])
             redis.call("ZADD", KEYS[3], ARGV[1], id)
             archived = archived + 1
@@ -118,17 +127,20 @@ for _, id in ipairs(ids) do
                 redis.call("PUBLISH", ARGV[5], "1")
             end
             requeued = requeued + 1
+            counted[#counted + 1] = 3
         end
         qc_push_attempt(key, cjson.encode(line), tonumber(ARGV[13]), tonumber(ARGV[14]))
         local type_name = "?"
         if ok and type(msg) == "table" and type(msg["type"]) == "string" then
             type_name = msg["type"]
+            qc_ts_add(type_counts, type_name, counted, nil)
         end
         for _, v in ipairs({id, how, retried + 1, max_retry, type_name}) do
             taken[#taken + 1] = v
         end
     end
 end
+qc_ts_write(type_counts, {unpack(ARGV, 17, 23)})
 local out = {requeued, archived, orphans, 0, 0}
 for _, v in ipairs(taken) do
     out[#out + 1] = v

@@ -15,6 +15,10 @@
 -- ARGV[9] when the attempt's handler started, unix ms (kept as started_at; "" = it never started)
 -- ARGV[10] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
 -- ARGV[11] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
+-- ARGV[12..18] per-type statistics context (typestats.context)
+-- ARGV[19] the task's type
+-- ARGV[20] its handler's duration, ms ("-1" = not known)
+-- Cluster note: the per-type statistics HASHes are built from ARGV[12], same {<q>} tag (typestats.py).
 -- Returns 1 scheduled for retry, 0 the lease was lost.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -35,4 +39,7 @@ end
 qc_push_attempt(KEYS[1], ARGV[8], tonumber(ARGV[10]), tonumber(ARGV[11]))
 redis.call("ZADD", KEYS[3], ARGV[4], ARGV[1])
 qc_count_attempts(KEYS[4], ARGV[6], ARGV[7], 1, 1)
+local acc = {}
+qc_ts_add(acc, ARGV[19], {1, 2, 3}, tonumber(ARGV[20]))
+qc_ts_write(acc, {unpack(ARGV, 12, 18)})
 return 1

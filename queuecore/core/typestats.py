@@ -1,0 +1,211 @@
+"""Per-task-type statistics: the model, the write context the ack scripts take, and the reads.
+
+Written by the scripts that record outcomes (``done``, ``retry``, ``archive``, ``recover``), in the
+same call: one write per acknowledgement batch and per type, never a round trip of its own. Each
+record is a *vector* of counters, packed as comma-separated integers (trailing zeros dropped):
+
+====  ===========================================================================
+ 1    processed: attempts that ended (succeeded or failed), as the queue's ``processed``
+ 2    failed: attempts that failed (retried or archived)
+ 3    retried: failed attempts scheduled for another attempt
+ 4    archived: tasks archived (retries spent, SkipRetry, cancelled, lost for good)
+ 5    recovered: expired leases taken back by a recoverer
+ 6    timed: attempts whose handler duration is known
+ 7    duration sum, ms
+ 8..  one count per duration bucket (``BUCKETS_MS``, then +Inf): not cumulative
+====  ===========================================================================
+
+Keys (all in the queue's ``{queue}`` slot; the scripts build the per-type ones from a prefix):
+
+* ``<prefix>:{<q>}:ts``                          HASH type -> vector since the type first ran
+* ``<prefix>:{<q>}:ts:<type>:m:<hour>``          HASH minute of the hour (0-59) -> vector; hour is
+  whole hours since the epoch; expires 72 h after its hour ends
+* ``<prefix>:{<q>}:ts:<type>:d:<YYYY-MM>``       HASH day of the month (1-31) -> vector; expires
+  90 days after its month ends (reads keep the last 90 days)
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+PROCESSED, FAILED, RETRIED, ARCHIVED, RECOVERED, TIMED, DURATION_SUM = range(7)
+FIRST_BUCKET = 7
+# Upper bounds of the duration buckets, ms (Prometheus' defaults widened to an hour); then +Inf.
+BUCKETS_MS: tuple[int, ...] = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000,
+                               900000, 3600000)
+VECTOR_LENGTH = FIRST_BUCKET + len(BUCKETS_MS) + 1
+MINUTES_KEPT = 72 * 60  # per-minute records: 72 h
+DAYS_KEPT = 90  # per-day records: 90 days
+MINUTE_RESOLUTION_UP_TO = timedelta(hours=72)
+
+
+def totals_key(ts_prefix: str) -> str:
+    """HASH type -> vector since the type first ran in the queue."""
+    return ts_prefix
+
+
+def minute_key(ts_prefix: str, type_name: str, hour: int) -> str:
+    """HASH minute of ``hour`` (whole hours since the epoch) -> vector."""
+    return f"{ts_prefix}:{type_name}:m:{hour}"
+
+
+def day_key(ts_prefix: str, type_name: str, month: str) -> str:
+    """HASH day of ``month`` (``YYYY-MM``) -> vector."""
+    return f"{ts_prefix}:{type_name}:d:{month}"
+
+
+def context(ts_prefix: str, now_ms: int) -> list[Any]:
+    """The seven ARGV fields every writing script takes (``qc_ts_write`` in ``_lib.lua``): the key
+    prefix, the hour and minute of the hour, the month and day of the month, and when the hour's and
+    the month's keys expire (unix seconds)."""
+    return [ts_prefix, *_context_cached(now_ms // 60000)]
+
+
+def _context(minute: int) -> tuple[int, int, str, int, int, int]:
+    hour, minute_of_hour = divmod(minute, 60)
+    tm = time.gmtime(minute * 60)
+    year, month = tm.tm_year, tm.tm_mon
+    next_month = calendar.timegm((year + (month == 12), month % 12 + 1, 1, 0, 0, 0))
+    return (hour, minute_of_hour, f"{year:04d}-{month:02d}", tm.tm_mday, (hour + 1) * 3600 + MINUTES_KEPT * 60,
+            next_month + DAYS_KEPT * 86400)
+
+
+def unpack(value: bytes | str | None) -> list[int]:
+    """A packed vector as VECTOR_LENGTH integers."""
+    out = [0] * VECTOR_LENGTH
+    if value:
+        text = value.decode() if isinstance(value, bytes) else value
+        for i, part in enumerate(text.split(",")[:VECTOR_LENGTH]):
+            out[i] = int(part or 0)
+    return out
+
+
+def add(into: list[int], vector: Iterable[int]) -> list[int]:
+    for i, n in enumerate(vector):
+        into[i] += n
+    return into
+
+
+def percentile_ms(buckets: list[int], q: float) -> float | None:
+    """An estimate of the ``q`` quantile (0..1) of the durations counted in ``buckets`` (one count per
+    bucket, not cumulative), interpolated linearly inside its bucket; in the +Inf bucket, its lower
+    bound. None when nothing was timed."""
+    total = sum(buckets)
+    if total == 0:
+        return None
+    rank = q * total
+    seen = 0
+    for i, count in enumerate(buckets):
+        if count and seen + count >= rank:
+            if i >= len(BUCKETS_MS):
+                return float(BUCKETS_MS[-1])
+            low = 0 if i == 0 else BUCKETS_MS[i - 1]
+            return low + (BUCKETS_MS[i] - low) * max(0.0, rank - seen) / count
+        seen += count
+    return float(BUCKETS_MS[-1])
+
+
+@lru_cache(maxsize=4)  # called per acknowledgement: computed once a minute
+def _context_cached(minute: int) -> tuple[int, int, str, int, int, int]:
+    return _context(minute)
+
+
+@dataclass(frozen=True)
+class TypeStatsPoint:
+    """One minute or one day of a task type's statistics."""
+
+    start: float  # unix seconds
+    processed: int
+    failed: int
+    retried: int
+    archived: int
+    recovered: int
+
+
+@dataclass(frozen=True)
+class TypeStats:
+    """A task type's statistics in one queue over a window.
+
+    ``p50_ms_estimate`` and friends are *estimates*: computed from fixed duration buckets
+    (``BUCKETS_MS``), interpolated inside a bucket, so within that bucket's bounds of the truth.
+    """
+
+    queue: str
+    type: str
+    window: timedelta
+    resolution: str  # "minute" or "day"
+    processed: int
+    failed: int
+    retried: int
+    archived: int
+    recovered: int
+    timed: int
+    mean_ms: float | None
+    p50_ms_estimate: float | None
+    p95_ms_estimate: float | None
+    p99_ms_estimate: float | None
+    buckets: tuple[int, ...]  # per bucket of BUCKETS_MS, then +Inf; not cumulative
+    points: tuple[TypeStatsPoint, ...] = field(default=())
+
+
+def summarize(queue: str, type_name: str, window: timedelta, resolution: str,
+              points: Mapping[float, list[int]]) -> TypeStats:
+    total = [0] * VECTOR_LENGTH
+    for vector in points.values():
+        add(total, vector)
+    buckets = total[FIRST_BUCKET:]
+    timed = total[TIMED]
+    return TypeStats(
+        queue=queue, type=type_name, window=window, resolution=resolution, processed=total[PROCESSED],
+        failed=total[FAILED], retried=total[RETRIED], archived=total[ARCHIVED], recovered=total[RECOVERED],
+        timed=timed, mean_ms=total[DURATION_SUM] / timed if timed else None,
+        p50_ms_estimate=percentile_ms(buckets, 0.50), p95_ms_estimate=percentile_ms(buckets, 0.95),
+        p99_ms_estimate=percentile_ms(buckets, 0.99), buckets=tuple(buckets),
+        points=tuple(TypeStatsPoint(start, v[PROCESSED], v[FAILED], v[RETRIED], v[ARCHIVED], v[RECOVERED])
+                     for start, v in sorted(points.items())))
+
+
+def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timedelta, now: float) -> TypeStats:
+    """Read a type's statistics over ``window`` ending at ``now`` (unix seconds): per minute up to
+    72 h, per day beyond (at most 90 days). One pipeline of at most 72 (or 4) HGETALLs."""
+    if window <= timedelta(0):
+        raise ValueError("window must be positive")
+    start = now - window.total_seconds()
+    points: dict[float, list[int]] = {}
+    if window <= MINUTE_RESOLUTION_UP_TO:
+        first_minute, last_minute = int(start // 60) + 1, int(now // 60)
+        hours = range(first_minute // 60, last_minute // 60 + 1)
+        pipe = client.pipeline(transaction=False)
+        for hour in hours:
+            pipe.hgetall(minute_key(ts_prefix, type_name, hour))
+        for hour, record in zip(hours, pipe.execute(), strict=True):
+            for field_, value in record.items():
+                minute = hour * 60 + int(field_)
+                if first_minute <= minute <= last_minute:
+                    points[minute * 60.0] = unpack(value)
+        return summarize(queue, type_name, window, "minute", points)
+    window = min(window, timedelta(days=DAYS_KEPT))
+    first_day = int(now // 86400) - window.days + 1
+    last_day = int(now // 86400)
+    months = sorted({time.strftime("%Y-%m", time.gmtime(d * 86400)) for d in range(first_day, last_day + 1)})
+    pipe = client.pipeline(transaction=False)
+    for month in months:
+        pipe.hgetall(day_key(ts_prefix, type_name, month))
+    for month, record in zip(months, pipe.execute(), strict=True):
+        year, mon = (int(x) for x in month.split("-"))
+        for field_, value in record.items():
+            day = calendar.timegm((year, mon, int(field_), 0, 0, 0)) // 86400
+            if first_day <= day <= last_day:
+                points[day * 86400.0] = unpack(value)
+    return summarize(queue, type_name, window, "day", points)
+
+
+def read_totals(record: Mapping[Any, Any]) -> dict[str, list[int]]:
+    """The HGETALL of a queue's ``ts`` HASH as type -> vector."""
+    return {(k.decode() if isinstance(k, bytes) else str(k)): unpack(v) for k, v in record.items()}
