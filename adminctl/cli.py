@@ -18,6 +18,7 @@ from queuecore.core.errors import BrokerError, ConfigurationError, InvalidOption
 
 from . import __version__
 from .app import App, ConnectionDefaults, GlobalOptions
+from .commands.alerts import alerts
 from .commands.enqueue import enqueue
 from .commands.periodic import periodic
 from .commands.queue import queue
@@ -125,7 +126,7 @@ def cli(ctx: click.Context, redis_url: str | None, prefix: str | None, settings:
     ctx.call_on_close(app.close)
 
 
-for command in (stats, queue, task, enqueue, server, worker, periodic):
+for command in (stats, queue, task, enqueue, server, worker, periodic, alerts):
     cli.add_command(command)
 
 

@@ -83,6 +83,7 @@ urlpatterns = [
     path("_/stats/", views.overview_stats, name="overview_stats"),
     path("_/queues/", views.overview_queues, name="overview_queues"),
     path("_/limits/", views.overview_limits, name="overview_limits"),
+    path("_/alerts/", views.overview_alerts, name="overview_alerts"),
     path("_/chart/", views.chart, name="chart"),
     path("servers/", views.servers, name="servers"),
     path("redis/", views.redis_page, name="redis"),

@@ -183,7 +183,8 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
     queues = ins.all_queue_info()
     return render(request, P + "overview.html", _base(
         request, queues=queues, totals=_totals(queues), **_capacity(ins.servers()),
-        **_chart(ins, _range(request)), audit=ins.audit_log(limit=6), limits=ins.limits(), nav="overview"))
+        **_chart(ins, _range(request)), audit=ins.audit_log(limit=6), limits=ins.limits(), alerts=ins.alerts(),
+        nav="overview"))
 
 
 @page
@@ -203,6 +204,11 @@ def overview_queues(request: HtmxHttpRequest) -> HttpResponse:
 @page
 def overview_limits(request: HtmxHttpRequest) -> HttpResponse:
     return _partial(request, "partials/_limits_table.html", _base(request, limits=inspector_for(request).limits()))
+
+
+@page
+def overview_alerts(request: HtmxHttpRequest) -> HttpResponse:
+    return _partial(request, "partials/_alerts.html", _base(request, alerts=inspector_for(request).alerts()))
 
 
 @page

@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
@@ -34,9 +34,6 @@ from queuecore.core.health import RedisHealth
 from queuecore.core.keys import is_valid_name, stats_minute
 from queuecore.core.periodic import MISFIRE_GRACE
 from queuecore.core.scripts import Scripts
-
-if TYPE_CHECKING:
-    from queuecore.core.inspector import Inspector
 
 logger = logging.getLogger("queuecore.alerts")
 
@@ -240,9 +237,10 @@ def _alert(rule: AlertRule, subject: str, message: str, value: float | None, now
 
 
 class RuleEvaluator:
-    """Pure reads: which alerts of ``rules`` hold now (through an ``Inspector``)."""
+    """Pure reads: which alerts of ``rules`` hold now, through an ``Inspector`` (typed ``Any``:
+    inspector.py imports this module for ``Inspector.alerts``)."""
 
-    def __init__(self, inspector: Inspector, rules: Sequence[AlertRule], clock: Clock) -> None:
+    def __init__(self, inspector: Any, rules: Sequence[AlertRule], clock: Clock) -> None:
         self._ins = inspector
         self._rules = list(rules)
         self._clock = clock
@@ -503,7 +501,7 @@ class AlertMonitor(Periodic):
         self.dispatcher.close()
 
 
-def build_monitor(settings: AlertSettings, scripts: Scripts, inspector: Inspector, clock: Clock,
+def build_monitor(settings: AlertSettings, scripts: Scripts, inspector: Any, clock: Clock,
                   health: RedisHealth, *, holder: str) -> AlertMonitor:
     """The ``AlertMonitor`` for ``settings`` (the worker builds it when there are rules)."""
     dispatcher = Dispatcher(settings.senders)

@@ -34,6 +34,7 @@ EXPECTED_COMMANDS = {
     "queue remove", "task", "task ls", "task inspect", "task run", "task archive", "task kill", "task delete",
     "task cancel", "task run-all", "task archive-all", "task delete-all", "server", "server ls", "worker",
     "worker ls", "periodic", "periodic ls", "periodic inspect", "periodic pause", "periodic resume", "periodic run",
+    "alerts",
 }
 
 
