@@ -24,9 +24,10 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from queuecore.core import typestats
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
 from queuecore.core.errors import ConfigurationError
@@ -44,7 +45,7 @@ OVERDUE_SCAN = 10_000  # active tasks looked at per queue and round
 
 # kind -> (required options, optional options with defaults)
 _KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "failure_rate": (("above",), {"queue": "*", "window": 300.0, "min_tasks": 1}),
+    "failure_rate": (("above",), {"queue": "*", "type": None, "window": 300.0, "min_tasks": 1}),
     "latency": (("above",), {"queue": "*"}),
     "backlog": (("above",), {"queue": "*"}),
     "no_worker": ((), {"queue": "*"}),
@@ -65,6 +66,7 @@ class AlertRule:
     above: float | None = None
     queue: str = "*"
     entry: str = "*"
+    type: str | None = None  # failure_rate per task type (from the per-type statistics): a type or "*"
     window: float = 300.0
     min_tasks: int = 1
     grace: float = 60.0
@@ -166,6 +168,12 @@ def parse_rule(name: Any, spec: Any) -> AlertRule:
                 raise ConfigurationError(f"alert rule {name!r}: {key} must be a name or '*', got {value!r}",
                                          field="alerts")
             out[key] = value
+    if values.get("type") is not None:
+        value = values["type"]
+        if value != "*" and not is_valid_name(value):
+            raise ConfigurationError(f"alert rule {name!r}: type must be a task type or '*', got {value!r}",
+                                     field="alerts")
+        out["type"] = value
     if "above" in values:
         high = {"failure_rate": 1.0, "memory": 1.0}.get(kind, 1e12)
         low = 0.0
@@ -268,11 +276,17 @@ class RuleEvaluator:
                         out[out_alert.id] = out_alert
             elif rule.kind == "failure_rate":
                 for name in queues:
-                    rate, total = self._failure_rate(name, rule.window, now)
-                    if total >= rule.min_tasks and rule.above is not None and rate > rule.above:
-                        a = _alert(rule, name, f"queue {name}: {rate:.0%} of {total} tasks failed in the last "
-                                   f"{rule.window:g} s (above {rule.above:.0%})", rate, now)
-                        out[a.id] = a
+                    if rule.type is None:
+                        checks = [(name, f"queue {name}", *self._failure_rate(name, rule.window, now))]
+                    else:
+                        types = self._types(name) if rule.type == "*" else [rule.type]
+                        checks = [(f"{name}/{t}", f"type {t} in queue {name}",
+                                   *self._type_failure_rate(name, t, rule.window, now)) for t in types]
+                    for subject, what, rate, total in checks:
+                        if total >= rule.min_tasks and rule.above is not None and rate > rule.above:
+                            a = _alert(rule, subject, f"{what}: {rate:.0%} of {total} attempts failed in the last "
+                                       f"{rule.window:g} s (above {rule.above:.0%})", rate, now)
+                            out[a.id] = a
             elif rule.kind == "no_worker":
                 if servers is None:
                     servers = self._ins.servers()
@@ -316,6 +330,14 @@ class RuleEvaluator:
         processed = sum(int(v or 0) for v in values[0::2])
         failed = sum(int(v or 0) for v in values[1::2])
         return (failed / processed if processed else 0.0), processed
+
+    def _types(self, name: str) -> list[str]:
+        return sorted(typestats.read_totals(self._ins.redis.hgetall(self._ins.keys.queue(name).type_stats)))
+
+    def _type_failure_rate(self, name: str, type_name: str, window: float, now: float) -> tuple[float, int]:
+        q = self._ins.keys.queue(name)
+        stats = typestats.read(self._ins.redis, q.type_stats, name, type_name, timedelta(seconds=window), now)
+        return (stats.failed / stats.processed if stats.processed else 0.0), stats.processed
 
     def _overdue(self, name: str, grace: float, now: float) -> int:
         q = self._ins.keys.queue(name)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import redis
 
+from queuecore.core import typestats
 from queuecore.core.alerts import (
     Alert,
     AlertEvaluator,
@@ -131,6 +132,23 @@ def test_failure_rate_fires_and_resolves_once(pair, redis_client, connection, fa
     once(p.rounds(), "fired", "failing/q2")
     fake_clock.advance(180)  # the minute leaves the two-minute window
     once(p.rounds(), "resolved", "failing/q2")
+
+
+def test_failure_rate_per_type_fires_and_resolves_once(pair, redis_client, connection, fake_clock) -> None:
+    p = pair({"type-failing": {"kind": "failure_rate", "queue": "q2", "type": "*", "above": 0.5, "window": 120,
+                               "min_tasks": 4}})
+    q = connection.keys.queue("q2")
+    redis_client.sadd(connection.keys.queues, "q2")
+    minute = int(fake_clock.now() // 60)
+    for type_name, vector in (("t.bad", "10,6"), ("t.good", "10,1")):  # processed, failed
+        redis_client.hset(q.type_stats, type_name, vector)
+        redis_client.hset(typestats.minute_key(q.type_stats, type_name, minute // 60), str(minute % 60), vector)
+    events = p.rounds()
+    once(events, "fired", "type-failing/q2/t.bad")
+    assert events[0].alert.message == ("type t.bad in queue q2: 60% of 10 attempts failed in the last 120 s "
+                                       "(above 50%)")
+    fake_clock.advance(180)
+    once(p.rounds(), "resolved", "type-failing/q2/t.bad")
 
 
 def test_no_worker_fires_and_resolves_once(pair, make_worker, redis_client, connection, fake_clock) -> None:
