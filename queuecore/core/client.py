@@ -15,6 +15,7 @@ from typing import Any
 
 import redis
 
+from queuecore.core import tracing
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
 from queuecore.core.errors import (
@@ -77,10 +78,11 @@ def _datetime(seconds: float) -> datetime | None:
 
 
 class _Prepared:
-    __slots__ = ("chosen_id", "encoded", "message", "process_at", "unique_key", "unique_ttl")
+    __slots__ = ("chosen_id", "encoded", "message", "process_at", "span", "unique_key", "unique_ttl")
 
     def __init__(self, message: TaskMessage, encoded: str, process_at: float | None, unique_key: str | None,
-                 unique_ttl: float, chosen_id: bool) -> None:
+                 unique_ttl: float, chosen_id: bool, span: Any = None) -> None:
+        self.span = span  # the enqueue's "send" span while tracing (tracing.py), ended once it is sent
         self.chosen_id = chosen_id  # a caller-chosen id must be checked for duplicates; a random one cannot clash
         self.message = message
         self.encoded = encoded
@@ -128,6 +130,7 @@ class Client:
         self._queue_keys: dict[str, QueueKeys] = {}
         self._lock = threading.Lock()
         self.results = Results(connection, self.redis, self.scripts)
+        self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
 
     def close(self) -> None:
         """Close the Redis connection if this client created it (and the connections of blocking waits)."""
@@ -143,7 +146,8 @@ class Client:
 
     # -- building messages ------------------------------------------------------------------------
 
-    def _prepare(self, task: str | Handler, payload: Any, options: dict[str, Any], now: float) -> _Prepared:
+    def _prepare(self, task: str | Handler, payload: Any, options: dict[str, Any], now: float, *,
+                 send: bool = True) -> _Prepared:
         unknown = set(options) - ENQUEUE_OPTIONS
         if unknown:
             raise ConfigurationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
@@ -188,11 +192,14 @@ class Client:
             unique_ttl = _seconds(options["unique_for"], "unique_for", UNIQUE_FOR)
             digest = hashlib.sha256(f"{type_name}\0{queue}\0{payload_json}".encode()).hexdigest()[:32]
             unique_key = self.keys.queue(queue).unique(type_name, digest)
+        span = trace = None
+        if self._tracing is not None and send:  # the opentelemetry extra: the send span, its context in the message
+            span, trace = self._tracing.start_send(queue, task_id, type_name)
         message = TaskMessage(id=task_id, type=type_name, payload=payload, queue=queue, max_retry=max_retry,
                               timeout=timeout, deadline=deadline, retention=retention, unique_key=unique_key,
-                              enqueued_at=now, priority=priority)
+                              enqueued_at=now, priority=priority, trace=trace)
         return _Prepared(message, message.encode(payload_json), process_at, unique_key, unique_ttl,
-                         chosen_id=options.get("task_id") is not None)
+                         chosen_id=options.get("task_id") is not None, span=span)
 
     def _valid_name(self, name: Any, kind: str) -> str:
         """Validate a queue or type name once per client; later uses are a set lookup."""
@@ -202,6 +209,19 @@ class Client:
         if len(self._valid_names) < 10_000:
             self._valid_names.add((kind, checked))
         return checked
+
+    def _send_traced(self, prepared: list[_Prepared], now: float) -> list[Any]:
+        """``_send``, then end each task's ``send`` span (with the error that refused it, if any)."""
+        assert self._tracing is not None
+        try:
+            replies = self._send(prepared, now)
+        except BaseException as exc:
+            for p in prepared:
+                self._tracing.end_send(p.span, exc)
+            raise
+        for p, reply in zip(prepared, replies, strict=True):
+            self._tracing.end_send(p.span, reply if isinstance(reply, BaseException) else None)
+        return replies
 
     def _send(self, prepared: list[_Prepared], now: float) -> list[Any]:
         """Store prepared tasks: one ``enqueue`` call per queue and chunk, all in one round-trip.
@@ -287,7 +307,7 @@ class Client:
 
     def check(self, task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> None:
         """Validate a task as ``enqueue`` would, without sending it; raises the same errors."""
-        self._prepare(task, payload, options, self.clock.now())
+        self._prepare(task, payload, options, self.clock.now(), send=False)
 
     # -- enqueueing -------------------------------------------------------------------------------
 
@@ -303,7 +323,7 @@ class Client:
         """
         now = self.clock.now()
         prepared = self._prepare(task, payload, options, now)
-        reply = self._send([prepared], now)[0]
+        reply = (self._send if self._tracing is None else self._send_traced)([prepared], now)[0]
         if isinstance(reply, QueuecoreError):
             raise reply
         Scripts.check_enqueue(reply, prepared.message.id, prepared.message.queue)
@@ -336,7 +356,7 @@ class Client:
                 raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {req!r}")
         if not prepared:
             return []
-        replies = self._send(prepared, now)
+        replies = (self._send if self._tracing is None else self._send_traced)(prepared, now)
         enqueued: list[TaskHandle] = []
         errors: dict[int, QueuecoreError] = {}
         for index, (p, reply) in enumerate(zip(prepared, replies, strict=True)):

@@ -16,6 +16,7 @@ from typing import Any
 from queuecore.core.errors import InvalidPayload, TaskDecodeError
 from queuecore.core.limits import MAX_PAYLOAD_DEPTH
 from queuecore.core.states import TaskState as TaskState  # the vocabulary's home; re-exported here
+from queuecore.core.tracing import clean_carrier
 
 try:  # orjson is optional: faster, same output for our payloads
     import orjson as _orjson
@@ -109,6 +110,7 @@ class TaskMessage:
     unique_key: str | None = None
     enqueued_at: float = 0.0  # unix seconds
     priority: int = 0  # -100..100; > 0 went to the head of its queue at enqueue
+    trace: dict[str, str] | None = None  # W3C traceparent/tracestate of the enqueue's span (tracing.py)
 
     def encode(self, payload_json: str | None = None) -> str:
         """Encode the message; ``payload_json`` reuses an already validated encoding."""
@@ -126,6 +128,8 @@ class TaskMessage:
             parts.append(f'"unique_key":{dumps(self.unique_key)}')
         if self.priority:
             parts.append(f'"priority":{int(self.priority)}')
+        if self.trace:
+            parts.append(f'"trace":{dumps(self.trace)}')
         return "{" + ",".join(parts) + "}"
 
     @classmethod
@@ -164,6 +168,7 @@ class TaskMessage:
                 unique_key=_opt_str(raw.get("unique_key")),
                 enqueued_at=_opt_float(raw.get("enqueued_at")) or 0.0,
                 priority=priority,
+                trace=clean_carrier(raw["trace"]) if "trace" in raw else None,
             )
         except (KeyError, TypeError, ValueError, OverflowError) as exc:  # OverflowError: int too big for float
             raise TaskDecodeError(f"task {task_id}: malformed message ({exc})") from None

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from queuecore.core import tracing
 from queuecore.core.acker import Acker
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.config import WorkerConfig
@@ -66,6 +67,7 @@ class Processor:
         self._done = threading.Event()
         self.pool = HandlerPool("queuecore-handler", config.concurrency, on_drained=self._wake_fetcher)
         self.async_loop = AsyncLoop(config.concurrency)
+        self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
         held_at_once = config.concurrency + (config.prefetch or 0)
         self._slots = Slots(held_at_once, max(1, min(config.prefetch or 0, held_at_once // 2)),
                             lambda: len(self._ready) + self.pool.queued)
@@ -304,6 +306,11 @@ class Processor:
         except InvalidPayload as exc:
             raise PayloadMismatch(str(exc)) from None
         func = handler.func
+        if self._tracing is not None:  # the opentelemetry extra: a "process" span around the attempt
+            message = running.message
+            return self._tracing.process(running.queue, running.id, message.type, running.retried + 1, message.trace,
+                                         lambda: call_with_middleware(self.config.middleware, running.ctx,
+                                                                      lambda: func(**payload)))
         return call_with_middleware(self.config.middleware, running.ctx, lambda: func(**payload))
 
     def _admit(self, running: Running, handler: Handler) -> bool:

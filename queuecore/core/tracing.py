@@ -1,0 +1,179 @@
+"""OpenTelemetry tracing (the ``otel`` extra: ``pip install 'queuecore[otel]'``).
+
+A span ``send {queue}`` (kind PRODUCER) per enqueued task, and a span ``process {queue}`` (kind
+CONSUMER) per attempt, around the handler and its middleware. Both carry the messaging semantic
+conventions (``messaging.system="queuecore"``, ``messaging.destination.name``,
+``messaging.message.id``, ``messaging.operation.type``/``.name``) plus ``queuecore.task.type`` and,
+on ``process``, ``queuecore.task.attempt`` (1 for the first attempt). The ``send`` span's context
+is stored in the task message (its ``trace`` field: the W3C ``traceparent`` and ``tracestate``, a
+hundred bytes or so, outside the payload and its size bound), so the ``process`` span is its child,
+and a web request's trace continues into the worker. A handler's exception is recorded on its span
+(status ERROR) — but a ``Snooze``, which is not a failure.
+
+**Zero cost when the extra is not installed**: ``get()`` tries ``import opentelemetry`` once per
+process and returns None; the ``Client`` and the ``Processor`` call it once when built and keep the
+answer, so per task the disabled path is one ``is not None`` test. ``disable()`` turns tracing off
+in a process where opentelemetry is installed (clients and workers built afterwards do not trace).
+The spans go wherever the application's tracer provider sends them (none configured: the API's
+no-op spans).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from queuecore.core.errors import Snooze
+
+MESSAGING_SYSTEM = "queuecore"
+CARRIER_KEYS = ("traceparent", "tracestate")
+MAX_CARRIER_VALUE = 512  # characters per stored field: a bound on what a message carries (W3C allows 512)
+
+_UNRESOLVED: Any = object()
+_tracing: Any = _UNRESOLVED
+_disabled = False
+
+
+def get() -> Tracing | None:
+    """The process's ``Tracing``, or None when opentelemetry is not installed (or ``disable()``d)."""
+    global _tracing
+    if _disabled:
+        return None
+    if _tracing is _UNRESOLVED:
+        try:
+            from opentelemetry import context, propagate, trace
+        except ImportError:
+            _tracing = None
+        else:
+            _tracing = Tracing(trace, propagate, context)
+    return _tracing  # type: ignore[no-any-return]
+
+
+def use(provider: Any | None) -> None:
+    """Send queuecore's spans to ``provider`` (a ``TracerProvider``) instead of the global one; None
+    goes back to the global provider. Clients and workers built afterwards follow it."""
+    global _tracing
+    if provider is None:
+        _tracing = _UNRESOLVED
+        return
+    from opentelemetry import context, propagate, trace
+
+    _tracing = Tracing(trace, propagate, context, provider=provider)
+
+
+def disable() -> None:
+    """No spans from clients and workers built from now on in this process."""
+    global _disabled
+    _disabled = True
+
+
+def enable() -> None:
+    """Undo ``disable()`` (tracing again when opentelemetry is installed)."""
+    global _disabled
+    _disabled = False
+
+
+def clean_carrier(value: Any) -> dict[str, str] | None:
+    """The trace fields of a stored message that are well-formed and bounded, or None."""
+    if not isinstance(value, Mapping):
+        return None
+    carrier = {k: v for k in CARRIER_KEYS
+               if isinstance(v := value.get(k), str) and 0 < len(v) <= MAX_CARRIER_VALUE}
+    return carrier or None
+
+
+class Tracing:
+    """Spans for enqueues and attempts, over the opentelemetry API modules it is given."""
+
+    def __init__(self, trace: Any, propagate: Any, context: Any, provider: Any = None) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            own_version = version("queuecore")
+        except PackageNotFoundError:  # running from a checkout that is not installed
+            own_version = None
+        self._trace = trace
+        self._propagate = propagate
+        self._context = context
+        # The global provider's tracer is a proxy: it follows a provider the application sets later.
+        self._tracer = trace.get_tracer("queuecore", own_version, tracer_provider=provider)
+        # Without a provider of the application's (the API's proxy, or its no-op one) spans are no-ops
+        # and nothing can be propagated: skip the span work (a type check per task).
+        self._own_provider = provider is not None
+        self._off_types = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        self._producer = trace.SpanKind.PRODUCER
+        self._consumer = trace.SpanKind.CONSUMER
+
+    def active(self) -> bool:
+        """True once a tracer provider is set (``trace.set_tracer_provider``, or ``use``)."""
+        return self._own_provider or not isinstance(self._trace.get_tracer_provider(), self._off_types)
+
+    # -- producer -------------------------------------------------------------------------------------
+
+    def start_send(self, queue: str, task_id: str, type_name: str) -> tuple[Any, dict[str, str] | None]:
+        """Start the ``send {queue}`` span (a child of the current span); returns it and the carrier
+        to store in the message; (None, None) while no provider is set."""
+        if not self.active():
+            return None, None
+        span = self._tracer.start_span(f"send {queue}", kind=self._producer, attributes={
+            "messaging.system": MESSAGING_SYSTEM, "messaging.destination.name": queue,
+            "messaging.message.id": task_id, "messaging.operation.type": "send",
+            "messaging.operation.name": "send", "queuecore.task.type": type_name})
+        carrier: dict[str, str] = {}
+        self._propagate.inject(carrier, context=self._trace.set_span_in_context(span))
+        return span, clean_carrier(carrier)
+
+    def end_send(self, span: Any, error: BaseException | None = None) -> None:
+        if span is None:
+            return
+        if error is not None:
+            self._fail(span, error)
+        span.end()
+
+    # -- consumer -------------------------------------------------------------------------------------
+
+    def process(self, queue: str, task_id: str, type_name: str, attempt: int, carrier: Mapping[str, str] | None,
+                call: Callable[[], Any]) -> Any:
+        """Run ``call`` (the handler in its middleware) inside a ``process {queue}`` span, the child of
+        the enqueue's span when the message carries one. A coroutine returned by ``call`` (an async
+        handler) is wrapped, so the span covers its run and records its error."""
+        if not self.active():
+            return call()
+        parent = self._propagate.extract(carrier) if carrier else None
+        span = self._tracer.start_span(f"process {queue}", context=parent, kind=self._consumer, attributes={
+            "messaging.system": MESSAGING_SYSTEM, "messaging.destination.name": queue,
+            "messaging.message.id": task_id, "messaging.operation.type": "process",
+            "messaging.operation.name": "process", "queuecore.task.type": type_name,
+            "queuecore.task.attempt": attempt})
+        token = self._context.attach(self._trace.set_span_in_context(span))
+        try:
+            result = call()
+        except BaseException as exc:
+            self._fail(span, exc)
+            span.end()
+            raise
+        finally:
+            self._context.detach(token)
+        if inspect.iscoroutine(result):
+            return self._awaited(span, result)
+        span.end()
+        return result
+
+    async def _awaited(self, span: Any, coroutine: Any) -> Any:
+        token = self._context.attach(self._trace.set_span_in_context(span))
+        try:
+            return await coroutine
+        except BaseException as exc:
+            self._fail(span, exc)
+            raise
+        finally:
+            self._context.detach(token)
+            span.end()
+
+    def _fail(self, span: Any, error: BaseException) -> None:
+        if isinstance(error, Snooze):
+            span.set_attribute("queuecore.task.snoozed", True)
+            return
+        span.record_exception(error)
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, f"{type(error).__name__}: {error}"))
