@@ -47,7 +47,8 @@ class Worker:
 
     Keyword arguments that name ``WorkerConfig`` fields build the config; ``redis_url`` and
     ``key_prefix`` (or ``connection``) say where Redis is. ``periodic`` declares periodic tasks (a
-    dict of entry name -> ``{"task": ..., "cron": ... or "every": ..., ...}``, see ``periodic.py``).
+    dict of entry name -> ``{"task": ..., "cron": ... or "every": ..., ...}``, see ``periodic.py``);
+    ``alerts`` alert rules and senders (``{"RULES": ..., "SENDERS": [...], "INTERVAL": 15}``, see ``alerts.py``).
     """
 
     def __init__(self, config: WorkerConfig | None = None, *, connection: ConnectionConfig | None = None,
