@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from queuecore.core.acker import Acker
+from queuecore.core.alerts import AlertEvaluator, AlertMonitor
 from queuecore.core.forwarder import Forwarder
 from queuecore.core.heartbeat import Heartbeater
 from queuecore.core.janitor import Janitor
@@ -97,7 +98,7 @@ def test_the_cycle_finder_finds_cycles() -> None:
 
 
 @pytest.mark.parametrize("component", [Processor, Recorder, Acker, LeaseRenewer, Heartbeater, Subscriber,
-                                       Forwarder, Recoverer, Janitor, Scheduler])
+                                       Forwarder, Recoverer, Janitor, Scheduler, AlertMonitor, AlertEvaluator])
 def test_no_component_takes_the_whole_worker(component: type) -> None:
     params = inspect.signature(component.__init__).parameters
     assert "worker" not in params and "processor" not in params
