@@ -439,7 +439,8 @@ class WebhookSender:
         for attempt in range(self.retries + 1):
             request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:  # nosec B310 - http(s) checked
+                # The URL was checked to be http(s) in __init__ (bandit B310: no file:// or custom schemes).
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:  # nosec B310
                     if 200 <= response.status < 300:
                         return
             except (urllib.error.URLError, OSError, ValueError) as exc:

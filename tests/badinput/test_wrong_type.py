@@ -162,6 +162,8 @@ CASES = [
          lambda s, q: s.admin_periodic_pause(q, "e", pause=True, actor="ops", now_ms=NOW)),
     Case("periodic_register/index", lambda q: Keys(q.prefix).periodic,
          lambda s, q: s.periodic_register(["e/default"], now_ms=NOW, until_ms=NOW + 1)),
+    Case("alerts_apply/alerts", lambda q: Keys(q.prefix).alerts,
+         lambda s, q: s.alerts_apply("w", now_ms=NOW, lease_until_ms=NOW + 1, fire=[("r/q", "{}")])),
     Case("result/task-hash", lambda q: q.task("p1"), lambda s, q: s.result(q, "p1", watch=True)),
     Case("result/wake-list", lambda q: q.done("p1"), lambda s, q: s.result(q, "p1", watch=True)),
 ]
