@@ -8,6 +8,7 @@ connection use the ``QUEUECORE`` setting's (``_django_connection`` below); other
 
 import sys
 
+from queuecore.core.alerts import Alert, AlertEvent, WebhookSender
 from queuecore.core.client import Client, enqueue, get_default_client, result, set_default_client_factory
 from queuecore.core.clock import Clock, FakeClock, SystemClock
 from queuecore.core.config import ConnectionConfig, WorkerConfig, default_retry_delay, set_connection_provider
@@ -58,6 +59,8 @@ from queuecore.core.task import TaskFunction, task
 from queuecore.core.worker import Worker
 
 __all__ = [
+    "Alert",
+    "AlertEvent",
     "AuditEntry",
     "BatchEnqueueError",
     "BrokerError",
@@ -104,6 +107,7 @@ __all__ = [
     "TaskWasArchived",
     "TaskWasCancelled",
     "WaitingTaskInfo",
+    "WebhookSender",
     "Worker",
     "WorkerConfig",
     "WorkerInfo",
