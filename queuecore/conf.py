@@ -48,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
     "LOG_FORMAT": "text",  # runworker's log lines: "text" or "json" (one JSON object per record)
     "PERIODIC": {},  # entry name -> {"task": ..., "cron": ... or "every": ..., ...}: README "Periodic tasks"
     "ALERTS": {},  # {"RULES": {name: {"kind": ..., ...}}, "SENDERS": [...], "INTERVAL": 15}: README "Alerts"
+    # Prometheus metrics (the metrics extra): README "Metrics". The /metrics view admits a request with
+    # "Authorization: Bearer <TOKEN>" or from a user with PERMISSION; runworker serves on ADDR:PORT.
+    "METRICS": {"TOKEN": None, "PERMISSION": "queuecore.view_metrics", "PORT": None, "ADDR": "127.0.0.1",
+                "NAMESPACE": "queuecore"},
     "DASHBOARD": {"POLL_INTERVAL": 3, "PAGE_SIZE": 25, "ACCESS_CALLBACK": None,
                   "LOGOUT_URL": None},  # None: the URL named like LOGIN_URL's, "logout" for "login"
 }
@@ -118,6 +122,10 @@ class Config:
     def dashboard(self) -> dict[str, Any]:
         return self.raw["DASHBOARD"]
 
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.raw["METRICS"]
+
 
 def user_settings() -> dict[str, Any]:
     value = getattr(settings, "QUEUECORE", {})
@@ -129,6 +137,7 @@ def merged_settings() -> dict[str, Any]:
     user = user_settings()
     merged = {**DEFAULTS, **user}
     merged["DASHBOARD"] = {**DEFAULTS["DASHBOARD"], **(user.get("DASHBOARD") or {})}
+    merged["METRICS"] = {**DEFAULTS["METRICS"], **(user.get("METRICS") or {})}
     if os.environ.get("QUEUECORE_REDIS_URL") and "REDIS_URL" not in user:
         merged["REDIS_URL"] = os.environ["QUEUECORE_REDIS_URL"]
     if os.environ.get("QUEUECORE_KEY_PREFIX") and "KEY_PREFIX" not in user:

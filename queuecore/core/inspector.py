@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import redis
 
-from queuecore.core import typestats
+from queuecore.core import queue_metrics, typestats
 from queuecore.core.alerts import Alert, active_alerts
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.clock import Clock, SystemClock, to_ms
@@ -55,6 +55,7 @@ from queuecore.core.message import (
     seconds_to_datetime,
 )
 from queuecore.core.periodic_admin import PeriodicAdmin, PeriodicEntryInfo
+from queuecore.core.queue_metrics import MetricsSnapshot
 from queuecore.core.redis_errors import broker_errors, translate
 from queuecore.core.scheduler import message_builder
 from queuecore.core.scripts import Scripts
@@ -352,6 +353,16 @@ class Inspector:
         if not timedelta(minutes=1) <= span <= timedelta(days=typestats.DAYS_KEPT):
             raise ConfigurationError("window must be between 1 minute and 90 days")
         return typestats.read(self.redis, q.type_stats, q.queue, type, span, self.clock.now())
+
+    @translate
+    def metrics(self) -> MetricsSnapshot:
+        """Everything a metrics scrape reports (``queuecore.metrics``): each queue's sizes, latency,
+        paused flag, memory estimate and per-type counters, in one pipeline of one script call per
+        queue, and the live workers. Queues with a key of the wrong Redis type are left out
+        (``MetricsSnapshot.unreadable``)."""
+        queues, unreadable = queue_metrics.read_queues(self.redis, self.scripts,
+                                                       [self._queue(n) for n in self.queues()], self.clock.now())
+        return MetricsSnapshot(queues, queue_metrics.worker_metrics(self.servers()), unreadable)
 
     @translate
     def task_types(self, queue: str) -> list[str]:

@@ -43,6 +43,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "janitor", "repair", "admin_run_task", "admin_archive_task", "admin_delete_task", "admin_cancel_task",
     "admin_run_all", "admin_archive_all", "admin_delete_all", "heartbeat", "heartbeat_index", "audit", "result",
 )
+SCRIPT_NAMES += ("queue_metrics",)
 SCRIPT_NAMES += ("periodic_sync", "periodic_fire", "periodic_forget", "admin_periodic_pause", "periodic_register")
 SCRIPT_NAMES += ("alerts_apply",)
 ALERT_SCRIPTS = ("alerts_apply",)  # the alerts' one key <prefix>:alerts, no queue's
@@ -391,6 +392,12 @@ class Scripts:
                                     str(reply[i + 4])) for i in range(5, len(reply), 5))
         requeued, archived, orphans, grace_left_ms, silence_ms = (int(n) for n in reply[:5])
         return Recovery(requeued, archived, orphans, grace_left_ms, silence_ms, tasks)
+
+    def queue_metrics(self, q: QueueKeys, *, sample: int = 5, client: Any = None) -> Any:
+        """One queue's gauges and counters for a metrics scrape (read-only; ``queue_metrics.lua``); with a
+        pipeline as ``client`` the call is queued (``queue_metrics.parse`` reads the reply)."""
+        keys = [q.pending, q.active, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.stats, q.type_stats]
+        return self._call("queue_metrics", keys, [q.task_prefix, sample], client=client)
 
     def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, limit: int) -> int:
         """Delete completed tasks past retention and archived tasks past the age limit."""

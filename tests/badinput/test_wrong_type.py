@@ -121,6 +121,8 @@ CASES = [
     Case("forward/pending", lambda q: q.pending, lambda s, q: s.forward(q, "retry", now_ms=NOW, limit=10)),
     Case("recover/archived", lambda q: q.archived,
          lambda s, q: s.recover(q, now_ms=NOW, limit=10, day=DAY, minute=MINUTE)),
+    Case("queue_metrics/pending", lambda q: q.pending, lambda s, q: s.queue_metrics(q)),
+    Case("queue_metrics/type-stats", lambda q: q.type_stats, lambda s, q: s.queue_metrics(q)),
     Case("janitor/archived", lambda q: q.archived,
          lambda s, q: s.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, limit=10)),
     Case("janitor/completed", lambda q: q.completed,

@@ -196,3 +196,16 @@ def test_the_lua_buckets_are_the_python_buckets() -> None:
     bounds = "{" + ", ".join(str(b) for b in typestats.BUCKETS_MS) + "}"
     assert f"local bounds = {bounds}" in source
     assert typestats.VECTOR_LENGTH == 24 and "for i = 1, 24 do" in source
+
+
+def test_a_corrupt_statistics_key_never_costs_an_acknowledgement(redis_client, q, scripts: Scripts) -> None:
+    r = redis_client
+    r.set(q.type_stats, "garbage")
+    r.rpush(typestats.minute_key(q.type_stats, "a.t", HOUR), "garbage")
+    seed_active(r, q, "x", "a.t")
+    assert scripts.done_many(q, [DoneItem("x", 1, 0, "", type="a.t", duration_ms=3)], now_ms=NOW, day=DAY,
+                             minute=MINUTE) == [True]
+    assert not r.exists(q.task("x")) and r.zcard(q.active) == 0
+    assert r.get(q.type_stats) == "garbage"  # left alone; the day record is still written
+    day = r.hgetall(typestats.day_key(q.type_stats, "a.t", DAY[:7]))
+    assert typestats.unpack(day[DAY[8:].lstrip("0")]) == vector(processed=1, timed=1, sum=3, b0=1)

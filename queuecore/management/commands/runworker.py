@@ -35,6 +35,10 @@ class Command(BaseCommand):
         parser.add_argument("--log-format", choices=("text", "json"),
                             help="text lines, or one JSON object per record (default: QUEUECORE['LOG_FORMAT'])")
 
+        parser.add_argument("--metrics-port", type=int,
+                            help="serve Prometheus metrics over HTTP on this port (the metrics extra; default: "
+                                 "QUEUECORE['METRICS']['PORT'])")
+
     def handle(self, *args: Any, **options: Any) -> None:
         config = get_config()
         verbosity = options.get("verbosity", 1)
@@ -67,4 +71,31 @@ class Command(BaseCommand):
                             periodic=config.periodic_entries(), alerts=config.alert_settings())
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from None
-        worker.run()
+        metrics_server = self._serve_metrics(config, connection, options.get("metrics_port"))
+        try:
+            worker.run()
+        finally:
+            if metrics_server is not None:
+                metrics_server.shutdown()
+                metrics_server.server_close()
+
+    def _serve_metrics(self, config: Any, connection: Any, port: int | None) -> Any:
+        """Start the metrics HTTP server when a port is set (option or setting); None otherwise."""
+        settings = config.metrics
+        port = port if port is not None else settings.get("PORT")
+        if port is None:
+            return None
+        try:
+            from queuecore.metrics import serve
+        except ImportError:
+            raise CommandError("--metrics-port needs prometheus_client: pip install 'queuecore[metrics]'") from None
+        from queuecore.core.inspector import Inspector
+
+        addr = settings.get("ADDR") or "127.0.0.1"
+        try:
+            server = serve(int(port), Inspector(connection=connection), addr=addr,
+                           namespace=settings.get("NAMESPACE") or "queuecore")
+        except OSError as exc:
+            raise CommandError(f"cannot serve metrics on {addr}:{port}: {exc}") from None
+        self.stdout.write(f"metrics on http://{addr}:{server.server_port}/metrics")
+        return server

@@ -1,0 +1,154 @@
+"""Prometheus metrics (the ``metrics`` extra: ``pip install 'queuecore[metrics]'``).
+
+A custom ``prometheus_client`` collector: each scrape asks the ``Inspector`` for one
+``MetricsSnapshot`` (one pipeline of one script call per queue, plus the live workers) and turns it
+into metric families; the exposition format is prometheus_client's own. Names follow asynq's
+exporter (``<ns>_queue_size``, ``<ns>_queue_latency_seconds``, ``<ns>_tasks_processed_total``, ...);
+the README's "Metrics" section has the table. No Django here: the Django view is
+``queuecore.metrics_views`` and ``runworker --metrics-port`` serves the same registry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from queuecore.core import typestats
+from queuecore.core.errors import BrokerError
+from queuecore.core.inspector import Inspector
+from queuecore.core.queue_metrics import MetricsSnapshot
+
+logger = logging.getLogger("queuecore.metrics")
+
+DEFAULT_NAMESPACE = "queuecore"
+# (vector index, metric name after "<ns>_", help): the per-queue-and-type counters of typestats.py
+_TYPE_COUNTERS = (
+    (typestats.PROCESSED, "tasks_processed", "Attempts that ended (succeeded or failed), per queue and task type."),
+    (typestats.FAILED, "tasks_failed", "Attempts that failed (then retried or archived), per queue and task type."),
+    (typestats.RETRIED, "tasks_retried", "Failed attempts scheduled for another attempt, per queue and task type."),
+    (typestats.ARCHIVED, "tasks_archived", "Tasks archived (failed for good, cancelled or lost), per queue and type."),
+    (typestats.RECOVERED, "leases_recovered", "Expired leases taken back by a recoverer, per queue and task type."),
+)
+# Hooks for data other components keep, each f(snapshot, namespace) -> metric families: periodic fires
+# and misses, limit waits (not in Redis as counters yet; see the README's "Metrics" section).
+ExtraMetrics = Callable[[MetricsSnapshot, str], Iterator[Metric]]
+
+
+class QueuecoreCollector(Collector):
+    """Reads Redis once per scrape through ``inspector`` (which it does not close)."""
+
+    def __init__(self, inspector: Inspector, namespace: str = DEFAULT_NAMESPACE,
+                 extra: tuple[ExtraMetrics, ...] = ()) -> None:
+        self.inspector = inspector
+        self.namespace = namespace
+        self.extra = extra
+
+    def describe(self) -> list[Metric]:
+        return []  # registering must not read Redis
+
+    def collect(self) -> Iterator[Metric]:
+        ns = self.namespace
+        up = GaugeMetricFamily(f"{ns}_up", "1 when the last scrape read Redis, else 0.")
+        try:
+            snapshot = self.inspector.metrics()
+        except BrokerError as exc:
+            logger.warning("metrics scrape: Redis did not answer: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        yield from families(snapshot, ns)
+        for hook in self.extra:
+            yield from hook(snapshot, ns)
+
+
+def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator[Metric]:
+    """The metric families of one snapshot."""
+    size = GaugeMetricFamily(f"{ns}_queue_size", "Tasks in a queue, per state.", labels=["queue", "state"])
+    latency = GaugeMetricFamily(f"{ns}_queue_latency_seconds",
+                                "How long the oldest pending task of a queue has waited (0 when none waits).",
+                                labels=["queue"])
+    paused = GaugeMetricFamily(f"{ns}_queue_paused_total", "1 when a queue is paused, else 0.", labels=["queue"])
+    memory = GaugeMetricFamily(f"{ns}_queue_memory_usage_approx_bytes",
+                               "Estimated Redis memory of a queue (its keys, plus a sample of task hashes "
+                               "times its tasks).", labels=["queue"])
+    processed = CounterMetricFamily(f"{ns}_queue_processed", "Attempts that ended in a queue (all types).",
+                                    labels=["queue"])
+    failed = CounterMetricFamily(f"{ns}_queue_failed", "Attempts that failed in a queue (all types).",
+                                 labels=["queue"])
+    counters = [(index, CounterMetricFamily(f"{ns}_{name}", text, labels=["queue", "type"]))
+                for index, name, text in _TYPE_COUNTERS]
+    duration = HistogramMetricFamily(f"{ns}_task_duration_seconds", "How long handlers ran, per queue and type.",
+                                     labels=["queue", "type"])
+    for q in snapshot.queues:
+        for state, n in q.sizes.items():
+            size.add_metric([q.queue, state], n)
+        latency.add_metric([q.queue], q.latency)
+        paused.add_metric([q.queue], 1 if q.paused else 0)
+        if q.memory_bytes is not None:
+            memory.add_metric([q.queue], q.memory_bytes)
+        processed.add_metric([q.queue], q.processed_total)
+        failed.add_metric([q.queue], q.failed_total)
+        for type_name, vector in sorted(q.types.items()):
+            for index, family in counters:
+                family.add_metric([q.queue, type_name], vector[index])
+            duration.add_metric([q.queue, type_name], _buckets(vector),
+                                sum_value=vector[typestats.DURATION_SUM] / 1000.0)
+    yield from (size, latency, paused, memory, processed, failed)
+    yield from (family for _, family in counters)
+    yield duration
+    workers = snapshot.workers
+    for name, value, text in (
+            ("workers_up", workers.up, "Live worker processes (their heartbeat is current)."),
+            ("workers_busy", workers.busy, "Handlers running now, over every live worker process."),
+            ("workers_concurrency", workers.concurrency, "Handlers that may run at once, over every live worker.")):
+        gauge = GaugeMetricFamily(f"{ns}_{name}", text)
+        gauge.add_metric([], value)
+        yield gauge
+    unreadable = GaugeMetricFamily(f"{ns}_queues_unreadable",
+                                   "Queues left out of this scrape: a key of the wrong Redis type.")
+    unreadable.add_metric([], len(snapshot.unreadable))
+    yield unreadable
+
+
+def _buckets(vector: list[int]) -> list[tuple[str, float]]:
+    """Cumulative Prometheus buckets from a typestats vector's per-bucket counts."""
+    out, running = [], 0
+    counts = vector[typestats.FIRST_BUCKET:]
+    for bound, count in zip(typestats.BUCKETS_MS, counts, strict=False):
+        running += count
+        out.append((_le(bound), float(running)))
+    out.append(("+Inf", float(running + counts[-1])))
+    return out
+
+
+def _le(bound_ms: int) -> str:
+    return repr(bound_ms / 1000.0)
+
+
+def make_registry(inspector: Inspector, namespace: str = DEFAULT_NAMESPACE,
+                  extra: tuple[ExtraMetrics, ...] = ()) -> CollectorRegistry:
+    """A registry holding only queuecore's collector (never the process-wide default registry)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueuecoreCollector(inspector, namespace, extra))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    """The text exposition of ``registry``, by prometheus_client."""
+    return generate_latest(registry)
+
+
+def serve(port: int, inspector: Inspector, *, addr: str = "127.0.0.1", namespace: str = DEFAULT_NAMESPACE) -> Any:
+    """Serve ``/metrics`` over HTTP on ``addr:port`` in a daemon thread (prometheus_client's own
+    server); returns the server (call ``shutdown()`` on it to stop)."""
+    from prometheus_client import start_http_server
+
+    server, _thread = start_http_server(port, addr=addr, registry=make_registry(inspector, namespace))
+    return server
