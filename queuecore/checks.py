@@ -62,6 +62,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         parse_settings(merged["ALERTS"])
     except ConfigurationError as exc:
         messages.append(Error(f"QUEUECORE['ALERTS']: {exc}", hint="README, 'Alerts'", id="queuecore.E011"))
+    if merged["LOG_FORMAT"] not in ("text", "json"):
+        messages.append(Error(f"QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', got {merged['LOG_FORMAT']!r}.",
+                              id="queuecore.E012"))
     if not messages:
         try:
             get_config().worker_config()

@@ -197,6 +197,12 @@ class WorkerConfig:
             object.__setattr__(self, name, allowed.check(getattr(self, name), name))
         if self.default_timeout is not None:
             object.__setattr__(self, "default_timeout", limits.TIMEOUT.check(self.default_timeout, "default_timeout"))
+        if self.health_file is not None:
+            path = os.fspath(self.health_file) if isinstance(self.health_file, os.PathLike) else self.health_file
+            if not isinstance(path, str) or not path.strip():
+                raise ConfigurationError(f"health_file must be a file path or None, got {self.health_file!r}",
+                                         field="health_file")
+            object.__setattr__(self, "health_file", path)
         if self.heartbeat_interval >= self.lease_duration:
             raise ConfigurationError("heartbeat_interval must be shorter than lease_duration "
                                      "(leases are renewed on each heartbeat)", field="heartbeat_interval")

@@ -150,3 +150,18 @@ def test_readiness_view_is_503_when_redis_is_unreachable(settings, private_redis
     assert body == {"status": "unavailable", "redis": {"ok": False, "latency_ms": body["redis"]["latency_ms"],
                                                        "error": "ConnectionError"}}
     assert str(private_redis.port) not in response.content.decode()
+
+
+def test_health_file_and_log_format_settings_are_checked(settings):
+    from django.core.checks import Error
+
+    from queuecore.checks import check_settings
+
+    settings.QUEUECORE = {"HEALTH_FILE": 5, "LOG_FORMAT": "xml"}
+    assert check_settings(None) == [
+        Error("QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', got 'xml'.", id="queuecore.E012")]
+    settings.QUEUECORE = {"HEALTH_FILE": 5}
+    assert check_settings(None) == [
+        Error("QUEUECORE['HEALTH_FILE']: health_file must be a file path or None, got 5", id="queuecore.E005")]
+    settings.QUEUECORE = {"HEALTH_FILE": "/run/qc/health.json", "LOG_FORMAT": "json"}
+    assert check_settings(None) == []
