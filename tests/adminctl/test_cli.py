@@ -31,7 +31,8 @@ def all_commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[t
 
 EXPECTED_COMMANDS = {
     "stats", "enqueue", "queue", "queue ls", "queue inspect", "queue history", "queue pause", "queue unpause",
-    "queue remove", "task", "task ls", "task inspect", "task run", "task archive", "task kill", "task delete",
+    "queue limits", "queue remove", "task", "task ls", "task inspect", "task run", "task archive", "task kill",
+    "task delete",
     "task cancel", "task run-all", "task archive-all", "task delete-all", "server", "server ls", "worker",
     "worker ls", "periodic", "periodic ls", "periodic inspect", "periodic pause", "periodic resume", "periodic run",
     "alerts",
