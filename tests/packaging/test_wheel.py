@@ -59,7 +59,9 @@ def test_the_core_needs_redis_alone_and_the_rest_comes_with_extras(wheel: Path) 
     assert extra("dashboard") == {"django", "django-htmx"}
     assert extra("cli") == {"click", "rich"}
     assert extra("fast") == {"hiredis", "orjson"}
-    assert extra("all") == extra("django") | extra("dashboard") | extra("cli") | extra("fast")
+    assert extra("otel") == {"opentelemetry-api"}
+    assert extra("all") == (extra("django") | extra("dashboard") | extra("cli") | extra("fast") | extra("periodic")
+                            | extra("otel") | extra("metrics"))
     assert "adminctl = queuecore_adminctl.cli:main" in metadata(wheel, "entry_points.txt")
 
 
