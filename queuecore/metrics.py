@@ -20,6 +20,7 @@ from prometheus_client.registry import Collector
 
 from queuecore.core import typestats
 from queuecore.core.errors import BrokerError
+from queuecore.core.flow import LimitInfo
 from queuecore.core.inspector import Inspector
 from queuecore.core.queue_metrics import MetricsSnapshot
 
@@ -35,7 +36,8 @@ _TYPE_COUNTERS = (
     (typestats.RECOVERED, "leases_recovered", "Expired leases taken back by a recoverer, per queue and task type."),
 )
 # Hooks for data other components keep, each f(snapshot, namespace) -> metric families: periodic fires
-# and misses, limit waits (not in Redis as counters yet; see the README's "Metrics" section).
+# and misses are not counted in Redis yet (an entry keeps its last 20 fires only); see the README's
+# "Metrics" section. Limit waits are read (limit_families) from the limits' own keys.
 ExtraMetrics = Callable[[MetricsSnapshot, str], Iterator[Metric]]
 
 
@@ -56,6 +58,7 @@ class QueuecoreCollector(Collector):
         up = GaugeMetricFamily(f"{ns}_up", "1 when the last scrape read Redis, else 0.")
         try:
             snapshot = self.inspector.metrics()
+            limits = self.inspector.limits()
         except BrokerError as exc:
             logger.warning("metrics scrape: Redis did not answer: %s", exc)
             up.add_metric([], 0)
@@ -64,6 +67,7 @@ class QueuecoreCollector(Collector):
         up.add_metric([], 1)
         yield up
         yield from families(snapshot, ns)
+        yield from limit_families(limits, ns)
         for hook in self.extra:
             yield from hook(snapshot, ns)
 
@@ -115,6 +119,27 @@ def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator
                                    "Queues left out of this scrape: a key of the wrong Redis type.")
     unreadable.add_metric([], len(snapshot.unreadable))
     yield unreadable
+
+
+def limit_families(limits: list[LimitInfo], ns: str = DEFAULT_NAMESPACE) -> Iterator[Metric]:
+    """Concurrency and rate limits that live workers publish: their settings, and per limit key in use
+    (``key`` "" for a type's one limit) the tasks holding a slot, waiting for one, and the starts in the
+    current rate window."""
+    concurrency = GaugeMetricFamily(f"{ns}_limit_concurrency", "A task type's concurrency limit (0: none).",
+                                    labels=["type"])
+    running = GaugeMetricFamily(f"{ns}_limit_running_tasks", "Tasks holding a slot of a concurrency limit.",
+                                labels=["type", "key"])
+    waiting = GaugeMetricFamily(f"{ns}_limit_waiting_tasks", "Tasks held back, waiting for a slot of a limit.",
+                                labels=["type", "key"])
+    rate_used = GaugeMetricFamily(f"{ns}_limit_rate_window_starts", "Starts in a rate limit's current window.",
+                                  labels=["type", "key"])
+    for info in limits:
+        concurrency.add_metric([info.type], info.concurrency_limit)
+        for usage in info.usage:
+            running.add_metric([info.type, usage.key], usage.running)
+            waiting.add_metric([info.type, usage.key], usage.waiting)
+            rate_used.add_metric([info.type, usage.key], usage.rate_used)
+    yield from (concurrency, running, waiting, rate_used)
 
 
 def _buckets(vector: list[int]) -> list[tuple[str, float]]:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -219,4 +220,31 @@ def test_scrape_cost_with_1000_queues(connection, redis_client):
         timings[per_queue] = min(runs)
     print(f"\nscrape of 1,000 queues: {timings[1] * 1000:.0f} ms (1 task each), "
           f"{timings[50] * 1000:.0f} ms (51 tasks each); best of 3, render included")
+    inspector.close()
+
+
+def test_limit_waits_are_reported(make_worker, client: Client, connection, registry):
+    release = threading.Event()
+
+    @task(name="m.limited", registry=registry, concurrency_limit=1)
+    def limited() -> None:
+        release.wait(30)
+
+    infos = [client.enqueue(limited, queue="lim", retention=60) for _ in range(3)]
+    make_worker(queues={"lim": 1}, concurrency=3)
+    inspector = Inspector(connection=connection)
+    try:
+        def held_back() -> bool:
+            usage = [u for info in inspector.limits() if info.type == "m.limited" for u in info.usage]
+            return bool(usage) and (usage[0].running, usage[0].waiting) == (1, 2)
+
+        wait_until(held_back, timeout=30)
+        got = samples(render(make_registry(inspector)).decode())
+        assert value(got, "queuecore_limit_concurrency", type="m.limited") == 1
+        assert value(got, "queuecore_limit_running_tasks", type="m.limited", key="") == 1
+        assert value(got, "queuecore_limit_waiting_tasks", type="m.limited", key="") == 2
+    finally:
+        release.set()
+    for info in infos:
+        wait_state(inspector, "lim", info.id, TaskState.COMPLETED, timeout=30)
     inspector.close()

@@ -205,12 +205,13 @@ end
 -- a table): the key prefix <prefix>:{<q>}:ts, hour (since the epoch), minute of the hour, month
 -- (YYYY-MM), day of the month, when the hour's and the month's keys expire (unix s). Per type: the
 -- totals, the minute and the day, each one HGET and one HSET of a packed vector (trailing zeros
--- dropped), and the two keys' EXPIREAT. A key of another Redis type is left alone: statistics never
--- cost an acknowledgement.
+-- dropped); the minute's and the day's keys get their EXPIREAT when the call adds a field (once a
+-- minute, once a day). A key of another Redis type is left alone: statistics never cost an
+-- acknowledgement.
 local function qc_ts_write(acc, ctx)
     local function merge(key, f, v)
         local old = redis.pcall("HGET", key, f)
-        if type(old) == "table" then return false end
+        if type(old) == "table" then return false end  -- another Redis type: left alone
         local sum, i = {}, 1
         if old then
             for part in string.gmatch(old, "[^,]+") do
@@ -225,8 +226,7 @@ local function qc_ts_write(acc, ctx)
             if sum[j] ~= 0 then last = j end
         end
         for j = last + 1, 24 do sum[j] = nil end
-        redis.pcall("HSET", key, f, table.concat(sum, ","))
-        return true
+        return redis.pcall("HSET", key, f, table.concat(sum, ",")) == 1  -- true: a new field
     end
     local prefix = ctx[1]
     for type_name, v in pairs(acc) do
