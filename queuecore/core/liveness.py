@@ -12,13 +12,17 @@ so it goes stale within ``max_age``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from queuecore.core.errors import ConfigurationError
 from queuecore.core.keys import Keys
+
+logger = logging.getLogger("queuecore.worker")
 
 
 class LivenessFile:
@@ -27,11 +31,29 @@ class LivenessFile:
     def __init__(self, path: str | os.PathLike[str], *, server_id: str, pid: int, host: str, key_prefix: str,
                  interval: float) -> None:
         self.path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            raise ConfigurationError(f"health_file {self.path!r}: the directory {directory!r} does not exist",
+                                     field="health_file")
+        self._failing = False  # a write failed: logged once, and again once it works
         self._fixed = {"server_id": server_id, "pid": pid, "host": host, "key_prefix": key_prefix,
                        "heartbeat_interval": interval}
 
     def touch(self, status: str) -> None:
-        """Replace the file atomically (a reader never sees half of it)."""
+        """Replace the file atomically (a reader never sees half of it). A failed write (disk full,
+        directory gone) is logged once, never raised: the heartbeat itself went through."""
+        try:
+            self._write(status)
+        except OSError as exc:
+            if not self._failing:
+                logger.error("cannot write the health file %s (%s): health checks will fail", self.path, exc)
+            self._failing = True
+            return
+        if self._failing:
+            logger.warning("the health file %s is written again", self.path)
+            self._failing = False
+
+    def _write(self, status: str) -> None:
         body = json.dumps({**self._fixed, "status": status, "heartbeat_at": time.time()})
         directory = os.path.dirname(os.path.abspath(self.path))
         fd, tmp = tempfile.mkstemp(prefix=".qc-health-", dir=directory)

@@ -96,7 +96,7 @@ def test_runworker_log_format_json(redis_url, key_prefix, tmp_path):
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings", QUEUECORE_REDIS_URL=redis_url,
                QUEUECORE_KEY_PREFIX=key_prefix, QUEUECORE_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "manage.py", "runworker", "--log-format", "json", "-v", "2"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
         for line in proc.stderr:  # reads until the worker announces itself
@@ -104,6 +104,9 @@ def test_runworker_log_format_json(redis_url, key_prefix, tmp_path):
             if "starting" in lines[-1]["message"]:
                 break
         assert lines[-1]["logger"] == "queuecore.worker" and lines[-1]["level"] == "INFO"
+        (types,) = [line for line in lines if "task_types" in line]
+        assert "demo.echo" in types["task_types"] and types["message"].startswith("registered task types: ")
     finally:
         proc.terminate()
         proc.wait(30)
+    assert proc.stdout.read() == ""  # nothing but JSON, and all of it on stderr

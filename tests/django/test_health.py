@@ -165,3 +165,24 @@ def test_health_file_and_log_format_settings_are_checked(settings):
         Error("QUEUECORE['HEALTH_FILE']: health_file must be a file path or None, got 5", id="queuecore.E005")]
     settings.QUEUECORE = {"HEALTH_FILE": "/run/qc/health.json", "LOG_FORMAT": "json"}
     assert check_settings(None) == []
+
+
+def test_a_health_file_in_a_missing_directory_is_refused_and_a_failed_write_is_logged_once(
+        make_worker, tmp_path, caplog):
+    from queuecore.core.errors import ConfigurationError
+    from queuecore.core.liveness import LivenessFile
+
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        make_worker(start=False, health_file=str(tmp_path / "nowhere" / "h.json"))
+    directory = tmp_path / "d"
+    directory.mkdir()
+    live = LivenessFile(directory / "h.json", server_id="s", pid=1, host="h", key_prefix="p", interval=1.0)
+    directory.rmdir()  # gone after start-up: the heartbeat goes on, the failure is logged once
+    with caplog.at_level("WARNING", logger="queuecore.worker"):
+        live.touch("active")
+        live.touch("active")
+        directory.mkdir()
+        live.touch("active")
+    assert [r.levelname for r in caplog.records] == ["ERROR", "WARNING"]
+    assert "cannot write the health file" in caplog.records[0].getMessage()
+    assert json.loads((directory / "h.json").read_text())["status"] == "active"

@@ -65,7 +65,11 @@ class Command(BaseCommand):
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from None
         names = default_registry.names()
-        self.stdout.write(f"registered task types: {', '.join(names) if names else '(none)'}")
+        registered = f"registered task types: {', '.join(names) if names else '(none)'}"
+        if log_format == "json":  # every line a JSON object: this one too
+            logging.getLogger("queuecore.worker").info("%s", registered, extra={"qc_task_types": names})
+        else:
+            self.stdout.write(registered)
         try:
             worker = Worker(worker_config, connection=connection, registry=default_registry,
                             periodic=config.periodic_entries(), alerts=config.alert_settings())
