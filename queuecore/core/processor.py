@@ -295,22 +295,22 @@ class Processor:
         running.deadline = running.ctx.deadline = deadline
         running.begun = True
 
-    def _call_handler(self, running: Running, handler: Handler) -> Any:
+    def _call_handler(self, running: Running, handler: Handler, traced: bool = True) -> Any:
         """Bind the payload to the handler, then call it inside the middleware. A payload that does
         not fit the handler's signature (a missing or unexpected argument name) raises
         ``PayloadMismatch`` before any middleware runs: the task is archived at once, since a retry
-        would fail the same way (a ``TypeError`` raised inside the handler is an ordinary failure)."""
+        would fail the same way (a ``TypeError`` raised inside the handler is an ordinary failure).
+        With the otel extra, all of it runs in the attempt's ``process`` span (tracing.py)."""
+        if traced and self._tracing is not None:
+            message = running.message
+            return self._tracing.process(running.queue, running.id, message.type, running.retried + 1, message.trace,
+                                         lambda: self._call_handler(running, handler, False))
         payload = running.message.payload
         try:
             handler.check_payload(payload)
         except InvalidPayload as exc:
             raise PayloadMismatch(str(exc)) from None
         func = handler.func
-        if self._tracing is not None:  # the opentelemetry extra: a "process" span around the attempt
-            message = running.message
-            return self._tracing.process(running.queue, running.id, message.type, running.retried + 1, message.trace,
-                                         lambda: call_with_middleware(self.config.middleware, running.ctx,
-                                                                      lambda: func(**payload)))
         return call_with_middleware(self.config.middleware, running.ctx, lambda: func(**payload))
 
     def _admit(self, running: Running, handler: Handler) -> bool:

@@ -97,6 +97,21 @@ def test_failed_attempts_record_the_error_and_their_number(spans, make_worker, c
         assert event.name == "exception" and event.attributes["exception.type"] == "ValueError"
 
 
+def test_a_payload_that_does_not_fit_the_handler_is_an_error_on_its_span(spans, make_worker, client, registry,
+                                                                          connection):
+    @task(name="t.fits", registry=registry)
+    def fits(a: int) -> None:
+        pass
+
+    from queuecore import Client
+
+    with Client(connection=connection) as other:  # a client that does not know the handler
+        other.enqueue("t.fits", {"b": 1}, queue="tx")
+    make_worker(queues={"tx": 1})
+    (span,) = wait_until(lambda: finished(spans, "process tx"), timeout=10)
+    assert span.status.status_code == StatusCode.ERROR and span.status.description.startswith("PayloadMismatch")
+
+
 def test_async_handler_span_covers_its_run_and_a_snooze_is_no_error(spans, make_worker, client, registry):
     import asyncio
 
