@@ -248,3 +248,32 @@ def test_limit_waits_are_reported(make_worker, client: Client, connection, regis
     for info in infos:
         wait_state(inspector, "lim", info.id, TaskState.COMPLETED, timeout=30)
     inspector.close()
+
+
+def test_the_grafana_dashboard_uses_only_exported_metrics():
+    import json
+    import re
+
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.registry import Collector
+
+    from queuecore.core.flow import LimitInfo, LimitUsage
+    from queuecore.core.queue_metrics import MetricsSnapshot, QueueMetrics, WorkerMetrics
+    from queuecore.core.typestats import VECTOR_LENGTH
+    from queuecore.metrics import families, limit_families
+
+    snapshot = MetricsSnapshot([QueueMetrics("q", {"pending": 1}, False, 0.0, 10, 1, 0,
+                                             {"t": [1] * VECTOR_LENGTH})], WorkerMetrics(1, 0, 1))
+
+    class Fixed(Collector):
+        def collect(self):
+            yield from families(snapshot)
+            yield from limit_families([LimitInfo("t", 1, 0, 0.0, None, [LimitUsage("", 1, 0, 0)])])
+
+    registry = CollectorRegistry()
+    registry.register(Fixed())
+    exported = {name for name, _ in samples(render(registry).decode())} | {"queuecore_up"}
+    dashboard = json.loads((ROOT / "docs" / "grafana-queuecore.json").read_text())
+    used = {name for panel in dashboard["panels"] for target in panel["targets"]
+            for name in re.findall(r"\bqueuecore_[a-z_]+", target["expr"])}
+    assert used and used <= exported, used - exported
