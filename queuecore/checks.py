@@ -62,6 +62,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         parse_settings(merged["ALERTS"])
     except ConfigurationError as exc:
         messages.append(Error(f"QUEUECORE['ALERTS']: {exc}", hint="README, 'Alerts'", id="queuecore.E011"))
+    from queuecore.metrics_conf import metrics_setting_errors
+
+    for problem in metrics_setting_errors(raw_user.get("METRICS")):
+        messages.append(Error(f"QUEUECORE['METRICS']: {problem}.", hint="README, 'Metrics (Prometheus)'",
+                              id="queuecore.E020"))
     if merged["LOG_FORMAT"] not in ("text", "json"):
         messages.append(Error(f"QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', got {merged['LOG_FORMAT']!r}.",
                               id="queuecore.E012"))

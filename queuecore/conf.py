@@ -137,7 +137,8 @@ def merged_settings() -> dict[str, Any]:
     user = user_settings()
     merged = {**DEFAULTS, **user}
     merged["DASHBOARD"] = {**DEFAULTS["DASHBOARD"], **(user.get("DASHBOARD") or {})}
-    merged["METRICS"] = {**DEFAULTS["METRICS"], **(user.get("METRICS") or {})}
+    metrics = user.get("METRICS")
+    merged["METRICS"] = {**DEFAULTS["METRICS"], **(metrics if isinstance(metrics, dict) else {})}
     if os.environ.get("QUEUECORE_REDIS_URL") and "REDIS_URL" not in user:
         merged["REDIS_URL"] = os.environ["QUEUECORE_REDIS_URL"]
     if os.environ.get("QUEUECORE_KEY_PREFIX") and "KEY_PREFIX" not in user:

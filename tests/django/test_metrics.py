@@ -277,3 +277,23 @@ def test_the_grafana_dashboard_uses_only_exported_metrics():
     used = {name for panel in dashboard["panels"] for target in panel["targets"]
             for name in re.findall(r"\bqueuecore_[a-z_]+", target["expr"])}
     assert used and used <= exported, used - exported
+
+
+def test_metrics_settings_are_checked(settings):
+    from queuecore.checks import check_settings
+
+    settings.QUEUECORE = {"METRICS": {"TOKEN": "t" * 32, "PORT": 9108, "ADDR": "0.0.0.0", "NAMESPACE": "qc"}}
+    assert check_settings() == []
+    settings.QUEUECORE = {"METRICS": "on"}
+    assert [(m.id, m.msg) for m in check_settings()] == [
+        ("queuecore.E020", "QUEUECORE['METRICS']: must be a dict (TOKEN, PERMISSION, PORT, ADDR, NAMESPACE).")]
+    settings.QUEUECORE = {"METRICS": {"TOKEN": "", "PORT": True, "NAMESPACE": "9x", "PERMISION": "a.b",
+                                      "PERMISSION": "nodot", "ADDR": ""}}
+    assert [m.msg for m in check_settings()] == [
+        "QUEUECORE['METRICS']: unknown key(s): PERMISION.",
+        "QUEUECORE['METRICS']: TOKEN must be a non-empty string or None.",
+        "QUEUECORE['METRICS']: PERMISSION must be '<app_label>.<codename>' or None.",
+        "QUEUECORE['METRICS']: PORT must be a port number (0-65535) or None.",
+        "QUEUECORE['METRICS']: ADDR must be an address to listen on, e.g. '127.0.0.1' or '0.0.0.0'.",
+        "QUEUECORE['METRICS']: NAMESPACE must be a Prometheus name: letters, digits and _, not starting with a digit.",
+    ]
