@@ -44,8 +44,8 @@ r = redis.Redis.from_url(url)
 worker = Worker(redis_url=url, key_prefix=prefix, registry=reg, queues={"b": 1}, concurrency=10)
 t0 = time.perf_counter()
 worker.start()
-pending, active = f"{prefix}:{{b}}:pending", f"{prefix}:{{b}}:active"
-while r.llen(pending) or r.llen(active) or worker.held.snapshot():
+pending = f"{prefix}:{{b}}:pending"
+while r.llen(pending) or worker.held.snapshot():  # held: leased by the worker, until acknowledged
     time.sleep(0.005)
 drain = time.perf_counter() - t0
 worker.shutdown()
