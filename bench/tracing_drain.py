@@ -1,7 +1,8 @@
 """What tracing costs (issue 14, item 4): one in-process worker drains N pre-enqueued no-op tasks with
 opentelemetry absent (as without the ``otel`` extra), installed with no tracer provider (the API's
 proxy), and with the SDK (a batch span processor to an exporter that drops the spans); the enqueue
-(``enqueue_many`` in batches of 500) is timed too. Runs are interleaved, each in a fresh process.
+(``enqueue_many`` in batches of 500) is timed too, and the worker process's CPU time per task (less
+sensitive than wall time to other load on the machine). Runs are interleaved, each in a fresh process.
 
     .venv/bin/python -m bench.tracing_drain [--tasks 5000] [--reps 3] [--redis-url URL]
 """
@@ -42,17 +43,17 @@ for i in range(0, n, 500):
 enq = time.perf_counter() - t0
 r = redis.Redis.from_url(url)
 worker = Worker(redis_url=url, key_prefix=prefix, registry=reg, queues={"b": 1}, concurrency=10)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 worker.start()
 pending = f"{prefix}:{{b}}:pending"
 while r.llen(pending) or worker.held.snapshot():  # held: leased by the worker, until acknowledged
     time.sleep(0.005)
-drain = time.perf_counter() - t0
+drain, cpu = time.perf_counter() - t0, time.process_time() - c0
 worker.shutdown()
 keys = list(r.scan_iter(match=f"{prefix}:*", count=1000))
 for i in range(0, len(keys), 500):
     r.unlink(*keys[i:i + 500])
-print(json.dumps({"enqueue": enq, "drain": drain}))
+print(json.dumps({"enqueue": enq, "drain": drain, "cpu": cpu}))
 """
 
 
@@ -75,8 +76,9 @@ def main() -> None:
     for mode in modes:
         drain = statistics.median(r["drain"] for r in runs[mode])
         enq = statistics.median(r["enqueue"] for r in runs[mode])
+        cpu = statistics.median(r["cpu"] for r in runs[mode])
         print(f"{mode:7s} drain {args.tasks / drain:8.0f} tasks/s (time {(drain / base - 1) * 100:+6.1f}% vs absent)  "
-              f"enqueue {args.tasks / enq:8.0f} tasks/s")
+              f"enqueue {args.tasks / enq:8.0f} tasks/s  worker CPU {cpu / args.tasks * 1e6:6.1f} µs/task")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ no-op spans).
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -101,13 +102,23 @@ class Tracing:
         # Without a provider of the application's (the API's proxy, or its no-op one) spans are no-ops
         # and nothing can be propagated: skip the span work (a type check per task).
         self._own_provider = provider is not None
+        self._on = self._own_provider  # a provider is set (never unset again: the API allows one)
+        self._next_check = 0.0  # monotonic: while none is set, look again at most once a second
         self._off_types = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self._producer = trace.SpanKind.PRODUCER
         self._consumer = trace.SpanKind.CONSUMER
 
     def active(self) -> bool:
-        """True once a tracer provider is set (``trace.set_tracer_provider``, or ``use``)."""
-        return self._own_provider or not isinstance(self._trace.get_tracer_provider(), self._off_types)
+        """True once a tracer provider is set (``trace.set_tracer_provider``, or ``use``); one set
+        after this was built is seen within a second (looking costs an environment lookup)."""
+        if self._on:
+            return True
+        now = time.monotonic()
+        if now < self._next_check:
+            return False
+        self._next_check = now + 1.0
+        self._on = not isinstance(self._trace.get_tracer_provider(), self._off_types)
+        return self._on
 
     # -- producer -------------------------------------------------------------------------------------
 
