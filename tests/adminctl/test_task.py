@@ -18,6 +18,7 @@ TASK_KEYS = {"id", "queue", "type", "state", "payload", "retried", "max_retry", 
              "retention", "unique_key", "result", "cancel_requested", "decode_error", "worker", "fetched_at",
              "attempts"}
 TASK_KEYS |= {"snoozed", "waiting"}  # flow control: snoozes, and why a limit holds the task back
+TASK_KEYS |= {"priority", "archived_by"}  # results: its place in the queue, and who archived it
 PAGE_KEYS = {"tasks", "total", "page", "size", "pages", "matched", "scanned_all"}
 
 HOSTILE = {"markup": "[bold]x[/bold]", "html": "<script>alert(1)</script>", "ansi": "\x1b[31mred\x1b[0m",

@@ -22,6 +22,7 @@ ALLOWED = {
     ("queuecore/checks.py", "import_string"): "checks that the same settings dotted paths import",
     ("dashboard/access.py", "import_string"): "settings DASHBOARD['ACCESS_CALLBACK']",
     ("dashboard/checks.py", "import_string"): "checks that ACCESS_CALLBACK imports",
+    ("queuecore/alert_senders.py", "import_string"): "settings QUEUECORE['ALERTS']['SENDERS'] dotted paths",
     ("adminctl/app.py", "import_module"): "the --settings option / DJANGO_SETTINGS_MODULE, given by the operator",
 }
 
