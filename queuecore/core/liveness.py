@@ -131,3 +131,4 @@ def ping(redis_client: Any) -> tuple[bool, float, str | None]:
     except Exception as exc:
         return False, time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
     return True, time.perf_counter() - started, None
+

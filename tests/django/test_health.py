@@ -186,3 +186,17 @@ def test_a_health_file_in_a_missing_directory_is_refused_and_a_failed_write_is_l
     assert [r.levelname for r in caplog.records] == ["ERROR", "WARNING"]
     assert "cannot write the health file" in caplog.records[0].getMessage()
     assert json.loads((directory / "h.json").read_text())["status"] == "active"
+
+
+def test_the_check_runs_without_django(make_worker, tmp_path, redis_url):
+    """python -m queuecore.core.healthcheck: the same check for plain-Python workers."""
+    health_file = tmp_path / "h.json"
+    make_worker(health_file=str(health_file), heartbeat_interval=0.2)
+    wait_until(health_file.exists, timeout=10)
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    ok = subprocess.run([sys.executable, "-m", "queuecore.core.healthcheck", str(health_file),
+                         "--redis-url", redis_url], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout.startswith("ok: worker ") and ok.stderr == ""
+    missing = subprocess.run([sys.executable, "-m", "queuecore.core.healthcheck", str(tmp_path / "none.json"),
+                              "--redis-url", redis_url], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and missing.stderr.startswith("unhealthy: no health file at ")
