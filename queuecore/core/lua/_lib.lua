@@ -176,26 +176,32 @@ end
 
 -- Per-type statistics (typestats.py). An accumulator maps a type to a vector of counters:
 -- 1 processed, 2 failed, 3 retried, 4 archived, 5 recovered, 6 timed, 7 duration sum (ms), then one
--- count per duration bucket (upper bounds in qc_ts_add, ms, as typestats.BUCKETS_MS; then +Inf): 24.
+-- count per duration bucket (upper bounds in qc_ts_new, ms, as typestats.BUCKETS_MS; then +Inf): 24.
+
+-- A new accumulator: the vectors per type, and the bucket bounds (built once per call, not per task).
+local function qc_ts_new()
+    return {types = {}, bounds = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000,
+        900000, 3600000}}
+end
 
 -- Count one attempt of type_name: add 1 to each counter index in `fields`, and its handler's duration
 -- (ms; nil or negative = not known).
 local function qc_ts_add(acc, type_name, fields, duration_ms)
     if type_name == "" then return end  -- not known: not counted per type
-    local bounds = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 900000, 3600000}
-    local v = acc[type_name]
+    local v = acc.types[type_name]
     if not v then
         v = {}
         for i = 1, 24 do v[i] = 0 end
-        acc[type_name] = v
+        acc.types[type_name] = v
     end
     for _, f in ipairs(fields) do v[f] = v[f] + 1 end
     if duration_ms and duration_ms >= 0 then
         v[6] = v[6] + 1
         v[7] = v[7] + duration_ms
+        local bounds = acc.bounds
         local b = #bounds + 1
-        for i, bound in ipairs(bounds) do
-            if duration_ms <= bound then b = i break end
+        for i = 1, #bounds do
+            if duration_ms <= bounds[i] then b = i break end
         end
         v[7 + b] = v[7 + b] + 1
     end
@@ -229,7 +235,7 @@ local function qc_ts_write(acc, ctx)
         return redis.pcall("HSET", key, f, table.concat(sum, ",")) == 1  -- true: a new field
     end
     local prefix = ctx[1]
-    for type_name, v in pairs(acc) do
+    for type_name, v in pairs(acc.types) do
         merge(prefix, type_name, v)
         local minute_key = prefix .. ":" .. type_name .. ":m:" .. ctx[2]
         if merge(minute_key, ctx[3], v) then

@@ -59,7 +59,7 @@ if excess > 0 then
         redis.call("ZREM", KEYS[3], id)
     end
 end
-local acc = {}
+local acc = qc_ts_new()
 if ARGV[9] == "1" then
     qc_count_attempts(KEYS[4], ARGV[5], ARGV[6], 1, 1)
     qc_ts_add(acc, ARGV[23], {1, 2, 4}, tonumber(ARGV[24]))

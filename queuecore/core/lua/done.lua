@@ -85,10 +85,10 @@ local done = #owned
 qc_count_attempts(KEYS[3], ARGV[2], ARGV[3], done, 0)
 do  -- per-type statistics: one write per type for the whole batch
     local ctx = 9 + 7 * n
-    local acc = {}
+    local acc, processed = qc_ts_new(), {1}
     for _, i in ipairs(owned) do
         local at = ctx + 7 + 2 * (i - 1)
-        qc_ts_add(acc, ARGV[at], {1}, tonumber(ARGV[at + 1]))
+        qc_ts_add(acc, ARGV[at], processed, tonumber(ARGV[at + 1]))
     end
     qc_ts_write(acc, {unpack(ARGV, ctx, ctx + 6)})
 end

@@ -75,7 +75,7 @@ for _, id in ipairs(ids) do
 end
 local requeued, archived, orphans = 0, 0, 0
 local taken = {}  -- id, how, attempt, max_retry, type of each task taken back
-local type_counts = {}  -- per-type statistics, written once at the end
+local type_counts = qc_ts_new()  -- per-type statistics, written once at the end
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
     redis.call("ZREM", KEYS[1], id)

@@ -39,7 +39,7 @@ end
 qc_push_attempt(KEYS[1], ARGV[8], tonumber(ARGV[10]), tonumber(ARGV[11]))
 redis.call("ZADD", KEYS[3], ARGV[4], ARGV[1])
 qc_count_attempts(KEYS[4], ARGV[6], ARGV[7], 1, 1)
-local acc = {}
+local acc = qc_ts_new()
 qc_ts_add(acc, ARGV[19], {1, 2, 3}, tonumber(ARGV[20]))
 qc_ts_write(acc, {unpack(ARGV, 12, 18)})
 return 1
