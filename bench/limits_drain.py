@@ -32,6 +32,8 @@ QUEUE = "bench"
 # place in the window); binding: a limit of 2 under 10 handler threads (held-back tasks park and wake).
 VARIANTS = {"free": {}, "limited": {"concurrency_limit": 1000}, "rated": {"rate_limit": "100000/s"},
             "binding": {"concurrency_limit": 2}}
+# Variants that change the worker's options instead of the task's (nostats: per-type statistics off).
+WORKER_VARIANTS = {"nostats": {"type_stats": False}}
 
 WORKER = r"""
 import json, logging, os, sys
@@ -42,7 +44,7 @@ options = json.loads(os.environ["QC_BENCH_OPTIONS"])
 task(name="bench.task", registry=registry, **options)(lambda n=0: None)
 Worker(redis_url=os.environ["QC_BENCH_URL"], key_prefix=os.environ["QC_BENCH_PREFIX"],
        queues={os.environ["QC_BENCH_QUEUE"]: 1}, concurrency=int(os.environ["QC_BENCH_CONCURRENCY"]),
-       registry=registry).run()
+       registry=registry, **json.loads(os.environ["QC_BENCH_WORKER_OPTIONS"])).run()
 """
 
 ENQUEUE = r"""
@@ -59,7 +61,8 @@ def drain(url: str, tree: str, variant: str, tasks: int, concurrency: int) -> di
     r = redis.Redis.from_url(url)
     r.flushdb()  # the benchmark's private Redis, never the shared one
     env = dict(os.environ, PYTHONPATH=tree, QC_BENCH_URL=url, QC_BENCH_PREFIX=PREFIX, QC_BENCH_QUEUE=QUEUE,
-               QC_BENCH_CONCURRENCY=str(concurrency), QC_BENCH_OPTIONS=json.dumps(VARIANTS[variant]))
+               QC_BENCH_CONCURRENCY=str(concurrency), QC_BENCH_OPTIONS=json.dumps(VARIANTS.get(variant, {})),
+               QC_BENCH_WORKER_OPTIONS=json.dumps(WORKER_VARIANTS.get(variant, {})))
     subprocess.run([sys.executable, "-c", ENQUEUE, str(tasks)], env=env, check=True, cwd=tree)
     pending, active = f"{PREFIX}:{{{QUEUE}}}:pending", f"{PREFIX}:{{{QUEUE}}}:active"
     scheduled = f"{PREFIX}:{{{QUEUE}}}:scheduled"
@@ -85,7 +88,7 @@ def drain(url: str, tree: str, variant: str, tasks: int, concurrency: int) -> di
                 break
             if proc.poll() is not None:
                 err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                if "concurrency_limit" in err or "rate_limit" in err or "unknown option" in err:
+                if any(s in err for s in ("concurrency_limit", "rate_limit", "unknown option", "type_stats")):
                     return None  # this tree has no such option
                 raise RuntimeError(f"worker exited {proc.returncode}: {err[-2000:]}")
             if now > deadline:
@@ -112,7 +115,7 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--tree", action="append", default=[], help="another queuecore checkout to compare")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"of {', '.join([*VARIANTS, *WORKER_VARIANTS])}")
     args = parser.parse_args()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = args.tree or [here]

@@ -45,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "ARCHIVE_MAX_AGE": 90 * 24 * 3600.0,
     "MAX_PAYLOAD_BYTES": DEFAULT_MAX_PAYLOAD_BYTES,
     "HEALTH_FILE": None,  # runworker rewrites this file after each heartbeat (queuecore_healthcheck reads it)
+    "TYPE_STATS": True,  # per-task-type statistics (README "Per-task-type statistics"); False: none written
     "LOG_FORMAT": "text",  # runworker's log lines: "text" or "json" (one JSON object per record)
     "PERIODIC": {},  # entry name -> {"task": ..., "cron": ... or "every": ..., ...}: README "Periodic tasks"
     "ALERTS": {},  # {"RULES": {name: {"kind": ..., ...}}, "SENDERS": [...], "INTERVAL": 15}: README "Alerts"
@@ -63,7 +64,7 @@ _WORKER_KEYS = {
     "REPAIR_INTERVAL": "repair_interval",
     "FORWARD_INTERVAL": "forward_interval", "JANITOR_INTERVAL": "janitor_interval",
     "MAX_ARCHIVE_SIZE": "max_archive_size", "ARCHIVE_MAX_AGE": "archive_max_age",
-    "HEALTH_FILE": "health_file",
+    "HEALTH_FILE": "health_file", "TYPE_STATS": "type_stats",
 }
 
 

@@ -184,6 +184,9 @@ class WorkerConfig:
     error_handler: Callable[[Any, BaseException], None] | None = None
     middleware: Sequence[Middleware] = ()
     health_file: str | None = None  # rewritten after each heartbeat, removed on a clean stop (liveness.py)
+    # Per-task-type statistics (typestats.py), written by the acknowledgement scripts; False: the scripts
+    # get nothing per type and write nothing per type (the last percent of a no-op drain).
+    type_stats: bool = True
 
     def __post_init__(self) -> None:
         """Refuse, naming the field and its range, any value a worker cannot work with."""
@@ -203,6 +206,9 @@ class WorkerConfig:
                 raise ConfigurationError(f"health_file must be a file path or None, got {self.health_file!r}",
                                          field="health_file")
             object.__setattr__(self, "health_file", path)
+        if not isinstance(self.type_stats, bool):
+            raise ConfigurationError(f"type_stats must be True or False, got {self.type_stats!r}",
+                                     field="type_stats")
         if self.heartbeat_interval >= self.lease_duration:
             raise ConfigurationError("heartbeat_interval must be shorter than lease_duration "
                                      "(leases are renewed on each heartbeat)", field="heartbeat_interval")

@@ -158,10 +158,19 @@ class DoneItem:
 class Scripts:
     """Runs the Lua scripts against one Redis client, registered lazily (NOSCRIPT is handled)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, *, type_stats: bool = True) -> None:
         self.redis = client
         self.keys = keys
         self._scripts: dict[str, Script] = {}
+        # False: the scripts that record outcomes get no per-type data and write no per-type statistics
+        # (WorkerConfig.type_stats).
+        self.type_stats = type_stats
+
+    def _ts_context(self, q: QueueKeys, now_ms: int) -> list[Any]:
+        """The per-type statistics context; with statistics off, an empty prefix (nothing written)."""
+        if self.type_stats:
+            return type_stats_context(q.type_stats, now_ms)
+        return ["", 0, 0, "", 0, 0, 0]
 
     def _script(self, name: str) -> Script:
         script = self._scripts.get(name)
@@ -235,7 +244,7 @@ class Scripts:
         """Scripts over one connection of their own, for a single hot thread (the worker's fetcher
         and acker): no pool lookup, no fork check and no client-side retry layer per call. Not
         thread-safe; ``close()`` it when done."""
-        return DedicatedScripts(self.redis, self.keys)
+        return DedicatedScripts(self.redis, self.keys, type_stats=self.type_stats)
 
     def close(self) -> None:
         """Release what this object holds of its own (nothing: it uses the client's pool)."""
@@ -302,9 +311,10 @@ class Scripts:
                 unique_index = len(keys)
             args += [item.id, item.lease, item.retention_ms, item.result, unique_index, item.attempt,
                      "" if item.started_ms is None else item.started_ms]
-        args += type_stats_context(q.type_stats, now_ms)
-        for item in items:
-            args += [item.type, -1 if item.duration_ms is None else item.duration_ms]
+        args += self._ts_context(q, now_ms)
+        if self.type_stats:  # off: nothing per task
+            for item in items:
+                args += [item.type, -1 if item.duration_ms is None else item.duration_ms]
         return [code == OK for code in self._call("done", keys, args)]
 
     def retry(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, retry_at_ms: int, error: str,
@@ -319,7 +329,8 @@ class Scripts:
         keys = [q.task(task_id), q.active, q.retry, q.stats]
         args = [task_id, lease, now_ms, retry_at_ms, error, day, minute, attempt,
                 "" if started_ms is None else started_ms, ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES,
-                *type_stats_context(q.type_stats, now_ms), type_name, -1 if duration_ms is None else duration_ms]
+                *self._ts_context(q, now_ms), type_name if self.type_stats else "",
+                -1 if duration_ms is None else duration_ms]
         reply: int = self._call("retry", keys, args)
         return reply == OK
 
@@ -332,8 +343,8 @@ class Scripts:
         keys = [q.task(task_id), q.active, q.archived, q.stats, q.done(task_id)]
         args = [task_id, lease, now_ms, error, day, minute, max_archive_size, archive_cutoff_ms,
                 1 if count_failure else 0, q.task_prefix, attempt, "" if started_ms is None else started_ms,
-                ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES, WAKE_TTL_MS, *type_stats_context(q.type_stats, now_ms),
-                type_name, -1 if duration_ms is None else duration_ms]
+                ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES, WAKE_TTL_MS, *self._ts_context(q, now_ms),
+                type_name if self.type_stats else "", -1 if duration_ms is None else duration_ms]
         reply: int = self._call("archive", keys, args)
         return reply == OK
 
@@ -386,7 +397,7 @@ class Scripts:
         keys = [q.active, q.pending, q.archived, q.stats, q.recovery]
         args = [now_ms, limit, day, minute, q.wake_channel, q.task_prefix, default_max_retry, WORKER_LOST,
                 WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR, outage_ms, grace_ms, ATTEMPT_HISTORY,
-                ATTEMPT_HISTORY_BYTES, q.done_prefix, WAKE_TTL_MS, *type_stats_context(q.type_stats, now_ms)]
+                ATTEMPT_HISTORY_BYTES, q.done_prefix, WAKE_TTL_MS, *self._ts_context(q, now_ms)]
         reply = self._call("recover", keys, args)
         tasks = tuple(RecoveredTask(str(reply[i]), int(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]),
                                     str(reply[i + 4])) for i in range(5, len(reply), 5))
@@ -618,8 +629,8 @@ class DedicatedScripts(Scripts):
     reconnects).
     """
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
-        super().__init__(client, keys)
+    def __init__(self, client: redis.Redis, keys: Keys, *, type_stats: bool = True) -> None:
+        super().__init__(client, keys, type_stats=type_stats)
         self._connection: Any = None
 
     def _on_pooled_connection(self, name: str, keys: list[str], args: list[Any]) -> Any:

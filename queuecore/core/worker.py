@@ -68,7 +68,7 @@ class Worker:
         self.keys = self.connection.keys
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else self.connection.connect()
-        self.scripts = Scripts(self.redis, self.keys)
+        self.scripts = Scripts(self.redis, self.keys, type_stats=config.type_stats)
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         host, pid = socket.gethostname(), os.getpid()

@@ -98,3 +98,18 @@ def test_invalid_default_max_retry_refused(settings):
 
 def test_autodiscovery_registered_app_tasks():
     assert "tests.autodiscovered" in queuecore.default_registry
+
+
+def test_type_stats_setting(settings):
+    assert get_config().worker_config().type_stats is True
+    settings.QUEUECORE = {"TYPE_STATS": False}
+    assert get_config().worker_config().type_stats is False
+    settings.QUEUECORE = {"TYPE_STATS": "off"}
+    with pytest.raises(ConfigurationError, match="type_stats must be True or False"):
+        get_config().worker_config()
+    from django.core.checks import Error
+
+    from queuecore.checks import check_settings
+
+    assert check_settings(None) == [
+        Error("QUEUECORE['TYPE_STATS']: type_stats must be True or False, got 'off'", id="queuecore.E005")]

@@ -212,9 +212,10 @@ end
 -- (YYYY-MM), day of the month, when the hour's and the month's keys expire (unix s). Per type: the
 -- totals, the minute and the day, each one HGET and one HSET of a packed vector (trailing zeros
 -- dropped); the minute's and the day's keys get their EXPIREAT when the call adds a field (once a
--- minute, once a day). A key of another Redis type is left alone: statistics never cost an
--- acknowledgement.
+-- minute, once a day). An empty prefix writes nothing (statistics off, WorkerConfig.type_stats).
+-- A key of another Redis type is left alone: statistics never cost an acknowledgement.
 local function qc_ts_write(acc, ctx)
+    if ctx[1] == "" then return end  -- statistics off (WorkerConfig.type_stats): nothing written
     local function merge(key, f, v)
         local old = redis.pcall("HGET", key, f)
         if type(old) == "table" then return false end  -- another Redis type: left alone

@@ -20,7 +20,7 @@
 -- ARGV[13] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
 -- ARGV[14] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
 -- ARGV[15] wake token TTL, ms
--- ARGV[16..22] per-type statistics context (typestats.context)
+-- ARGV[16..22] per-type statistics context (typestats.context); an empty prefix = statistics off, nothing written
 -- ARGV[23] the task's type
 -- ARGV[24] its handler's duration, ms ("-1" = not known)
 -- Cluster note: the per-type statistics HASHes are built from ARGV[16], same {<q>} tag (typestats.py).

@@ -19,7 +19,9 @@
 --         attempt's line for the attempt history of a kept task ("" = none), when its handler
 --         started (unix ms, kept as started_at of a kept task; "" = not known)
 -- ARGV[9 + 7n ...] per-type statistics: the seven context fields (typestats.context), then for
---         task i: its type, its handler's duration in ms ("-1" = not known)
+--         task i: its type, its handler's duration in ms ("-1" = not known); an empty prefix (the
+--         first context field) = statistics off (WorkerConfig.type_stats): no per-task fields follow
+--         and nothing is written
 -- Cluster note: the per-type statistics HASHes (<prefix>:{<q>}:ts, ...:ts:<type>:m:<hour>,
 -- ...:ts:<type>:d:<month>, typestats.py) are built from the context's prefix, same {<q>} tag.
 -- Cluster note: the wake LIST of each watched task (<prefix>:{<q>}:done:<id>) is built from ARGV[7]
@@ -83,7 +85,7 @@ for first = 1, #ids, 1000 do
 end
 local done = #owned
 qc_count_attempts(KEYS[3], ARGV[2], ARGV[3], done, 0)
-do  -- per-type statistics: one write per type for the whole batch
+if ARGV[9 + 7 * n] ~= "" then  -- per-type statistics: one write per type for the whole batch
     local ctx = 9 + 7 * n
     local acc, processed = qc_ts_new(), {1}
     for _, i in ipairs(owned) do

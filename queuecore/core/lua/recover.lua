@@ -25,6 +25,7 @@
 -- ARGV[16] wake token TTL, ms
 -- ARGV[17..23] per-type statistics context (typestats.context): each task taken back counts as
 --         recovered for its type (and processed, failed, then retried or archived, as the stats HASH)
+--         an empty prefix = statistics off (WorkerConfig.type_stats), nothing written
 -- Cluster note: the per-type statistics HASHes are built from ARGV[17], same {<q>} tag (typestats.py).
 -- KEYS[5] <prefix>:{<q>}:recovery  HASH  seen (Redis time of the last round, ms), grace_until (ms)
 --

@@ -15,7 +15,7 @@
 -- ARGV[9] when the attempt's handler started, unix ms (kept as started_at; "" = it never started)
 -- ARGV[10] attempt history: at most this many lines (attempts.ATTEMPT_HISTORY)
 -- ARGV[11] attempt history: at most this many bytes (attempts.ATTEMPT_HISTORY_BYTES)
--- ARGV[12..18] per-type statistics context (typestats.context)
+-- ARGV[12..18] per-type statistics context (typestats.context); an empty prefix = statistics off, nothing written
 -- ARGV[19] the task's type
 -- ARGV[20] its handler's duration, ms ("-1" = not known)
 -- Cluster note: the per-type statistics HASHes are built from ARGV[12], same {<q>} tag (typestats.py).
