@@ -49,3 +49,7 @@ LOGOUT_REDIRECT_URL = "login"
 # Fast password hashing: the dashboard tests log users in often.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 QUEUECORE = {"KEY_PREFIX": "qct-django"}
+
+# Django 6.1+ sends email through MAILERS (the test runner swaps each for the locmem backend); Django 5.2
+# ignores it and swaps EMAIL_BACKEND instead.
+MAILERS = {"default": {"BACKEND": "django.core.mail.backends.smtp.EmailBackend"}}

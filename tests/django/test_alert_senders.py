@@ -45,7 +45,6 @@ def test_the_signal_sender_sends_fired_and_resolved() -> None:
 
 
 def test_the_email_sender_uses_djangos_mail(settings) -> None:
-    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     settings.DEFAULT_FROM_EMAIL = "qc@example.com"
     EmailSender(to=["ops@example.com"])(AlertEvent("fired", ALERT, 1_800_000_060.0))
     assert len(mail.outbox) == 1
