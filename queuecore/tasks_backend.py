@@ -206,25 +206,40 @@ def _final(error: BaseException) -> bool:
     return decision.action == "archive"
 
 
+class _Attempt:
+    """One attempt of a Django task in the worker, as the sync and async runners share it: binds the
+    arguments, sends ``task_started``, and on its end ``task_finished`` when that end finishes the task."""
+
+    def __init__(self, handler: _TaskHandler, args: list[Any] | None, kwargs: dict[str, Any] | None,
+                 backend: str, run_after: str | None) -> None:
+        self.args, self.kwargs = list(args or []), dict(kwargs or {})
+        _bind(handler.task, self.args, self.kwargs)
+        self.result = _running_result(handler, self.args, self.kwargs, backend, run_after)
+        self.sender = _backend_class(backend)
+        task_started.send(sender=self.sender, task_result=self.result)
+        self.context = [TaskContext(task_result=self.result)] if self.result.task.takes_context else []
+
+    def failed(self, exc: BaseException) -> None:
+        if _final(exc):
+            _finished(self.result, TaskResultStatus.FAILED, error=exc)
+            task_finished.send(sender=self.sender, task_result=self.result)
+
+    def succeeded(self, value: Any) -> Any:
+        _finished(self.result, TaskResultStatus.SUCCESSFUL, value=value)
+        task_finished.send(sender=self.sender, task_result=self.result)
+        return value
+
+
 def _sync_runner(handler: _TaskHandler) -> Callable[..., Any]:
     def run(args: list[Any] | None = None, kwargs: dict[str, Any] | None = None,
             backend: str = DEFAULT_TASK_BACKEND_ALIAS, run_after: str | None = None) -> Any:
-        args, kwargs = list(args or []), dict(kwargs or {})
-        _bind(handler.task, args, kwargs)
-        result = _running_result(handler, args, kwargs, backend, run_after)
-        sender = _backend_class(backend)
-        task_started.send(sender=sender, task_result=result)
+        attempt = _Attempt(handler, args, kwargs, backend, run_after)
         try:
-            context = [TaskContext(task_result=result)] if result.task.takes_context else []
-            value = normalize_json(result.task.func(*context, *args, **kwargs))
+            value = normalize_json(attempt.result.task.func(*attempt.context, *attempt.args, **attempt.kwargs))
         except BaseException as exc:
-            if _final(exc):
-                _finished(result, TaskResultStatus.FAILED, error=exc)
-                task_finished.send(sender=sender, task_result=result)
+            attempt.failed(exc)
             raise
-        _finished(result, TaskResultStatus.SUCCESSFUL, value=value)
-        task_finished.send(sender=sender, task_result=result)
-        return value
+        return attempt.succeeded(value)
 
     run.__name__ = run.__qualname__ = handler.task.func.__name__
     return run
@@ -233,22 +248,13 @@ def _sync_runner(handler: _TaskHandler) -> Callable[..., Any]:
 def _async_runner(handler: _TaskHandler) -> Callable[..., Any]:
     async def run(args: list[Any] | None = None, kwargs: dict[str, Any] | None = None,
                   backend: str = DEFAULT_TASK_BACKEND_ALIAS, run_after: str | None = None) -> Any:
-        args, kwargs = list(args or []), dict(kwargs or {})
-        _bind(handler.task, args, kwargs)
-        result = _running_result(handler, args, kwargs, backend, run_after)
-        sender = _backend_class(backend)
-        task_started.send(sender=sender, task_result=result)
+        attempt = _Attempt(handler, args, kwargs, backend, run_after)
         try:
-            context = [TaskContext(task_result=result)] if result.task.takes_context else []
-            value = normalize_json(await result.task.func(*context, *args, **kwargs))
+            value = normalize_json(await attempt.result.task.func(*attempt.context, *attempt.args, **attempt.kwargs))
         except BaseException as exc:
-            if _final(exc):
-                _finished(result, TaskResultStatus.FAILED, error=exc)
-                task_finished.send(sender=sender, task_result=result)
+            attempt.failed(exc)
             raise
-        _finished(result, TaskResultStatus.SUCCESSFUL, value=value)
-        task_finished.send(sender=sender, task_result=result)
-        return value
+        return attempt.succeeded(value)
 
     run.__name__ = run.__qualname__ = handler.task.func.__name__
     return run
