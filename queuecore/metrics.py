@@ -22,6 +22,7 @@ from queuecore.core import typestats
 from queuecore.core.errors import BrokerError
 from queuecore.core.flow import LimitInfo
 from queuecore.core.inspector import Inspector
+from queuecore.core.periodic_admin import PeriodicEntryInfo
 from queuecore.core.queue_metrics import MetricsSnapshot
 
 logger = logging.getLogger("queuecore.metrics")
@@ -35,9 +36,9 @@ _TYPE_COUNTERS = (
     (typestats.ARCHIVED, "tasks_archived", "Tasks archived (failed for good, cancelled or lost), per queue and type."),
     (typestats.RECOVERED, "leases_recovered", "Expired leases taken back by a recoverer, per queue and task type."),
 )
-# Hooks for data other components keep, each f(snapshot, namespace) -> metric families: periodic fires
-# and misses are not counted in Redis yet (an entry keeps its last 20 fires only); see the README's
-# "Metrics" section. Limit waits are read (limit_families) from the limits' own keys.
+# Hooks for data other components keep, each f(snapshot, namespace) -> metric families. Limit waits
+# are read (limit_families) from the limits' own keys, periodic fires (periodic_families) from the
+# entries' counters.
 ExtraMetrics = Callable[[MetricsSnapshot, str], Iterator[Metric]]
 
 
@@ -59,6 +60,7 @@ class QueuecoreCollector(Collector):
         try:
             snapshot = self.inspector.metrics()
             limits = self.inspector.limits()
+            entries = self.inspector.periodic_entries()
         except BrokerError as exc:
             logger.warning("metrics scrape: Redis did not answer: %s", exc)
             up.add_metric([], 0)
@@ -68,8 +70,20 @@ class QueuecoreCollector(Collector):
         yield up
         yield from families(snapshot, ns)
         yield from limit_families(limits, ns)
+        yield from periodic_families(entries, ns)
         for hook in self.extra:
             yield from hook(snapshot, ns)
+
+
+def periodic_families(entries: list[PeriodicEntryInfo], ns: str = DEFAULT_NAMESPACE) -> Iterator[Metric]:
+    """Fires of each periodic entry a live worker declares, by outcome: ``schedule`` (on time), ``late``
+    (a missed fire run once late), ``manual`` (run now), ``skip`` (missed fires skipped) and ``paused``."""
+    fires = CounterMetricFamily(f"{ns}_periodic_fires", "Fires of a periodic entry, by outcome (late and skip: "
+                                "missed fires).", labels=["entry", "queue", "outcome"])
+    for entry in entries:
+        for outcome, count in sorted(entry.fires.items()):
+            fires.add_metric([entry.name, entry.queue, outcome], count)
+    yield fires
 
 
 def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator[Metric]:

@@ -73,6 +73,8 @@ class PeriodicEntryInfo:
     last_outcome: str | None
     declared_at: datetime | None
     recent: list[PeriodicFire] = field(default_factory=list)
+    # fires so far by outcome: schedule, late, manual (enqueued), skip (missed, skipped), paused
+    fires: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -159,7 +161,8 @@ class PeriodicAdmin:
             paused="paused" in h, paused_by=h.get("paused_by"), paused_at=_when(h.get("paused_at")),
             next_fire_at=_when(h.get("next")), last_fire_at=_when(h.get("last_fire")), last_task_id=last_id,
             last_kind=h.get("last_kind"), last_outcome=states.get((queue, last_id), "done") if last_id else None,
-            declared_at=_when(h.get("declared")), recent=recent)
+            declared_at=_when(h.get("declared")), recent=recent,
+            fires={k.removeprefix("fires_"): int(v) for k, v in h.items() if k.startswith("fires_")})
 
     def set_paused(self, name: str, pause: bool, actor: str, now_ms: int) -> tuple[str, bool]:
         """Pause or resume; returns (queue, changed)."""

@@ -19,6 +19,8 @@
 -- ARGV[8] 1 to put the task at the head of pending (priority > 0), else 0
 -- ARGV[9] the entry's next fire time after this one, unix ms
 -- ARGV[10] how many recent fires the fires LIST keeps
+-- Counts in KEYS[1], per outcome, "fires_<kind>" (schedule, late, manual: enqueued; skip: missed
+-- fires skipped; paused: fires a pause skipped), for the metrics.
 -- Returns {code, mark}: 1 enqueued, 2 skipped, 0 already claimed (the mark is at or past the fire,
 -- or its task id exists), -1 no such entry (not declared, or forgotten), -2 paused (the mark moves:
 -- a paused entry's fires are skipped, not kept for later).
@@ -41,11 +43,13 @@ if kind ~= "manual" then
     mark = math.max(mark, tonumber(ARGV[3]))
     if redis.call("HEXISTS", KEYS[1], "paused") == 1 then
         redis.call("HSET", KEYS[1], "mark", mark, "next", ARGV[9])
+        redis.call("HINCRBY", KEYS[1], "fires_paused", 1)
         return {-2, mark}
     end
     redis.call("HSET", KEYS[1], "mark", mark, "next", ARGV[9])
     if kind == "skip" then
         record("-")
+        redis.call("HINCRBY", KEYS[1], "fires_skip", 1)
         return {2, mark}
     end
 end
@@ -63,5 +67,6 @@ if pushed == 1 then
     redis.call("PUBLISH", ARGV[7], "1")
 end
 redis.call("HSET", KEYS[1], "last_fire", ARGV[2], "last_id", ARGV[5], "last_kind", kind, "last_at", now)
+redis.call("HINCRBY", KEYS[1], "fires_" .. kind, 1)
 record(ARGV[5])
 return {1, mark}
