@@ -15,6 +15,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from queuecore.core.clock import format_duration
+
 register = template.Library()
 
 
@@ -72,16 +74,7 @@ def qc_duration(seconds: Any) -> str:
     s = float(seconds)
     if s < 1:
         return f"{s * 1000:.0f}ms"
-    if s < 60:
-        return f"{s:.1f}s"
-    minutes, sec = divmod(int(s), 60)
-    if minutes < 60:
-        return f"{minutes}m {sec:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h {minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h"
+    return format_duration(s)
 
 
 def _seconds_from_now(value: datetime) -> float:

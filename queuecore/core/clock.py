@@ -43,3 +43,20 @@ class FakeClock:
 def to_ms(seconds: float) -> int:
     """Seconds (float) to whole milliseconds, the unit of every score in Redis."""
     return round(seconds * 1000)
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for people: ``0.31s``, ``4.2s``, ``3m 12s``, ``2h 05m``, ``3d 4h`` (under a second
+    with two decimals; surfaces that prefer ``850ms`` word that case themselves)."""
+    if seconds < 1:
+        return f"{seconds:.2f}s"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h {minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, one_line
+from queuecore.core.clock import format_duration
 from queuecore.core.config import default_retry_delay
 from queuecore.core.errors import PayloadMismatch, SkipRetry, Snooze, TaskCancelled, TaskDecodeError, TaskTimeout
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
@@ -204,7 +205,7 @@ def outcome_log_line(*, task_id: str, type_name: str, queue: str, retried: int, 
         return None
     where = f"task {task_id} ({one_line(type_name, 200)}) in queue {queue}"
     count = attempts_phrase(retried, max_retry)
-    after = f" after {_duration(ran)}" if ran is not None else ""
+    after = f" after {format_duration(ran)}" if ran is not None else ""
     if outcome.kind == "cancelled":
         head = f"{where} cancelled by operator{after}, {count}"
     else:
@@ -214,7 +215,7 @@ def outcome_log_line(*, task_id: str, type_name: str, queue: str, retried: int, 
         head = f"{where} failed{after}, {count}: {reason}"
     if decision.action == "retry":
         when = f" (at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(retry_at))})" if retry_at is not None else ""
-        return f"{head}; retry in {_duration(decision.retry_in)}{when}"
+        return f"{head}; retry in {format_duration(decision.retry_in)}{when}"
     return f"{head}; archived ({archive_reason(outcome)})"
 
 
@@ -232,18 +233,3 @@ def archive_reason(outcome: Outcome) -> str:
             return "at once: the payload does not fit the handler, a retry would fail the same way"
         return "not retried: a retry would fail the same way"
     return "retries spent"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 1:
-        return f"{seconds:.2f}s"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, sec = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m {sec:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h {minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d {hours}h"
