@@ -10,6 +10,7 @@ from django.utils.module_loading import import_string
 from queuecore.conf import DEFAULTS
 from queuecore.core.config import parse_queues
 from queuecore.core.errors import ConfigurationError
+from queuecore.core.limits import PROCESSES
 
 KNOWN_KEYS = frozenset(DEFAULTS)
 
@@ -70,6 +71,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if merged["LOG_FORMAT"] not in ("text", "json"):
         messages.append(Error(f"QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', got {merged['LOG_FORMAT']!r}.",
                               id="queuecore.E012"))
+    try:
+        PROCESSES.check(merged["PROCESSES"], "processes")
+    except ConfigurationError as exc:
+        messages.append(Error(f"QUEUECORE['PROCESSES']: {exc}", hint="README, 'Several worker processes per machine'",
+                              id="queuecore.E013"))
     if not messages:
         try:
             get_config().worker_config()

@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "QUEUES": {"default": 1},
     "STRICT_PRIORITY": False,
     "CONCURRENCY": 10,
+    "PROCESSES": 1,  # worker processes runworker starts (a supervisor and N children when more than 1)
     "PREFETCH": None,  # tasks fetched ahead of free handlers; None = same as CONCURRENCY
     "SHUTDOWN_TIMEOUT": 25.0,
     "DEFAULT_MAX_RETRY": DEFAULT_MAX_RETRY,  # max_retry of a task enqueued without one (read by the client)
@@ -118,6 +119,18 @@ class Config:
             return parse_settings(self.raw["ALERTS"])
         except ConfigurationError as exc:
             raise ConfigurationError(f"QUEUECORE['ALERTS']: {exc}", field="alerts") from None
+
+    def processes(self, override: int | None = None) -> int:
+        """How many worker processes ``runworker`` starts: ``override`` (``--processes``), else
+        ``PROCESSES``; ``ConfigurationError`` names the setting or the option when out of range."""
+        from queuecore.core.limits import PROCESSES
+
+        if override is not None:
+            return int(PROCESSES.check(override, "--processes"))
+        try:
+            return int(PROCESSES.check(self.raw["PROCESSES"], "processes"))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"QUEUECORE['PROCESSES']: {exc}", field="processes") from None
 
     @property
     def dashboard(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ MAX_INTERVAL = 86_400.0  # one day: the longest worker interval, grace or socket
 MIN_INTERVAL = 0.001  # one millisecond, the resolution of every time stored in Redis
 MAX_CONCURRENCY = 10_000  # handler threads (or async slots) per worker, and tasks fetched ahead
 MAX_ARCHIVE_SIZE_LIMIT = 10_000_000
+MAX_PROCESSES = 64  # worker processes one supervisor starts (runworker --processes)
 
 
 def _fmt(value: float) -> str:
@@ -92,3 +93,7 @@ PREFETCH = Range(0, MAX_CONCURRENCY, whole=True, unit="")
 WEIGHT = Range(1, 1_000_000, whole=True, unit="")
 MAX_ARCHIVE_SIZE = Range(1, MAX_ARCHIVE_SIZE_LIMIT, whole=True, unit="tasks")
 ARCHIVE_MAX_AGE = Range(0, MAX_DURATION, low_open=True, note="(10 years)")
+
+# -- Supervisor -------------------------------------------------------------------------------------
+
+PROCESSES = Range(1, MAX_PROCESSES, whole=True, unit="processes")

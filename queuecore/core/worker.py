@@ -14,6 +14,7 @@ import signal
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -248,10 +249,12 @@ class Worker:
             self.force_stop()
         self._shutdown_requested.set()
 
-    def run(self, install_signals: bool = True) -> int:
+    def run(self, install_signals: bool = True, on_ready: Callable[[], None] | None = None) -> int:
         """Start, then block until SIGTERM/SIGINT (or ``request_shutdown``); returns exit code 0.
 
         SIGTSTP puts the worker in quiet mode. Signal handlers are installed only in the main thread.
+        ``on_ready`` is called once the handlers are installed and the worker has started (a
+        ``Supervisor``'s child says so: ``queuecore.core.supervisor.run_worker``).
         """
         if install_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.request_shutdown())
@@ -259,6 +262,8 @@ class Worker:
             if hasattr(signal, "SIGTSTP"):
                 signal.signal(signal.SIGTSTP, lambda *_: self._quiet_requested.set())
         self.start()
+        if on_ready is not None:
+            on_ready()
         while not self._shutdown_requested.wait(0.1):
             if self._quiet_requested.is_set():
                 self._quiet_requested.clear()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -12,16 +14,21 @@ from queuecore.conf import get_config
 from queuecore.core.config import parse_queues
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.registry import default_registry
+from queuecore.core.supervisor import EX_CONFIG, Supervisor, SupervisorLink, run_worker
 from queuecore.core.worker import Worker
 
 
 class Command(BaseCommand):
     help = ("Run a worker. SIGTERM/SIGINT stop it gracefully (a second one hands running tasks back at once); "
-            "SIGTSTP makes it quiet (no new tasks).")
+            "SIGTSTP makes it quiet (no new tasks). With --processes N, a supervisor runs N worker processes, "
+            "restarts one that dies and passes these signals on to each.")
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--queues", "-q", help="queues with weights, e.g. critical=6,default=3,low=1")
-        parser.add_argument("--concurrency", "-c", type=int, help="tasks run at once")
+        parser.add_argument("--concurrency", "-c", type=int, help="tasks run at once (per process)")
+        parser.add_argument("--processes", "-p", type=int,
+                            help="worker processes, 1 to 64 (default: QUEUECORE['PROCESSES'], 1); more than 1 "
+                                 "starts a supervisor that runs this command once per process")
         parser.add_argument("--strict", action="store_true", default=None,
                             help="strict priority: never take a lower queue's task while a higher one has work")
         parser.add_argument("--shutdown-timeout", type=float, help="seconds to wait for running tasks on stop")
@@ -62,26 +69,79 @@ class Command(BaseCommand):
             connection = replace(config.connection,
                                  redis_url=options.get("redis_url") or config.connection.redis_url,
                                  key_prefix=options.get("prefix") or config.connection.key_prefix)
+            processes = config.processes(options.get("processes"))
+            if processes > 1:  # refuse now what each child would refuse at its start
+                config.periodic_entries()
+                config.alert_settings()
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from None
+        if processes > 1:
+            self._supervise(config, connection, processes, options)
+            return
         names = default_registry.names()
         registered = f"registered task types: {', '.join(names) if names else '(none)'}"
         if log_format == "json":  # every line a JSON object: this one too
             logging.getLogger("queuecore.worker").info("%s", registered, extra={"qc_task_types": names})
         else:
             self.stdout.write(registered)
+        link = SupervisorLink.from_environ()  # set when a supervisor (runworker --processes) started this one
         try:
             worker = Worker(worker_config, connection=connection, registry=default_registry,
                             periodic=config.periodic_entries(), alerts=config.alert_settings())
-        except ConfigurationError as exc:
-            raise CommandError(str(exc)) from None
+        except ConfigurationError as exc:  # under a supervisor: EX_CONFIG, so that it does not start it again
+            raise CommandError(str(exc), returncode=EX_CONFIG if link is not None else 1) from None
         metrics_server = self._serve_metrics(config, connection, options.get("metrics_port"))
         try:
-            worker.run()
+            run_worker(worker)
         finally:
             if metrics_server is not None:
                 metrics_server.shutdown()
                 metrics_server.server_close()
+
+    def _supervise(self, config: Any, connection: Any, processes: int, options: dict[str, Any]) -> None:
+        """Run ``processes`` copies of this command (without ``--processes``) under a ``Supervisor``;
+        the metrics server, if any, runs here once (its figures come from Redis, not from a process)."""
+        from django.conf import settings
+
+        env = dict(os.environ)
+        if getattr(settings, "SETTINGS_MODULE", None) and not options.get("settings"):
+            env["DJANGO_SETTINGS_MODULE"] = settings.SETTINGS_MODULE
+        supervisor = Supervisor(lambda slot: self.child_argv(options, slot), processes, env=env)
+        metrics_server = self._serve_metrics(config, connection, options.get("metrics_port"))
+        try:
+            code = supervisor.run()
+        finally:
+            if metrics_server is not None:
+                metrics_server.shutdown()
+                metrics_server.server_close()
+        if code:
+            raise SystemExit(code)
+
+    @staticmethod
+    def child_argv(options: dict[str, Any], slot: int) -> list[str]:
+        """The command line of worker process ``slot`` (1..N): this command with the same options, less
+        ``--processes`` and ``--metrics-port``; a health file gets the slot as a suffix (``qc.json.2``)."""
+        script = sys.argv[0] if sys.argv else ""
+        if "runworker" in sys.argv[1:] and os.path.isfile(script) and os.path.basename(script) != "__main__.py":
+            argv = [sys.executable, script, "runworker"]  # manage.py or django-admin, as it was started
+        else:
+            argv = [sys.executable, "-m", "django", "runworker"]
+        flags = {"queues": "--queues", "concurrency": "--concurrency", "shutdown_timeout": "--shutdown-timeout",
+                 "redis_url": "--redis-url", "prefix": "--prefix", "heartbeat_interval": "--heartbeat-interval",
+                 "log_format": "--log-format", "settings": "--settings", "pythonpath": "--pythonpath"}
+        for key, flag in flags.items():
+            if options.get(key) is not None:
+                argv += [flag, str(options[key])]
+        if options.get("strict"):
+            argv.append("--strict")
+        if options.get("health_file"):
+            argv += ["--health-file", f"{options['health_file']}.{slot}"]
+        if options.get("verbosity") is not None:
+            argv += ["--verbosity", str(options["verbosity"])]
+        for key in ("no_color", "force_color", "traceback"):
+            if options.get(key):
+                argv.append("--" + key.replace("_", "-"))
+        return argv
 
     def _serve_metrics(self, config: Any, connection: Any, port: int | None) -> Any:
         """Start the metrics HTTP server when a port is set (option or setting); None otherwise."""

@@ -1,0 +1,231 @@
+"""``manage.py runworker --processes N``: real supervisor and worker processes, real signals, real Redis.
+
+Two oracles: Redis (through the ``Inspector``: heartbeats, task states) and the handlers' own JSON
+event log (``tests/helpers/proc_tasks.py``, one line per start/end/abort with the worker's pid).
+The site is ``tests.supervisor_settings`` (short leases, so a killed child's tasks come back within
+seconds). Every wait polls an observable condition with a deadline; nothing sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from queuecore import Client, Inspector, TaskState
+from tests.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+Q = "default"
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+
+def events(path: Path, event: str | None = None, pid: int | None = None) -> list[dict[str, Any]]:
+    return [e for e in read_events(path) if (event is None or e["event"] == event) and (pid is None or e["pid"] == pid)]
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent pid of ``pid`` (from /proc), or None when it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class Supervised:
+    """One ``runworker --processes`` process; its output goes to a file."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], output: Path) -> None:
+        self.proc, self.output = proc, output
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def text(self) -> str:
+        return self.output.read_text(encoding="utf-8", errors="replace") if self.output.exists() else ""
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"runworker {self.pid} still running {timeout}s after the signal\n{self.text()[-4000:]}")
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    return tmp_path / "events.jsonl"
+
+
+@pytest.fixture
+def runworker(request: pytest.FixtureRequest, redis_url: str, key_prefix: str, tmp_path: Path,
+              log: Path) -> Iterator[Callable[..., Supervised]]:
+    """Start ``manage.py runworker ARGS`` in a session of its own (as a terminal's foreground job would
+    be); teardown kills what is left of it and its children, and prints its output if the test failed."""
+    failed_before = request.session.testsfailed
+    started: list[Supervised] = []
+    env = dict(os.environ)
+    env.update(DJANGO_SETTINGS_MODULE="tests.supervisor_settings", QUEUECORE_REDIS_URL=redis_url,
+               QUEUECORE_KEY_PREFIX=key_prefix, QUEUECORE_VAR_DIR=str(tmp_path), QC_PROC_LOG=str(log),
+               PYTHONUNBUFFERED="1")
+
+    def start(*args: str) -> Supervised:
+        output = tmp_path / f"runworker-{len(started)}.log"
+        with open(output, "wb") as out:
+            proc = subprocess.Popen([sys.executable, "manage.py", "runworker", *args], cwd=ROOT, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        started.append(Supervised(proc, output))
+        return started[-1]
+
+    yield start
+    for sup in started:
+        children = [p for p in _pids() if parent_of(p) == sup.pid]
+        for pid in [sup.pid, *children]:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        sup.proc.wait(10)
+    if request.session.testsfailed > failed_before:
+        for sup in started:
+            print(f"--- runworker {sup.pid} (exit {sup.proc.returncode})\n{sup.text()[-6000:]}")
+
+
+def _pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def wait_servers(inspector: Inspector, sup: Supervised, count: int, timeout: float = 30.0) -> list[Any]:
+    """Wait until ``count`` live servers are the supervisor's children; returns them."""
+    def check() -> list[Any] | None:
+        if sup.proc.poll() is not None:
+            pytest.fail(f"runworker exited early ({sup.proc.returncode})\n{sup.text()[-4000:]}")
+        servers = [s for s in inspector.servers() if parent_of(s.pid) == sup.pid]
+        return servers if len(servers) == count else None
+
+    return wait_until(check, timeout, interval=0.05, message=f"{count} worker processes' heartbeats")  # type: ignore[return-value]
+
+
+def test_two_children_are_two_servers_a_killed_one_is_restarted_and_no_task_is_lost(
+        runworker, client: Client, inspector: Inspector, log: Path) -> None:
+    sup = runworker("--processes", "2", "--concurrency", "2")
+    first = wait_servers(inspector, sup, 2)
+    # Two distinct servers, each a child of the supervisor (which has no heartbeat of its own).
+    assert len({s.id for s in first}) == 2 and len({s.pid for s in first}) == 2
+    assert sup.pid not in {s.pid for s in first}
+    assert all(s.concurrency == 2 and s.queues == {Q: 1} for s in first)
+
+    ids = [client.enqueue("proc.sleep", {"seconds": 0.1 + 0.05 * (i % 4), "tag": f"t{i}"}, retention=60).id
+           for i in range(30)]
+    victim = first[0].pid
+
+    def victim_midway() -> bool:
+        mine = events(log, pid=victim)
+        ended = {e["id"] for e in mine if e["event"] == "end"}
+        return len(ended) >= 2 and any(e["event"] == "start" and e["id"] not in ended for e in mine)
+
+    wait_until(victim_midway, 20, interval=0.005, message="the victim to be running a task after finishing two")
+    os.kill(victim, signal.SIGKILL)
+    started_by_victim = {e["id"] for e in events(log, "start", victim)}
+    unfinished = started_by_victim - {e["id"] for e in events(log, "end", victim)}
+    assert unfinished, "the victim was killed between tasks"
+
+    # The supervisor starts a new child in its place: a third server id appears, again its child.
+    replaced = wait_until(lambda: [s for s in inspector.servers()
+                                   if parent_of(s.pid) == sup.pid and s.id not in {f.id for f in first}],
+                          20, interval=0.05, message="a restarted worker process")
+    assert replaced[0].pid not in {f.pid for f in first}  # type: ignore[index]
+
+    # No task is lost: each ran to its end at least once, and is completed in Redis.
+    wait_until(lambda: {e["id"] for e in events(log, "end")} >= set(ids), 40, message="every task to end")
+    wait_until(lambda: all(inspector.get_task(Q, i).state is TaskState.COMPLETED for i in ids), 20,
+               message="every task to be completed")
+    # What the victim was running came back through lease recovery and ran again elsewhere.
+    for task_id in unfinished:
+        reruns = [e for e in events(log, "start") if e["id"] == task_id and e["pid"] != victim]
+        assert reruns and reruns[0]["attempt"] == 1, (task_id, reruns)
+        assert inspector.get_task(Q, task_id).last_error == "worker lost (lease expired)"
+
+    sup.proc.send_signal(signal.SIGTERM)
+    assert sup.wait_exit() == 0
+    wait_until(lambda: inspector.servers() == [], 10, message="every heartbeat to be gone")
+    output = sup.text()
+    assert f"(pid {victim}, server {first[0].id}) exited unexpectedly: killed by SIGKILL; restarting in" in output
+    assert "restarting worker process" in output
+    assert "every worker process has stopped (cleanly)" in output
+
+
+def test_tstp_reaches_every_child_and_ctrl_c_drains_running_tasks(runworker, client: Client, inspector: Inspector,
+                                                                  log: Path, tmp_path: Path) -> None:
+    sup = runworker("--processes", "2", "--concurrency", "2")
+    servers = wait_servers(inspector, sup, 2)
+    gate = tmp_path / "gate"
+    held = [client.enqueue("proc.gate", {"path": str(gate), "tag": f"g{i}"}, retention=60).id for i in range(2)]
+    wait_until(lambda: {e["id"] for e in events(log, "start")} >= set(held), 20, message="both gate tasks to start")
+
+    # SIGTSTP (Ctrl-Z) to the supervisor: every child goes quiet and fetches nothing more.
+    sup.proc.send_signal(signal.SIGTSTP)
+    wait_until(lambda: sorted(s.status for s in inspector.servers()) == ["quiet", "quiet"], 10,
+               message="both children to be quiet")
+    waiting = client.enqueue("proc.noop", {"tag": "after-quiet"}, retention=60).id
+
+    # Ctrl-C: SIGINT to the terminal's whole process group. The children run in groups of their own, so
+    # they get it once, from the supervisor: a graceful drain, not the forced hand-back of a second one.
+    os.killpg(sup.pid, signal.SIGINT)
+    wait_until(lambda: sorted(s.status for s in inspector.servers()) == ["stopping", "stopping"], 10,
+               message="both children to be stopping")
+    gate.touch()  # the running tasks may finish now
+    assert sup.wait_exit() == 0
+    assert not events(log, "abort")
+    assert sorted(e["id"] for e in events(log, "end")) == sorted(held)
+    assert all(inspector.get_task(Q, i).state is TaskState.COMPLETED for i in held)
+    # The task enqueued after SIGTSTP was never fetched by anyone.
+    assert inspector.get_task(Q, waiting).state is TaskState.PENDING
+    assert not [e for e in events(log) if e["id"] == waiting]
+    assert inspector.servers() == []
+    assert all(not alive(s.pid) for s in servers)
+    assert "second" not in sup.text()
+
+
+def test_children_stop_by_themselves_when_the_supervisor_is_killed(runworker, inspector: Inspector) -> None:
+    sup = runworker("--processes", "2")
+    children = [s.pid for s in wait_servers(inspector, sup, 2)]
+    os.kill(sup.pid, signal.SIGKILL)
+    sup.wait_exit()
+    wait_until(lambda: not any(alive(pid) for pid in children), 20, message="the orphaned children to stop")
+    wait_until(lambda: inspector.servers() == [], 10, message="their heartbeats to be gone")
+
+
+@pytest.mark.parametrize("value", ["0", "65"])
+def test_processes_out_of_range_is_refused(runworker, value: str) -> None:
+    sup = runworker("--processes", value)
+    assert sup.wait_exit() == 1
+    assert ("--processes is out of range: got " + value + "; allowed: a whole number from 1 to 64 processes"
+            in sup.text())

@@ -1,0 +1,20 @@
+"""Django settings for ``runworker --processes`` tests (``tests/django/test_runworker_processes.py``).
+
+The bundled site's settings, with the process-test handlers (``tests.helpers.proc_tasks``, which
+log to ``$QC_PROC_LOG``) and short leases, heartbeats and recover rounds, so that a killed child's
+tasks come back within seconds.
+"""
+
+from config.settings import *  # noqa: F403
+from config.settings import QUEUECORE as SITE_QUEUECORE
+
+QUEUECORE = {
+    **SITE_QUEUECORE,
+    "QUEUES": {"default": 1},
+    "TASK_MODULES": ["tests.helpers.proc_tasks"],
+    "LEASE_DURATION": 1.5,
+    "HEARTBEAT_INTERVAL": 0.3,
+    "RECOVER_INTERVAL": 0.5,
+    "FORWARD_INTERVAL": 0.1,
+    "SHUTDOWN_TIMEOUT": 15.0,
+}
