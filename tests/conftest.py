@@ -153,7 +153,7 @@ def private_redis(private_redis_factory: Callable[..., PrivateRedis]) -> Iterato
 def redis_url(private_redis_factory: Callable[..., PrivateRedis]) -> str:
     """The shared test Redis: ``QUEUECORE_TEST_REDIS_URL``, else 127.0.0.1:6379, else a private one."""
     url = os.environ.get("QUEUECORE_TEST_REDIS_URL", DEFAULT_TEST_URL)
-    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    client = ConnectionConfig(redis_url=url, connect_timeout=1).connect()  # a redis+cluster:// URL too
     try:
         if _pings(client):
             return url
@@ -167,11 +167,11 @@ def key_prefix(redis_url: str) -> Iterator[str]:
     """A fresh key prefix; every key under it is deleted after the test."""
     prefix = f"qct-{uuid.uuid4().hex[:8]}"
     yield prefix
-    client = redis.Redis.from_url(redis_url)
+    client = ConnectionConfig(redis_url=redis_url).connect()
     try:
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))  # on a cluster: every master's
         for i in range(0, len(keys), 500):
-            client.unlink(*keys[i:i + 500])
+            client.unlink(*keys[i:i + 500])  # a cluster client splits it by slot
     finally:
         client.close()
 

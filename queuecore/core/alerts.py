@@ -304,8 +304,8 @@ class RuleEvaluator:
                         out[a.id] = a
             elif rule.kind == "memory":
                 info = self._ins.redis_info(count_keys=False)
-                if info.maxmemory and info.used_memory is not None and rule.above is not None:
-                    used = info.used_memory / info.maxmemory
+                if info.fullest is not None and rule.above is not None:
+                    used = info.fullest  # the fullest server: on a cluster, the one that refuses writes first
                     if used > rule.above:
                         a = _alert(rule, "redis", f"Redis memory at {used:.0%} of maxmemory (above "
                                    f"{rule.above:.0%})", used, now)

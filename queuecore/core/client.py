@@ -31,7 +31,14 @@ from queuecore.core.errors import (
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
 from queuecore.core.limits import MAX_DURATION, MAX_RETRY, PRIORITY, PROCESS_IN, RETENTION, TIMEOUT, UNIQUE_FOR, Range
 from queuecore.core.message import TaskMessage, encode_payload, seconds_to_datetime
-from queuecore.core.redis_errors import broker_errors, full_message, is_out_of_memory, is_wrong_type, wrong_type_message
+from queuecore.core.redis_errors import (
+    UNAVAILABLE,
+    broker_errors,
+    full_message,
+    is_out_of_memory,
+    is_wrong_type,
+    wrong_type_message,
+)
 from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry
 from queuecore.core.results import Results, TaskHandle
 from queuecore.core.scripts import EnqueueItem, Scripts
@@ -381,6 +388,8 @@ def _enqueue_error(exc: BaseException) -> QueuecoreError:
     """The library's error for an ``enqueue`` call that Redis refused (none of its tasks was written)."""
     if isinstance(exc, QueuecoreError):
         return exc
+    if isinstance(exc, UNAVAILABLE):  # a cluster failing over: nothing was written, try again later
+        return BrokerError(f"Redis is unreachable: {exc or type(exc).__name__}")
     text = str(exc)
     if "QCINVALID" in text:
         found = re.search(r"QCINVALID (batch|item \d+) (\w+) ?(.*)", text, re.DOTALL)

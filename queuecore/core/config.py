@@ -11,15 +11,17 @@ import os
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any, cast
 
 import redis
+import redis.asyncio
 
 from queuecore.core import limits
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.keys import DEFAULT_PREFIX, Keys, validate_prefix, validate_queue_name
 from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RETRY
+from queuecore.core.topology import RedisTarget, connect, connect_async, parse_redis_url
+from queuecore.core.topology import redact_url as redact_url  # re-exported: where callers have always found it
 
 if TYPE_CHECKING:
     from queuecore.core.context import Middleware
@@ -32,21 +34,6 @@ def default_retry_delay(retried: int, error: BaseException | None = None) -> flo
     """Seconds before attempt ``retried + 1``: ``n**4 + 15 + rand(30) * (n + 1)`` (Sidekiq's curve)."""
     n = retried
     return float(n**4 + 15 + random.randrange(30) * (n + 1))
-
-
-def redact_url(url: str) -> str:
-    """The Redis URL with any password replaced by ``***``, safe to print or log."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable Redis URL>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 @dataclass(frozen=True)
@@ -64,10 +51,7 @@ class ConnectionConfig:
 
     def __post_init__(self) -> None:
         validate_prefix(self.key_prefix)
-        scheme = urlsplit(self.redis_url).scheme if isinstance(self.redis_url, str) else ""
-        if scheme not in ("redis", "rediss", "unix"):
-            raise ConfigurationError(
-                f"invalid Redis URL {redact_url(str(self.redis_url))!r}: use redis://, rediss:// or unix://")
+        object.__setattr__(self, "_target", parse_redis_url(self.redis_url))
         for name, allowed in (("socket_timeout", limits.SOCKET_TIMEOUT), ("connect_timeout", limits.SOCKET_TIMEOUT),
                               ("max_payload_bytes", limits.MAX_PAYLOAD_BYTES),
                               ("default_max_retry", limits.MAX_RETRY), ("default_retention", limits.RETENTION)):
@@ -100,15 +84,21 @@ class ConnectionConfig:
     def keys(self) -> Keys:
         return Keys(self.key_prefix)
 
-    def connect(self) -> redis.Redis:
-        """A new Redis client (strings decoded as UTF-8) for this configuration."""
-        return redis.Redis.from_url(
-            self.redis_url,
-            decode_responses=True,
-            socket_timeout=self.socket_timeout,
-            socket_connect_timeout=self.connect_timeout,
-            health_check_interval=30,
-        )
+    @property
+    def target(self) -> RedisTarget:
+        """The parsed ``redis_url``: one server, a Redis Cluster or a Sentinel-managed master."""
+        return cast(RedisTarget, self.__dict__["_target"])
+
+    def connect(self, *, socket_timeout: float | None = None) -> redis.Redis:
+        """A new Redis client (strings decoded as UTF-8) for this configuration: a cluster client for a
+        ``redis+cluster://`` URL, the sentinels' master for ``redis+sentinel://`` (``topology.py``)."""
+        return connect(self.target, socket_timeout=socket_timeout or self.socket_timeout,
+                       connect_timeout=self.connect_timeout)
+
+    def connect_async(self, *, socket_timeout: float | None = None) -> redis.asyncio.Redis:
+        """``connect`` for asyncio."""
+        return connect_async(self.target, socket_timeout=socket_timeout or self.socket_timeout,
+                             connect_timeout=self.connect_timeout)
 
 
 _connection_provider: Callable[[], ConnectionConfig | None] | None = None

@@ -112,6 +112,7 @@ class Heartbeater(Periodic):
     def clear(self) -> None:
         """Remove this process's heartbeat on clean exit (DEL and ZREM free memory: fine at maxmemory)."""
         pipe = self._redis.pipeline(transaction=False)
-        pipe.delete(self._keys.server(self._state.id), self._keys.server_task_types(self._state.id))
+        pipe.delete(self._keys.server(self._state.id))  # one key per DEL: a cluster pipeline takes no more
+        pipe.delete(self._keys.server_task_types(self._state.id))
         pipe.zrem(self._keys.servers, self._state.id)
         pipe.execute()

@@ -69,6 +69,7 @@ from queuecore.core.states import (
     TaskAction,
     TaskState,
 )
+from queuecore.core.topology import info_of_every_master
 from queuecore.core.typestats import TypeStats
 
 BULK_CHUNK = 500
@@ -130,9 +131,24 @@ class RedisInfo:
     key_count: int | None  # keys under our prefix; None when not counted
     queues: int
     extra: dict[str, Any] = field(default_factory=dict)
+    # A Redis Cluster's figures are its masters' summed (version, policy and uptime: the first's,
+    # the least); ``fullest`` is the highest used/maxmemory of any one server, None without a limit.
+    nodes: int = 1
+    fullest: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _human_bytes(value: int | None) -> str | None:
+    if value is None:
+        return None
+    size = float(value)
+    for unit in ("B", "K", "M", "G", "T"):
+        if size < 1024 or unit == "T":
+            return f"{size:.2f}{unit}" if unit != "B" else f"{int(size)}B"
+        size /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _int(value: Any) -> int:
@@ -232,8 +248,11 @@ class Inspector:
         oldest_ids = [replies[i * step + 7] for i in range(len(queues))]
         pipe = self.redis.pipeline(transaction=False)
         for q, oldest in zip(queues, oldest_ids, strict=True):
-            pipe.hmget(q.task(oldest), "pending_since", "msg") if oldest else pipe.echo("")
-        since = [_pending_since_ms(q, oldest, row) for oldest, row in zip(oldest_ids, pipe.execute(), strict=True)]
+            if oldest:
+                pipe.hmget(q.task(oldest), "pending_since", "msg")
+        rows = iter(pipe.execute() if any(oldest_ids) else [])
+        since = [_pending_since_ms(q, oldest, next(rows) if oldest else "") for q, oldest in zip(queues, oldest_ids,
+                                                                                               strict=True)]
         memory = self._memory_usage(queues, [replies[i * step: i * step + 6] for i in range(len(queues))])
         paused_by = self._paused_by({q.queue for i, q in enumerate(queues) if replies[i * step + 6]})
         for i, q in enumerate(queues):
@@ -740,19 +759,30 @@ class Inspector:
         Counting keys SCANs the whole database, so frequent callers (a watch loop) pass
         ``count_keys=False``.
         """
-        info: dict[str, Any] = {}
         try:
-            info = self.redis.info()
+            infos = info_of_every_master(self.redis)
         except redis.ResponseError:
-            info = {}
+            infos = []
         key_count = None
-        if count_keys:
+        if count_keys:  # on a cluster client, SCAN visits every master
             key_count = sum(1 for _ in self.redis.scan_iter(match=self.keys.all_pattern, count=1000))
+        first = infos[0] if infos else {}
+
+        def total(field: str) -> int | None:
+            values = [i.get(field) for i in infos]
+            return None if not infos or None in values else sum(int(v) for v in values)  # type: ignore[arg-type]
+
+        used, limit = total("used_memory"), total("maxmemory")
+        fractions = [int(i["used_memory"]) / int(i["maxmemory"]) for i in infos
+                     if i.get("maxmemory") and i.get("used_memory") is not None]
+        uptimes = [int(i["uptime_in_seconds"]) for i in infos if i.get("uptime_in_seconds") is not None]
         return RedisInfo(
-            version=info.get("redis_version"), mode=info.get("redis_mode"), used_memory=info.get("used_memory"),
-            used_memory_human=info.get("used_memory_human"), maxmemory=info.get("maxmemory"),
-            maxmemory_policy=info.get("maxmemory_policy"), connected_clients=info.get("connected_clients"),
-            uptime_seconds=info.get("uptime_in_seconds"), key_count=key_count, queues=len(self.queues()),
+            version=first.get("redis_version"), mode=first.get("redis_mode"), used_memory=used,
+            used_memory_human=first.get("used_memory_human") if len(infos) == 1 else _human_bytes(used),
+            maxmemory=limit, maxmemory_policy=first.get("maxmemory_policy"),
+            connected_clients=total("connected_clients"), uptime_seconds=min(uptimes) if uptimes else None,
+            key_count=key_count, queues=len(self.queues()), nodes=max(1, len(infos)),
+            fullest=max(fractions) if fractions else None,
         )
 
     # -- audit log --------------------------------------------------------------------------------

@@ -34,8 +34,16 @@ def full_message(text: str) -> str:
     return f"Redis is full (maxmemory reached): {text}"
 
 
+# Errors that mean "Redis cannot answer right now" rather than "Redis refused this": besides lost
+# connections and timeouts, a Redis Cluster failing over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN, no node
+# for a slot) and a sentinel naming no master (MasterNotFoundError is a ConnectionError).
+UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterDownError,
+               redis.exceptions.TryAgainError, redis.exceptions.RedisClusterException,
+               redis.exceptions.ClusterError)
+
+
 def is_connection_error(exc: BaseException) -> bool:
-    return isinstance(exc, (redis.ConnectionError, redis.TimeoutError, ConnectionError, TimeoutError))
+    return isinstance(exc, (*UNAVAILABLE, ConnectionError, TimeoutError))
 
 
 @contextmanager
@@ -43,8 +51,8 @@ def broker_errors() -> Iterator[None]:
     """Re-raise Redis failures as ``BrokerError`` (``RedisFull`` for OOM) with a one-line message."""
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise BrokerError(f"Redis is unreachable: {exc}") from exc
+    except UNAVAILABLE as exc:
+        raise BrokerError(f"Redis is unreachable: {exc or type(exc).__name__}") from exc
     except redis.ResponseError as exc:
         text = str(exc)
         if is_out_of_memory(text):

@@ -214,7 +214,9 @@ class Results:
             blocking, self._blocking = self._blocking, None
         if blocking is not None and blocking is not self.redis:
             blocking.close()
-            blocking.connection_pool.disconnect()
+            pool = getattr(blocking, "connection_pool", None)
+            if pool is not None:
+                pool.disconnect()
 
     def handle(self, info: TaskInfo) -> TaskHandle:
         return TaskHandle.of(info, self)
@@ -262,16 +264,16 @@ class Results:
         with self._lock:
             if self._blocking is None:
                 pool = getattr(self.redis, "connection_pool", None)
-                if pool is None:  # a cluster client, say: block within its own socket timeout
-                    self._blocking = self.redis
-                    self._chunk = max(MIN_BLOCK, min(WAIT_CHUNK, self.connection.socket_timeout / 2))
-                else:
+                if type(pool) is redis.ConnectionPool:  # the client's own settings, a longer socket timeout
                     kwargs = dict(pool.connection_kwargs)
                     kwargs["socket_timeout"] = WAIT_CHUNK + (kwargs.get("socket_timeout") or
                                                              self.connection.socket_timeout)
                     self._blocking = redis.Redis(connection_pool=redis.ConnectionPool(
                         connection_class=pool.connection_class, **kwargs))
-                    self._chunk = WAIT_CHUNK
+                else:  # a cluster or sentinel client: one of the same topology
+                    self._blocking = self.connection.connect(
+                        socket_timeout=WAIT_CHUNK + self.connection.socket_timeout)
+                self._chunk = WAIT_CHUNK
             return self._blocking, self._chunk
 
     def _next_block(self, info: TaskHandle, deadline: float | None, chunk: float) -> float | None:
@@ -306,10 +308,7 @@ class Results:
                 blocking.blmove(q.done(task_id), q.done(task_id), block, "RIGHT", "LEFT")  # type: ignore[arg-type]
 
     def _async_client(self) -> redis.asyncio.Redis:
-        c = self.connection
-        return redis.asyncio.Redis.from_url(c.redis_url, decode_responses=True,
-                                            socket_timeout=WAIT_CHUNK + c.socket_timeout,
-                                            socket_connect_timeout=c.connect_timeout)
+        return self.connection.connect_async(socket_timeout=WAIT_CHUNK + self.connection.socket_timeout)
 
     async def aread(self, queue: str, task_id: str) -> TaskHandle:
         """``read`` for asyncio."""

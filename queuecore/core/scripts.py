@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any, NamedTuple
 
 import redis
+import redis.cluster
 from redis.commands.core import Script
 
 from queuecore.core.attempts import ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES
@@ -185,6 +186,10 @@ class Scripts:
         a write refused at ``maxmemory`` raises ``RedisFull``.
         """
         try:
+            if isinstance(client, redis.cluster.ClusterPipeline):
+                # redis-py refuses EVALSHA in a cluster pipeline (a node may not have the script): the
+                # source goes along, and each node caches it as it would after SCRIPT LOAD
+                return client.execute_command("EVAL", script_source(name), len(keys), *keys, *args)
             if client is not None:
                 return self._script(name)(keys=keys, args=args, client=client)
             return self._on_pooled_connection(name, keys, args)

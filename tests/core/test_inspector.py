@@ -39,6 +39,7 @@ from tests.helpers.state import (
     read_queue_state,
     read_task,
     seed_task,
+    subscribers,
 )
 
 T0 = 1_800_000_000.0  # the fake clock's start (seconds)
@@ -377,7 +378,7 @@ def test_cancel_active_task_sets_the_flag_and_publishes(fi: Inspector, redis_cli
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(f"{key_prefix}:cancel")
     try:
-        wait_until(lambda: redis_client.pubsub_numsub(f"{key_prefix}:cancel")[0][1] == 1,
+        wait_until(lambda: subscribers(redis_client, f"{key_prefix}:cancel") == 1,
                    message="the subscription to be active")
         fi.cancel_task("default", "a")
         message = wait_until(lambda: pubsub.get_message(timeout=0.1), message="the cancel message")

@@ -152,3 +152,15 @@ class Subscription:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def subscribers(client: Any, channel: str) -> int:
+    """How many connections subscribe to ``channel``: on a Redis Cluster, summed over every node
+    (a node counts only its own subscribers; classic PUBLISH reaches them all)."""
+    from queuecore.core.topology import is_cluster_client
+
+    if is_cluster_client(client):
+        import redis.cluster
+
+        return int(client.pubsub_numsub(channel, target_nodes=redis.cluster.RedisCluster.ALL_NODES)[0][1])
+    return int(client.pubsub_numsub(channel)[0][1])

@@ -70,6 +70,17 @@ local function qc_task_key(task_prefix, id)
     return task_prefix .. id
 end
 
+-- The unique lock named in the "unique" field of the task HASH at key, when it is the queue's own
+-- (it starts with base, "<prefix>:{<q>}:", so it shares the slot); nil otherwise. A name pointing
+-- anywhere else (corrupt data, another queue's) is never looked at: on a Redis Cluster that would be
+-- a key of another slot, which Redis refuses.
+local function qc_own_lock(key, base)
+    local lock = redis.call("HGET", key, "unique")
+    if lock and string.sub(lock, 1, #base) == base then
+        return lock
+    end
+end
+
 -- qc_check_type(<task hash>, "hash") for each of ids: the first refusal, or nil.
 local function qc_check_task_hashes(task_prefix, ids)
     for _, id in ipairs(ids) do

@@ -21,14 +21,14 @@ local ids = qc_peek_ids(KEYS[1], is_list, tonumber(ARGV[1]))
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
     err = qc_check_type(key, "hash") if err then return err end
-    local lock = redis.call("HGET", key, "unique")
+    local lock = qc_own_lock(key, base)
     err = lock and qc_check_type(lock, "string") if err then return err end
 end
 qc_remove_ids(KEYS[1], is_list, ids)
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
-    local unique = redis.call("HGET", key, "unique")
-    if unique and string.sub(unique, 1, #base) == base and redis.call("GET", unique) == id then
+    local unique = qc_own_lock(key, base)
+    if unique and redis.call("GET", unique) == id then
         redis.call("DEL", unique)
     end
     qc_wake_if_watched(key, qc_done_key(ARGV[5], id), ARGV[6])

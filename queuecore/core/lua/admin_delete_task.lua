@@ -18,7 +18,7 @@
 -- wrong-type guard
 local err = qc_check_types(KEYS, {"hash", "list", "zset", "zset", "zset", "zset"}) if err then return err end
 do  -- the unique lock named by the task, which this call may delete (GET must not fail midway)
-    local lock = redis.call("HGET", KEYS[1], "unique")
+    local lock = qc_own_lock(KEYS[1], ARGV[2])
     err = lock and qc_check_type(lock, "string") if err then return err end
 end
 local state = redis.call("HGET", KEYS[1], "state")
@@ -36,9 +36,8 @@ else
         redis.call("ZREM", zsets[state], ARGV[1])
     end
 end
-local base = ARGV[2]
-local unique = redis.call("HGET", KEYS[1], "unique")
-if unique and string.sub(unique, 1, #base) == base and redis.call("GET", unique) == ARGV[1] then
+local unique = qc_own_lock(KEYS[1], ARGV[2])
+if unique and redis.call("GET", unique) == ARGV[1] then
     redis.call("DEL", unique)
 end
 qc_wake_if_watched(KEYS[1], KEYS[7], ARGV[3])

@@ -1,0 +1,243 @@
+"""Real Redis Cluster and Redis Sentinel deployments for tests: private redis-server and
+redis-sentinel processes on free loopback ports, started and stopped by the test session.
+
+Cluster and sentinel nodes are Debian's redis-server (7.x): ``cluster-port`` (the bus port) must be
+set, because the default bus port (port + 10000) overflows for the high ports tests get.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from tests.conftest import free_port
+
+
+def _wait(predicate: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if predicate():
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def server_binary() -> str:
+    found = shutil.which("redis-server")
+    if not found:
+        raise RuntimeError("Debian's redis-server is needed for cluster and sentinel tests")
+    return found
+
+
+@dataclass
+class Node:
+    """One redis-server (or redis-sentinel) process on 127.0.0.1."""
+
+    port: int
+    dir: Path
+    args: list[str]
+    sentinel: bool = False
+    proc: subprocess.Popen | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        return redis.Redis(port=self.port, decode_responses=True, socket_connect_timeout=0.5, socket_timeout=2,
+                           **kwargs)  # type: ignore[arg-type]
+
+    def start(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.sentinel:
+            cmd = [server_binary(), str(self.dir / "sentinel.conf"), "--sentinel", "--port", str(self.port),
+                   "--bind", "127.0.0.1", "--dir", str(self.dir), *self.args]
+        else:
+            cmd = [server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+                   "--save", "", "--appendonly", "no", *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = self.client()
+        try:
+            _wait(client.ping, 10, f"redis on port {self.port}")
+        finally:
+            client.close()
+
+    def kill(self) -> None:
+        """SIGKILL: the node is gone at once, with whatever it had not yet replicated."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class RedisClusterDeployment:
+    """A Redis Cluster of ``masters`` masters, each with ``replicas`` replicas, made with
+    ``redis-cli --cluster create``. ``node_timeout_ms`` is how long a master may be silent before its
+    replica takes over (short, so a failover takes about a second or two)."""
+
+    base: Path
+    masters: int = 3
+    replicas: int = 1
+    node_timeout_ms: int = 1000
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(n.address for n in self.nodes[:self.masters]) + "/"
+
+    def start(self) -> RedisClusterDeployment:
+        for i in range(self.masters * (1 + self.replicas)):
+            node = Node(free_port(), self.base / f"node{i}", [
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(self.node_timeout_ms), "--cluster-port", str(free_port()),
+                # a replica that lost its master for long may still be promoted: tests kill masters at will
+                "--cluster-replica-validity-factor", "0"])
+            node.start()
+            self.nodes.append(node)
+        subprocess.run(["redis-cli", "--cluster", "create", *(n.address for n in self.nodes),
+                        "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, timeout=60)
+        self.wait_healthy()
+        return self
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        """Until every live node says the cluster is ok with every slot served, and agrees on it."""
+        def healthy() -> bool:
+            for node in self.nodes:
+                if not node.alive:
+                    continue
+                with node.client() as c:
+                    info = c.execute_command("CLUSTER", "INFO")
+                    text = info if isinstance(info, str) else str(info)
+                    if "cluster_state:ok" not in text or "cluster_slots_ok:16384" not in text:
+                        return False
+            return True
+        _wait(healthy, timeout, "a healthy cluster")
+
+    def master_of(self, key: str) -> Node:
+        """The live node that serves ``key``'s slot now."""
+        live = next(n for n in self.nodes if n.alive)
+        with live.client() as c:
+            slot = c.execute_command("CLUSTER", "KEYSLOT", key)
+            for start, end, master, *_ in c.execute_command("CLUSTER", "SLOTS"):
+                if start <= slot <= end:
+                    port = int(master[1])
+                    return next(n for n in self.nodes if n.port == port)
+        raise RuntimeError(f"no node serves {key!r}")
+
+    def role(self, node: Node) -> str:
+        with node.client() as c:
+            return str(c.execute_command("ROLE")[0])
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+@dataclass
+class SentinelDeployment:
+    """One master, ``replicas`` replicas and ``sentinels`` sentinels watching the master as ``service``."""
+
+    base: Path
+    service: str = "qcmaster"
+    replicas: int = 1
+    sentinels: int = 3
+    down_after_ms: int = 1000
+    servers: list[Node] = field(default_factory=list)
+    watchers: list[Node] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return "redis+sentinel://" + ",".join(n.address for n in self.watchers) + f"/{self.service}"
+
+    def start(self) -> SentinelDeployment:
+        master = Node(free_port(), self.base / "master", [])
+        master.start()
+        self.servers.append(master)
+        for i in range(self.replicas):
+            replica = Node(free_port(), self.base / f"replica{i}", ["--replicaof", "127.0.0.1", str(master.port)])
+            replica.start()
+            self.servers.append(replica)
+        with master.client() as c:
+            _wait(lambda: c.info("replication")["connected_slaves"] == self.replicas, 20, "replicas in sync")
+        for i in range(self.sentinels):
+            node = Node(free_port(), self.base / f"sentinel{i}", [], sentinel=True)
+            node.dir.mkdir(parents=True, exist_ok=True)
+            (node.dir / "sentinel.conf").write_text(
+                f"sentinel monitor {self.service} 127.0.0.1 {master.port} 2\n"
+                f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {self.service} 10000\n"
+                f"sentinel parallel-syncs {self.service} 1\n")
+            node.start()
+            self.watchers.append(node)
+        for node in self.watchers:  # each sentinel knows the replicas and the other sentinels
+            with node.client() as c:
+                _wait(lambda c=c: int(c.sentinel_master(self.service)["num-other-sentinels"]) == self.sentinels - 1
+                      and int(c.sentinel_master(self.service)["num-slaves"]) == self.replicas,
+                      30, "sentinels that know each other")
+        return self
+
+    def master(self) -> Node:
+        """The server the sentinels name as master now."""
+        with self.watchers[0].client() as c:
+            host, port = c.sentinel_get_master_addr_by_name(self.service)
+        return next(n for n in self.servers if n.port == int(port))
+
+    def stop(self) -> None:
+        for node in [*self.watchers, *self.servers]:
+            node.stop()
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.helpers.topologies cluster DIR``: start a 3-master cluster with a replica each
+    (left running: ``stop DIR`` ends it) and print its URL; scripts/test runs a leg of the suite on it."""
+    import json
+    import signal
+    import sys
+
+    if len(argv) == 2 and argv[0] == "cluster":
+        deployment = RedisClusterDeployment(Path(argv[1])).start()
+        (Path(argv[1]) / "pids.json").write_text(json.dumps([n.proc.pid for n in deployment.nodes if n.proc]))
+        print(deployment.url)
+        return 0
+    if len(argv) == 2 and argv[0] == "stop":
+        for pid in json.loads((Path(argv[1]) / "pids.json").read_text()):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        return 0
+    print("usage: python -m tests.helpers.topologies cluster DIR | stop DIR", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
