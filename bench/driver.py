@@ -15,7 +15,9 @@ Phases, in order (each selected scenario; the drain's worker is reused for the l
    window; RSS at its end.
 4. ``latency_idle``, ``scheduled``, ``latency_load`` on that worker, now idle; then ``requests``:
    commands sent per task, counted with MONITOR (so never while anything is timed).
-5. ``drain2``: the same drain with two worker processes.
+5. ``drain2``: the same drain with two worker processes; ``procs2``: with the library's own
+   multi-process mode set to two processes (one command: queuecore's supervisor, Celery's prefork
+   pool, ``dramatiq --processes 2``, ...), where it has one.
 6. ``backlog``: ``backlog_n`` tasks with a 100-byte payload (bytes of Redis memory per task), then
    enqueue and dequeue rates with that backlog.
 """
@@ -101,8 +103,9 @@ class Driver:
             left -= len(chunk)
         return time.perf_counter() - start
 
-    def start_workers(self, n: int, phase: str) -> list[Any]:
-        self.procs = self.adapter.start_workers(n, str(self.log_dir / f"{self.adapter.name}-{phase}.log"))
+    def start_workers(self, n: int, phase: str, processes: int | None = None) -> list[Any]:
+        self.procs = self.adapter.start_workers(n, str(self.log_dir / f"{self.adapter.name}-{phase}.log"),
+                                                processes=processes)
         return self.procs
 
     def stop_workers(self) -> None:
@@ -175,15 +178,17 @@ class Driver:
                 self.flush()
         self.results["enqueue_batch"] = _with_summary(runs, n) | {"batch_size": self.cfg["batch_size"]}
 
-    def drain_run(self, workers: int, phase: str, n: int, keep: bool = False) -> dict[str, Any]:
-        """One drain of ``n`` pre-enqueued tasks by ``workers`` fresh worker processes."""
+    def drain_run(self, workers: int, phase: str, n: int, keep: bool = False,
+                  processes: int | None = None) -> dict[str, Any]:
+        """One drain of ``n`` pre-enqueued tasks by ``workers`` fresh worker processes (with
+        ``processes``: ``workers`` runs of the library's command for that many processes)."""
         if self.backlog_ready != n:
             self.flush()
             self.fill(n)
         self.backlog_ready = 0
         self.counter.set(DONE_KEY, 0)
         spawned = time.monotonic()
-        self.start_workers(workers, phase)
+        self.start_workers(workers, phase, processes)
         c0, t0, startup = self.warm_up(n, phase, spawned)
         pids = [p.pid for p in self.procs]
         b0, k0, cpu0 = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_seconds(pids)
@@ -227,17 +232,23 @@ class Driver:
         c, t = self.wait_done(max(1, int(n * self.cfg["warmup_frac"])), 1.0, phase)
         return c, t, startup
 
-    def drain(self, workers: int, keep_last: bool) -> None:
-        key = f"drain{workers}"
+    def drain(self, workers: int, keep_last: bool, processes: int | None = None) -> None:
+        key = f"drain{workers}" if processes is None else f"procs{processes}"
+        if processes is not None and self.adapter.processes_argv(processes) is None:
+            self.results[key] = {"n/a": "no multi-process mode"}
+            return
         n, reps = self.cfg["drain_n"], self.cfg["drain_reps"]
         runs = []
         for rep in range(reps):
             keep = keep_last and rep == reps - 1
-            runs.append(self.drain_run(workers, key, n, keep=keep))
+            runs.append(self.drain_run(workers, key, n, keep=keep, processes=processes))
             log(f"{key} rep {rep + 1}/{reps}: {runs[-1]['rate']:,.0f} tasks/s"
                 + (" (timed out)" if runs[-1]["timed_out"] else ""))
         result = _with_summary(runs, n)
         result["workers"] = workers
+        if processes is not None:
+            result["processes"] = processes
+            result["config"] = self.adapter.processes_config
         mid = _median_run(runs)
         result["cpu_cores"] = mid["cpu_cores"]
         result["memory"] = runs[-1]["memory"]
@@ -378,6 +389,8 @@ class Driver:
                     self.flush()
             if "drain2" in scenarios:
                 self.step("drain2", self.drain, 2, False)
+            if "procs2" in scenarios:
+                self.step("procs2", self.drain, 1, False, 2)
             if "backlog" in scenarios:
                 self.step("backlog", self.backlog)
         finally:

@@ -86,6 +86,7 @@ def lib_metrics(res: dict[str, Any]) -> dict[str, Any]:
         "drain1": _num(get(s, "drain1.rate.median")),
         "drain1_timed_out": any(r.get("timed_out") for r in get(s, "drain1.runs", [])),
         "drain2": _num(get(s, "drain2.rate.median")),
+        "procs2": _num(get(s, "procs2.rate.median")),
         "enqueue_one": _num(get(s, "enqueue_one.rate.median")),
         "enqueue_batch": _num(get(s, "enqueue_batch.rate.median")),
         "idle_p50": _num(get(s, "latency_idle.p50_ms")), "idle_p99": _num(get(s, "latency_idle.p99_ms")),
@@ -305,6 +306,8 @@ def markdown(results: dict[str, Any]) -> str:
                            "harness", "other processes", "total"], body))
         out.append("")
 
+    out += _processes_table(libs, metrics)
+
     body = []
     for lib, r in libs.items():
         if "error" in r:
@@ -321,6 +324,31 @@ def markdown(results: dict[str, Any]) -> str:
         out.append("Failed scenarios: " + "; ".join(f"{lib} {name}: {err}" for lib, name, err in errors))
         out.append("")
     return "\n".join(out)
+
+
+def _processes_table(libs: dict[str, Any], metrics: dict[str, Any]) -> list[str]:
+    """The ``procs2`` drain: each library's own multi-process mode with 2 processes, against its one
+    process (``drain1``) and against queuecore's ``procs2``."""
+    ours = metrics.get(US, {}).get("procs2")
+    body = []
+    for lib, r in libs.items():
+        s = r.get("scenarios", {}) if "error" not in r else {}
+        if "procs2" not in s:
+            continue
+        if "n/a" in s["procs2"]:
+            body.append([f"{lib} {r.get('version', '')}", "n/a: " + s["procs2"]["n/a"], "-", "-", "-", "-"])
+            continue
+        m = metrics[lib]
+        speedup = m["procs2"] / m["drain1"] if m["procs2"] and m["drain1"] else None
+        cores = get(s, "procs2.cpu_cores.workers")
+        body.append([f"{lib} {r.get('version', '')}", get(s, "procs2.config", ""),
+                     fmt_range(get(s, "procs2.rate")) + _noisy(s, "procs2"), f"{speedup:.2f}x" if speedup else "-",
+                     f"{ours / m['procs2']:.2f}x" if ours and m["procs2"] else "-", fmt(cores, 2)])
+    if not body:
+        return []
+    return ["**Each library's own multi-process mode, 2 processes** (one command; `procs2`)", "",
+            _table(["library", "how it runs", "drain (tasks/s)", "vs its 1 process", "queuecore / this",
+                    "worker CPU cores"], body), ""]
 
 
 # -- chart ----------------------------------------------------------------------------------------

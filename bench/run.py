@@ -29,7 +29,7 @@ from bench.adapters import LIBS
 from bench.common import REPO_ROOT, PrivateRedis
 
 SCENARIOS = ("enqueue_one", "enqueue_batch", "drain1", "latency_idle", "scheduled", "latency_load", "requests",
-             "drain2", "backlog")
+             "drain2", "procs2", "backlog")
 DEFAULT_LIBS = tuple(LIBS)
 
 # Settings of one run. ``drain_n`` tasks are pre-enqueued for each drain; ``*_reps`` measured

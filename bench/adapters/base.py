@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.common import ENV_BROKER, ENV_CONCURRENCY, ENV_COUNTER, ENV_VARIANT, REPO_ROOT
+from bench.common import ENV_BROKER, ENV_CONCURRENCY, ENV_COUNTER, ENV_VARIANT, REPO_ROOT, process_tree
 
 Payload = dict[str, Any]
 MakePayload = Callable[[int], Payload]
@@ -43,6 +43,8 @@ class Adapter:
     supports_scheduled = False
     #: the bulk API ``enqueue_batch`` uses
     batch_api = ""
+    #: how the library's own multi-process mode is run (``processes_argv``), "" when it has none
+    processes_config = ""
 
     def __init__(self, broker_url: str, counter_url: str, concurrency: int, variant: str = "") -> None:
         self.broker_url = broker_url
@@ -66,6 +68,11 @@ class Adapter:
         """The command that starts one worker process."""
         raise NotImplementedError
 
+    def processes_argv(self, processes: int) -> list[str] | None:
+        """The library's own command that runs ``processes`` worker processes (a supervisor or a
+        pre-forking parent and its children), or None when it has none."""
+        return None
+
     def worker_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env.update({ENV_BROKER: self.broker_url, ENV_COUNTER: self.counter_url,
@@ -74,12 +81,17 @@ class Adapter:
         env.setdefault("PYTHONUNBUFFERED", "1")
         return env
 
-    def start_workers(self, n: int, log_path: str | None = None) -> list[subprocess.Popen[bytes]]:
-        """Start ``n`` worker processes, each in a session of its own (so its children stop with it)."""
+    def start_workers(self, n: int, log_path: str | None = None,
+                      processes: int | None = None) -> list[subprocess.Popen[bytes]]:
+        """Start ``n`` worker processes, each in a session of its own (so its children stop with it);
+        with ``processes``, ``n`` runs of the library's multi-process command (``processes_argv``)."""
         procs = []
+        argv = self.worker_argv() if processes is None else self.processes_argv(processes)
+        if argv is None:
+            raise RuntimeError(f"{self.name} has no multi-process mode")
         for i in range(n):
             out = open(f"{log_path}.{i}", "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-            procs.append(subprocess.Popen(self.worker_argv(), env=self.worker_env(), cwd=str(REPO_ROOT),
+            procs.append(subprocess.Popen(argv, env=self.worker_env(), cwd=str(REPO_ROOT),
                                           stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
             if log_path:
                 out.close()  # type: ignore[union-attr]
@@ -92,6 +104,9 @@ class Adapter:
         The benchmark flushes Redis after each phase, so ``grace=0`` (SIGKILL at once) is the default.
         """
         sig = signal.SIGTERM if grace > 0 else signal.SIGKILL
+        # Children that run in process groups of their own (queuecore's supervised workers) are
+        # killed one by one; they are found before their parent goes.
+        tree = [pid for pid in process_tree(p.pid for p in procs) if pid not in {p.pid for p in procs}]
         for p in procs:
             try:
                 os.killpg(p.pid, sig)
@@ -108,6 +123,11 @@ class Adapter:
             except ProcessLookupError:
                 pass
             p.wait()
+        for pid in tree:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
     # -- enqueueing --------------------------------------------------------------------------------
 

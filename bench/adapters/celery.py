@@ -46,6 +46,8 @@ class CeleryAdapter(Adapter):
                 "--without-mingle --without-heartbeat`, `task_ignore_result=True`, acks early (default)")
 
     supports_scheduled = True
+    processes_config = ("`celery worker -P prefork -c P` (P pool processes, one task at a time each; Celery's "
+                        "default pool and concurrency, one process per core), the same flags")
 
     def setup(self) -> None:
         app.conf.broker_url = self.broker_url
@@ -72,7 +74,11 @@ class CeleryAdapter(Adapter):
     def enqueue_in(self, payload: Payload, delay: float) -> None:
         bench_noop.apply_async(kwargs=payload, countdown=delay)
 
-    def worker_argv(self) -> list[str]:
-        return [self.bin("celery"), "-A", "bench.adapters.celery", "worker", "-P", "threads",
-                "-c", str(self.concurrency), "-Q", QUEUE, "--prefetch-multiplier", str(PREFETCH_MULTIPLIER),
+    def worker_argv(self, pool: str = "threads", concurrency: int | None = None) -> list[str]:
+        return [self.bin("celery"), "-A", "bench.adapters.celery", "worker", "-P", pool,
+                "-c", str(concurrency or self.concurrency), "-Q", QUEUE,
+                "--prefetch-multiplier", str(PREFETCH_MULTIPLIER),
                 "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"]
+
+    def processes_argv(self, processes: int) -> list[str]:
+        return self.worker_argv("prefork", processes)

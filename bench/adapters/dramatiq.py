@@ -28,6 +28,7 @@ class DramatiqAdapter(Adapter):
     config = "`dramatiq --processes 1 --threads N`: the Redis broker and middleware at their defaults"
     supports_scheduled = True
     batch_api = "none: `send()` in a loop (one enqueue script per message)"
+    processes_config = "`dramatiq --processes P --threads N`: P processes of N threads each"
 
     def close(self) -> None:
         broker.close()
@@ -43,6 +44,9 @@ class DramatiqAdapter(Adapter):
     def enqueue_in(self, payload: Payload, delay: float) -> None:
         bench_noop.send_with_options(kwargs=payload, delay=int(delay * 1000))
 
-    def worker_argv(self) -> list[str]:
-        return [self.bin("dramatiq"), "bench.adapters.dramatiq", "--processes", "1",
+    def worker_argv(self, processes: int = 1) -> list[str]:
+        return [self.bin("dramatiq"), "bench.adapters.dramatiq", "--processes", str(processes),
                 "--threads", str(self.concurrency), "--queues", QUEUE]
+
+    def processes_argv(self, processes: int) -> list[str]:
+        return self.worker_argv(processes)

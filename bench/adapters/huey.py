@@ -25,6 +25,7 @@ class HueyAdapter(Adapter):
     config = "`huey_consumer -w N -k thread -q`: `RedisHuey` (blocking BRPOP), results and scheduler at defaults"
     supports_scheduled = True
     batch_api = "`task.map(args)` (one LPUSH per task)"
+    processes_config = "`huey_consumer -w P -k process -q`: P worker processes, one task at a time each"
 
     def enqueue_one(self, payload: Payload) -> None:
         bench_noop(**payload)
@@ -38,3 +39,6 @@ class HueyAdapter(Adapter):
     def worker_argv(self) -> list[str]:
         return [self.bin("huey_consumer"), "bench.adapters.huey.huey", "-w", str(self.concurrency),
                 "-k", "thread", "-q"]
+
+    def processes_argv(self, processes: int) -> list[str]:
+        return [self.bin("huey_consumer"), "bench.adapters.huey.huey", "-w", str(processes), "-k", "process", "-q"]

@@ -1,11 +1,14 @@
 """queuecore: ``Client.enqueue`` / ``Client.enqueue_many``, and ``Worker(...).run()`` per process.
 
 Run as ``python -m bench.adapters.queuecore`` it is one worker process (the plain-Python way to
-run a worker that the README documents; ``manage.py runworker`` does the same inside Django).
+run a worker that the README documents; ``manage.py runworker`` does the same inside Django). With
+``--processes N`` it is a ``Supervisor`` running N of those, which is what ``runworker --processes N``
+runs (without Django's start-up in each child).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -13,6 +16,7 @@ import sys
 from bench.adapters.base import Adapter, Payload
 from bench.common import ENV_BROKER, ENV_CONCURRENCY, QUEUE, TASK_NAME, record
 from queuecore import Client, TaskRegistry, Worker, task
+from queuecore.core.supervisor import Supervisor, run_worker
 
 KEY_PREFIX = "qcbench"
 registry = TaskRegistry()
@@ -33,6 +37,8 @@ class QueuecoreAdapter(Adapter):
               "(lease 30 s, heartbeat 5 s, pub/sub wake-up)")
     supports_scheduled = True
     batch_api = "`Client.enqueue_many` (one pipeline)"
+    processes_config = ("`Supervisor` (what `runworker --processes P` runs) over P `Worker(concurrency=N)` "
+                        "processes: N threads each")
 
     def setup(self) -> None:
         self.client = Client(redis_url=self.broker_url, key_prefix=KEY_PREFIX, registry=registry)
@@ -52,12 +58,20 @@ class QueuecoreAdapter(Adapter):
     def worker_argv(self) -> list[str]:
         return [sys.executable, "-m", "bench.adapters.queuecore"]
 
+    def processes_argv(self, processes: int) -> list[str]:
+        return [*self.worker_argv(), "--processes", str(processes)]
 
-def main() -> int:
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.adapters.queuecore")
+    parser.add_argument("--processes", type=int, default=1)
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    if args.processes > 1:
+        return Supervisor([sys.executable, "-m", "bench.adapters.queuecore"], args.processes).run()
     worker = Worker(redis_url=os.environ[ENV_BROKER], key_prefix=KEY_PREFIX, queues={QUEUE: 1},
                     concurrency=int(os.environ.get(ENV_CONCURRENCY, "10")), registry=registry)
-    return worker.run()
+    return run_worker(worker)
 
 
 if __name__ == "__main__":

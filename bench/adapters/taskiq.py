@@ -28,6 +28,7 @@ async def bench_noop(t: float | None = None, pad: str | None = None) -> None:
 class TaskiqAdapter(AsyncAdapter):
     name = "taskiq"
     package = "taskiq"
+    processes_config = "`taskiq worker --workers P --max-async-tasks N`: P processes of N async slots each"
     batch_api = "`asyncio.gather(task.kiq() …)`, 100 at a time (no bulk call)"
 
     @property
@@ -63,6 +64,9 @@ class TaskiqAdapter(AsyncAdapter):
     async def aenqueue_batch(self, payloads: list[Payload]) -> None:
         await self.gather_bounded([bench_noop.kiq(**p) for p in payloads])
 
-    def worker_argv(self) -> list[str]:
-        return [self.bin("taskiq"), "worker", "bench.adapters.taskiq:broker", "--workers", "1",
+    def worker_argv(self, processes: int = 1) -> list[str]:
+        return [self.bin("taskiq"), "worker", "bench.adapters.taskiq:broker", "--workers", str(processes),
                 "--max-async-tasks", str(self.concurrency), "--log-level", "WARNING"]
+
+    def processes_argv(self, processes: int) -> list[str]:
+        return self.worker_argv(processes)

@@ -36,7 +36,7 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert qc["survives_kill"] is True and qc["on_kill"]
     s = qc["scenarios"]
     assert set(s) == set(SCENARIOS)
-    for key in ("enqueue_one", "enqueue_batch", "drain1", "drain2"):
+    for key in ("enqueue_one", "enqueue_batch", "drain1", "drain2", "procs2"):
         assert s[key]["rate"]["median"] > 0, key
         assert s[key]["rate"]["min"] <= s[key]["rate"]["median"] <= s[key]["rate"]["max"]
     assert len(s["enqueue_one"]["runs"]) == 2
@@ -44,6 +44,7 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert s["drain1"]["cost"]["redis_cpu_us_per_task"] >= 0
     assert s["drain1"]["memory"]["rss_mb"] > 0
     assert s["drain2"]["workers"] == 2
+    assert s["procs2"]["workers"] == 1 and s["procs2"]["processes"] == 2  # one supervisor, two children
     for key in ("latency_idle", "latency_load"):
         assert s[key]["n"] > 0 and s[key]["missing"] == 0
         assert 0 <= s[key]["p50_ms"] <= s[key]["p99_ms"]
