@@ -101,12 +101,13 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """With ``check --deploy``: Redis answers, and its eviction policy cannot drop tasks."""
     from queuecore.conf import get_config
     from queuecore.core.config import redact_url
+    from queuecore.core.topology import eviction_policy
 
     connection = get_config().connection
     client = connection.connect()
     try:
         client.ping()
-        policy = client.config_get("maxmemory-policy").get("maxmemory-policy")
+        policy = eviction_policy(client)  # on a cluster: any master's that may evict
     except Exception as exc:
         return [Error(f"Redis at {redact_url(connection.redis_url)} does not answer: {exc}", id="queuecore.E010")]
     finally:

@@ -15,6 +15,7 @@ from queuecore.core.message import dumps
 from queuecore.core.outcome import LEASE_LOST
 from queuecore.core.running import HeldTasks
 from queuecore.core.scripts import Scripts
+from queuecore.core.upgrade import move_legacy_global_keys
 
 
 @dataclass
@@ -62,7 +63,9 @@ class Heartbeater(Periodic):
             self.register_queues()
 
     def register_queues(self) -> None:
-        """Add this process's queues to the set of known queues (what the dashboard and CLI list)."""
+        """Add this process's queues to the set of known queues (what the dashboard and CLI list),
+        after moving the keys of no queue that an earlier version wrote (``upgrade.py``)."""
+        move_legacy_global_keys(self._redis, self._keys)
         self._redis.sadd(self._keys.queues, *self._state.queues)
         self._registered = True
 

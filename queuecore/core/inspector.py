@@ -296,7 +296,10 @@ class Inspector:
         now_ms = to_ms(self.clock.now())
         ids = cast("list[str]", self.redis.zrangebyscore(self.keys.servers, now_ms, "+inf"))
         if ids:
-            for raw in self.redis.mget([self.keys.server_task_types(i) for i in ids]):
+            pipe = self.redis.pipeline(transaction=False)  # one GET each: every server's key has its own slot
+            for server_id in ids:
+                pipe.get(self.keys.server_task_types(server_id))
+            for raw in pipe.execute():
                 published.update(published_limits(raw))
         return read_limits(self.redis, self.keys, published, now_ms)
 

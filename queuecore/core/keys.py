@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 DEFAULT_PREFIX = "qc"
+GLOBAL_TAG = "/"  # the hash tag of the keys of no queue (Keys.global_base): never a queue name
 NAME_MAX_LENGTH = 200  # characters in a queue name or task type
 # Queue names and task types share one alphabet: any character but a control (Cc), format (Cf:
 # zero-width, direction marks, tags), surrogate (Cs) or separator (Z*: every kind of space, line
@@ -269,17 +270,24 @@ class Keys:
         return LimitKeys(self.prefix, validate_type_name(type_name))
 
     @property
+    def global_base(self) -> str:
+        """``<prefix>:{/}:``, the start of every key that belongs to no queue: one hash tag, so they all
+        share one Redis Cluster slot; ``/`` is in no queue name, so no queue's keys can match them."""
+        return f"{self.prefix}:{{{GLOBAL_TAG}}}:"
+
+    @property
     def queues(self) -> str:
         """SET of every known queue name."""
-        return f"{self.prefix}:queues"
+        return self.global_base + "queues"
 
     @property
     def servers(self) -> str:
         """ZSET of worker process ids scored by when their heartbeat expires (unix ms)."""
-        return f"{self.prefix}:servers"
+        return self.global_base + "servers"
 
     def server(self, server_id: str) -> str:
-        """STRING (JSON) describing one worker process and its active tasks, with a TTL."""
+        """STRING (JSON) describing one worker process and its active tasks, with a TTL (its own hash
+        tag: heartbeats spread over a cluster's nodes)."""
         return f"{self.prefix}:servers:{{{server_id}}}"
 
     def server_task_types(self, server_id: str) -> str:
@@ -291,23 +299,29 @@ class Keys:
     def periodic(self) -> str:
         """ZSET of the periodic entries workers declare, ``<name>/<queue>`` scored by when the
         declaration lapses (unix ms); each entry's own keys live in its queue's slot (``QueueKeys.periodic``)."""
-        return f"{self.prefix}:periodic"
+        return self.global_base + "periodic"
 
     @property
     def alerts(self) -> str:
         """HASH of the alert evaluator's lease (``lease``: holder, ``lease_until``: unix ms) and the
         active alerts (``a:<alert id>``: JSON); one key, so its script touches one slot (alerts.py)."""
-        return f"{self.prefix}:alerts"
+        return self.global_base + "alerts"
 
     @property
     def audit(self) -> str:
         """LIST of operator actions (JSON, newest first), capped."""
-        return f"{self.prefix}:audit"
+        return self.global_base + "audit"
 
     @property
     def cancel_channel(self) -> str:
         """Pub/sub channel carrying ``<queue> <task id>`` cancel requests."""
-        return f"{self.prefix}:cancel"
+        return self.global_base + "cancel"
+
+    def legacy_globals(self) -> list[tuple[str, str]]:
+        """(old name, name now) of the keys that belonged to no queue before they shared a hash tag
+        (``<prefix>:queues`` ... ``<prefix>:audit``): ``upgrade.py`` moves them."""
+        return [(f"{self.prefix}:{name}", self.global_base + name)
+                for name in ("queues", "servers", "periodic", "alerts", "audit")]
 
     @property
     def all_pattern(self) -> str:

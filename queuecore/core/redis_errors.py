@@ -38,12 +38,17 @@ def full_message(text: str) -> str:
 # connections and timeouts, a Redis Cluster failing over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN, no node
 # for a slot) and a sentinel naming no master (MasterNotFoundError is a ConnectionError).
 UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterDownError,
-               redis.exceptions.TryAgainError, redis.exceptions.RedisClusterException,
-               redis.exceptions.ClusterError)
+               redis.exceptions.TryAgainError, redis.exceptions.ClusterError, redis.exceptions.SlotNotCoveredError)
+
+
+def cluster_unreachable(exc: BaseException) -> bool:
+    """True for redis-py's error when no node of a cluster answers (a RedisClusterException, which
+    otherwise means a command the cluster cannot run, such as keys of several slots)."""
+    return isinstance(exc, redis.exceptions.RedisClusterException) and "cannot be connected" in str(exc)
 
 
 def is_connection_error(exc: BaseException) -> bool:
-    return isinstance(exc, (*UNAVAILABLE, ConnectionError, TimeoutError))
+    return isinstance(exc, (*UNAVAILABLE, ConnectionError, TimeoutError)) or cluster_unreachable(exc)
 
 
 @contextmanager
@@ -53,6 +58,10 @@ def broker_errors() -> Iterator[None]:
         yield
     except UNAVAILABLE as exc:
         raise BrokerError(f"Redis is unreachable: {exc or type(exc).__name__}") from exc
+    except redis.exceptions.RedisClusterException as exc:
+        if cluster_unreachable(exc):
+            raise BrokerError(f"Redis is unreachable: {exc}") from exc
+        raise BrokerError(f"the Redis Cluster refused the operation: {exc}") from exc
     except redis.ResponseError as exc:
         text = str(exc)
         if is_out_of_memory(text):

@@ -217,3 +217,16 @@ def info_of_every_master(client: redis.Redis) -> list[dict[str, Any]]:
             return [replies[name] for name in sorted(replies)]
         return [cast("dict[str, Any]", replies)]
     return [cast("dict[str, Any]", client.info())]
+
+
+def eviction_policy(client: redis.Redis) -> str | None:
+    """``maxmemory-policy`` of the server, or on a cluster the first master's that is not
+    ``noeviction`` (any master that may evict can lose tasks); None when no server says."""
+    if is_cluster_client(client):
+        cluster = cast("redis.cluster.RedisCluster", client)
+        replies = cluster.config_get("maxmemory-policy", target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+        nodes = replies.values() if "maxmemory-policy" not in replies else [replies]
+        policies = [str(r.get("maxmemory-policy")) for r in nodes if isinstance(r, dict) and r.get("maxmemory-policy")]
+        return next((p for p in policies if p != "noeviction"), policies[0] if policies else None)
+    policy = cast("dict[str, Any]", client.config_get("maxmemory-policy")).get("maxmemory-policy")
+    return str(policy) if policy else None

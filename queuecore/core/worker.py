@@ -37,6 +37,7 @@ from queuecore.core.running import HeldTasks
 from queuecore.core.scheduler import Scheduler, message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.subscriber import Subscriber
+from queuecore.core.topology import eviction_policy
 
 logger = logging.getLogger("queuecore.worker")
 
@@ -191,7 +192,7 @@ class Worker:
         that renames CONFIG, Redis away): then nothing is logged beyond a debug line.
         """
         try:
-            policy = self.redis.config_get("maxmemory-policy").get("maxmemory-policy")
+            policy = eviction_policy(self.redis)
         except Exception as exc:
             logger.debug("cannot read Redis maxmemory-policy (%s); eviction check skipped", exc)
             return None

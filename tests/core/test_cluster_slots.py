@@ -198,8 +198,8 @@ def test_every_server_script_call_keeps_its_keys_in_one_slot(redis_client: redis
     assert {name for name, _ in s.calls} == set(SERVER_SCRIPTS)
     for name, keys in s.calls:
         assert keys and len({key_slot(k) for k in keys}) == 1, (name, keys)
-        assert all(k.startswith(connection.keys.prefix + ":servers") or k == connection.keys.audit
-                   for k in keys), (name, keys)
+        assert all(k.startswith(connection.keys.prefix + ":servers:") or k in (connection.keys.audit,
+                   connection.keys.servers) for k in keys), (name, keys)
 
 
 def test_periodic_index_script_keeps_one_slot(redis_client: redis.Redis, connection) -> None:
@@ -259,6 +259,9 @@ def test_keys_and_globals_land_where_expected() -> None:
     assert key_slot(q.task("x")) == key_slot(q.unique("t", "d")) == key_slot(q.wake_channel)
     server_id = "host:123:abcd1234"
     assert key_slot(k.server(server_id)) == crc16_xmodem(server_id.encode()) % SLOTS
+    # the keys of no queue share one slot: the hash tag "/"
+    assert {key_slot(g) for g in (k.queues, k.servers, k.periodic, k.alerts, k.audit, k.cancel_channel)} == {
+        crc16_xmodem(b"/") % SLOTS}
 
 
 # -- lua files, headers and wrappers stay in step -----------------------------------------------

@@ -62,11 +62,28 @@ def test_queue_key_suffixes_and_state_key() -> None:
 
 def test_global_keys_use_the_prefix() -> None:
     k = Keys("tenant1")
-    assert k.queues == "tenant1:queues"
-    assert k.servers == "tenant1:servers"
+    assert k.queues == "tenant1:{/}:queues"
+    assert k.servers == "tenant1:{/}:servers"
     assert k.server("host:42:abcd") == "tenant1:servers:{host:42:abcd}"
-    assert k.cancel_channel == "tenant1:cancel"
+    assert k.cancel_channel == "tenant1:{/}:cancel"
     assert k.all_pattern == "tenant1:*"
+    assert k.legacy_globals()[0] == ("tenant1:queues", "tenant1:{/}:queues")
+
+
+def test_no_queue_name_reaches_the_global_keys() -> None:
+    """The keys of no queue carry the hash tag "/", which no queue name may hold: a queue's SCAN
+    pattern (what removing a queue deletes) never matches them, whatever the queue is called."""
+    import fnmatch
+
+    k = Keys("qc")
+    globals_ = [k.queues, k.servers, k.periodic, k.alerts, k.audit, k.cancel_channel]
+    for name in ("qc", "/", "{/}", "queues", "qc:{/}"):
+        try:
+            q = k.queue(name)
+        except ConfigurationError:
+            continue  # refused as a queue name: cannot collide
+        pattern = q.all_pattern.replace("\\", "")
+        assert not any(fnmatch.fnmatchcase(g, pattern) for g in globals_), name
 
 
 def test_two_prefixes_never_share_keys() -> None:

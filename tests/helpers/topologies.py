@@ -117,7 +117,7 @@ class RedisClusterDeployment:
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", str(self.node_timeout_ms), "--cluster-port", str(free_port()),
                 # a replica that lost its master for long may still be promoted: tests kill masters at will
-                "--cluster-replica-validity-factor", "0"])
+                "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"])
             node.start()
             self.nodes.append(node)
         subprocess.run(["redis-cli", "--cluster", "create", *(n.address for n in self.nodes),
@@ -127,7 +127,10 @@ class RedisClusterDeployment:
         return self
 
     def wait_healthy(self, timeout: float = 30) -> None:
-        """Until every live node says the cluster is ok with every slot served, and agrees on it."""
+        """Until every live node says the cluster is ok with every slot served, and every replica
+        whose master lives has finished its first sync (else a failover would lose everything)."""
+        live_ports = {n.port for n in self.nodes if n.alive}
+
         def healthy() -> bool:
             for node in self.nodes:
                 if not node.alive:
@@ -136,6 +139,10 @@ class RedisClusterDeployment:
                     info = c.execute_command("CLUSTER", "INFO")
                     text = info if isinstance(info, str) else str(info)
                     if "cluster_state:ok" not in text or "cluster_slots_ok:16384" not in text:
+                        return False
+                    replication = c.info("replication")
+                    if (replication.get("role") == "slave" and replication.get("master_port") in live_ports
+                            and replication.get("master_link_status") != "up"):
                         return False
             return True
         _wait(healthy, timeout, "a healthy cluster")
@@ -150,6 +157,16 @@ class RedisClusterDeployment:
                     port = int(master[1])
                     return next(n for n in self.nodes if n.port == port)
         raise RuntimeError(f"no node serves {key!r}")
+
+    def replica_of(self, master: Node) -> Node:
+        """A live replica of ``master``."""
+        for node in self.nodes:
+            if node.alive and node is not master:
+                with node.client() as c:
+                    role = c.execute_command("ROLE")
+                if str(role[0]) in ("slave", "replica") and int(role[2]) == master.port:
+                    return node
+        raise RuntimeError(f"no replica of {master.address}")
 
     def role(self, node: Node) -> str:
         with node.client() as c:
@@ -222,7 +239,12 @@ def main(argv: list[str]) -> int:
     import sys
 
     if len(argv) == 2 and argv[0] == "cluster":
-        deployment = RedisClusterDeployment(Path(argv[1])).start()
+        deployment = RedisClusterDeployment(Path(argv[1]))
+        try:
+            deployment.start()
+        except BaseException:
+            deployment.stop()
+            raise
         (Path(argv[1]) / "pids.json").write_text(json.dumps([n.proc.pid for n in deployment.nodes if n.proc]))
         print(deployment.url)
         return 0

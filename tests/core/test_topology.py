@@ -1,0 +1,58 @@
+"""Redis URLs: one server, a cluster or sentinels, parsed and checked where they enter."""
+
+from __future__ import annotations
+
+import pytest
+
+from queuecore.core.config import ConnectionConfig
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.topology import parse_redis_url, redact_url
+
+
+def test_a_cluster_url_names_its_seed_nodes() -> None:
+    target = parse_redis_url("redis+cluster://app:s3cret@10.0.0.1:7000,10.0.0.2:7001,[::1]:7002/")
+    assert (target.kind, target.nodes) == ("cluster", (("10.0.0.1", 7000), ("10.0.0.2", 7001), ("::1", 7002)))
+    assert (target.username, target.password, target.tls) == ("app", "s3cret", False)
+    assert parse_redis_url("rediss+cluster://h:7000/0?ssl_cert_reqs=none").options == {"ssl_cert_reqs": "none"}
+    assert parse_redis_url("redis+cluster://h:7000,h:7000").nodes == (("h", 7000),)  # repeated: once
+
+
+def test_a_plain_url_stays_redis_pys() -> None:
+    assert parse_redis_url("redis://localhost:6379/2").kind == "single"
+    assert parse_redis_url("unix:///run/redis.sock?db=1").kind == "single"
+
+
+@pytest.mark.parametrize(("url", "why"), [
+    ("http://h:1", "use redis://"),
+    ("redis+cluster://h", "not host:port"),
+    ("redis+cluster://h:0", "not host:port"),
+    ("redis+cluster://h:70000", "not host:port"),
+    ("redis+cluster://:pw@/", "at least one host"),
+    ("redis+cluster://h:1/3", "database 0 only"),
+    ("redis+cluster://h:1/?db=2", "unknown option 'db'"),
+    ("redis+cluster://h:1/?ssl_certfile=x", "needs a TLS scheme"),
+    ("rediss+cluster://h:1/?ssl_cert_reqs=maybe", "ssl_cert_reqs must be"),
+    ("redis+cluster://h:1/?sentinel_password=x", "unknown option"),
+    ("redis+cluster://h:1/#frag", "fragment"),
+    ("redis://h:99999/", "out of range"),
+    ("redis+cluster://" + ",".join(f"h{i}:1" for i in range(65)), "at most 64"),
+])
+def test_bad_urls_are_refused_with_the_reason(url: str, why: str) -> None:
+    with pytest.raises(ConfigurationError, match=why):
+        ConnectionConfig(redis_url=url)
+
+
+@pytest.mark.parametrize("value", [None, "", 7, b"redis://h:1"])
+def test_a_url_that_is_not_a_string_is_refused(value: object) -> None:
+    with pytest.raises(ConfigurationError, match="non-empty string"):
+        parse_redis_url(value)
+
+
+def test_passwords_never_reach_an_error_or_a_log_line() -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        ConnectionConfig(redis_url="redis+cluster://u:hunter2@h:1/?bad=1")
+    assert "hunter2" not in str(refused.value) and "u:***@h:1" in str(refused.value)
+    assert redact_url("redis+sentinel://:pw@s:1,s:2/m?sentinel_password=pw2") == \
+        "redis+sentinel://:***@s:1,s:2/m?sentinel_password=***"
+    assert redact_url("redis://u:pw@h:6379/0") == "redis://u:***@h:6379/0"
+    assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
