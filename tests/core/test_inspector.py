@@ -376,15 +376,15 @@ def test_cancel_active_task_sets_the_flag_and_publishes(fi: Inspector, redis_cli
     q = queue(redis_client, connection)
     seed_task(redis_client, q, "a", "active", score=NOW_MS + 30_000, lease=1)
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(f"{key_prefix}:cancel")
+    pubsub.subscribe(connection.keys.cancel_channel)
     try:
-        wait_until(lambda: subscribers(redis_client, f"{key_prefix}:cancel") == 1,
+        wait_until(lambda: subscribers(redis_client, connection.keys.cancel_channel) == 1,
                    message="the subscription to be active")
         fi.cancel_task("default", "a")
         message = wait_until(lambda: pubsub.get_message(timeout=0.1), message="the cancel message")
     finally:
         pubsub.close()
-    assert (message["channel"], message["data"]) == (f"{key_prefix}:cancel", "default a")
+    assert (message["channel"], message["data"]) == (connection.keys.cancel_channel, "default a")
     assert read_task(redis_client, q, "a")["cancel"] == "1"
     assert fi.get_task("default", "a").cancel_requested is True
 

@@ -136,6 +136,9 @@ def test_global_keys_share_one_slot_and_figures_come_from_every_master(cluster, 
         assert info.used_memory >= sum(per_master_memory) * 0.5  # summed: more than any one master
         assert info.used_memory > max(per_master_memory)
         assert [(q.name, q.pending) for q in inspector.all_queue_info()] == sorted((n, 1) for n in names)
+        scrape = inspector.metrics()  # what /metrics reads: one script per queue, over three masters
+        assert sorted((m.queue, m.sizes["pending"]) for m in scrape.queues) == sorted((n, 1) for n in names)
+        assert scrape.unreadable == [] and all(m.memory_bytes for m in scrape.queues)
     finally:
         inspector.close()
         client.close()
