@@ -1,9 +1,11 @@
 """Django settings for ``runworker --processes`` tests (``tests/django/test_runworker_processes.py``).
 
 The bundled site's settings, with the process-test handlers (``tests.helpers.proc_tasks``, which
-log to ``$QC_PROC_LOG``) and short leases, heartbeats and recover rounds, so that a killed child's
-tasks come back within seconds.
+log to ``$QC_PROC_LOG``), ``PROCESSES`` from ``$QC_TEST_PROCESSES``, and short leases, heartbeats
+and recover rounds, so that a killed child's tasks come back within seconds.
 """
+
+import os
 
 from config.settings import *  # noqa: F403
 from config.settings import QUEUECORE as SITE_QUEUECORE
@@ -17,4 +19,5 @@ QUEUECORE = {
     "RECOVER_INTERVAL": 0.5,
     "FORWARD_INTERVAL": 0.1,
     "SHUTDOWN_TIMEOUT": 15.0,
+    "PROCESSES": int(os.environ.get("QC_TEST_PROCESSES", "1")),
 }

@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,22 +83,38 @@ class Timer(Protocol):
 
 
 class SystemTimer:
-    """``time.monotonic`` and an ``Event`` wait that ``wake()`` (called from a signal handler) ends early."""
+    """``time.monotonic``, and a wait that ``wake()`` ends early. ``wake`` is called from signal handlers,
+    so it only writes a byte to a pipe (no lock, unlike ``threading.Event.set``, which could deadlock
+    against a wait the handler interrupted)."""
 
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
 
     def monotonic(self) -> float:
-        import time
-
         return time.monotonic()
 
     def wait(self, timeout: float) -> None:
-        self._event.wait(timeout)
-        self._event.clear()
+        if select.select([self._read], [], [], timeout)[0]:
+            try:
+                while os.read(self._read, 512):
+                    pass
+            except BlockingIOError:
+                pass
 
     def wake(self) -> None:
-        self._event.set()
+        try:
+            os.write(self._write, b"\0")
+        except (BlockingIOError, OSError):  # full (a wake-up is pending anyway) or closed
+            pass
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def popen_spawner(argv: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int]) -> Process:
@@ -256,6 +274,9 @@ class Supervisor:
                 signal.signal(signum, handler)
             for child in self.children:
                 self._close_fd(child)
+            close = getattr(self.timer, "close", None)
+            if close is not None:
+                close()
         assert self.exit_code is not None
         return self.exit_code
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import sys
 from collections.abc import Mapping, Sequence
@@ -300,3 +301,20 @@ def test_a_real_child_with_a_configuration_error_is_not_restarted(caplog) -> Non
     sup = Supervisor([sys.executable, "-c", f"import sys; sys.exit({EX_CONFIG})"], 1, poll_interval=0.01)
     assert sup.run(install_signals=False) == 1
     assert len([r for r in caplog.records if r.getMessage().startswith("started worker process")]) == 1
+
+
+def test_the_system_timer_is_woken_by_a_signal_handler() -> None:
+    from queuecore.core.supervisor import SystemTimer
+
+    timer = SystemTimer()
+    previous = signal.signal(signal.SIGUSR1, lambda *_: timer.wake())
+    try:
+        os.kill(os.getpid(), signal.SIGUSR1)
+        timer.wait(600)  # returns at once: the handler's byte is waiting (a hang fails through pytest-timeout)
+        timer.wake()
+        timer.wake()
+        timer.wait(600)  # both bytes read at once
+        assert not select.select([timer._read], [], [], 0)[0]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        timer.close()

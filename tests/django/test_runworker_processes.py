@@ -95,10 +95,11 @@ def runworker(request: pytest.FixtureRequest, redis_url: str, key_prefix: str, t
                QUEUECORE_KEY_PREFIX=key_prefix, QUEUECORE_VAR_DIR=str(tmp_path), QC_PROC_LOG=str(log),
                PYTHONUNBUFFERED="1")
 
-    def start(*args: str) -> Supervised:
+    def start(*args: str, **extra_env: str) -> Supervised:
         output = tmp_path / f"runworker-{len(started)}.log"
         with open(output, "wb") as out:
-            proc = subprocess.Popen([sys.executable, "manage.py", "runworker", *args], cwd=ROOT, env=env,
+            proc = subprocess.Popen([sys.executable, "manage.py", "runworker", *args], cwd=ROOT,
+                                    env={**env, **extra_env},
                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         started.append(Supervised(proc, output))
@@ -214,9 +215,11 @@ def test_tstp_reaches_every_child_and_ctrl_c_drains_running_tasks(runworker, cli
     assert "second" not in sup.text()
 
 
-def test_children_stop_by_themselves_when_the_supervisor_is_killed(runworker, inspector: Inspector) -> None:
-    sup = runworker("--processes", "2")
+def test_the_setting_starts_children_that_stop_by_themselves_when_the_supervisor_is_killed(
+        runworker, inspector: Inspector) -> None:
+    sup = runworker(QC_TEST_PROCESSES="2")  # QUEUECORE["PROCESSES"] = 2; the children are one process each
     children = [s.pid for s in wait_servers(inspector, sup, 2)]
+    assert "started worker process 2" in sup.text() and "started worker process 3" not in sup.text()
     os.kill(sup.pid, signal.SIGKILL)
     sup.wait_exit()
     wait_until(lambda: not any(alive(pid) for pid in children), 20, message="the orphaned children to stop")

@@ -60,6 +60,9 @@ class Command(BaseCommand):
             raise CommandError(f"QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', not {log_format!r}")
         if verbosity > 1:  # -v 2: one line per task outcome
             logging.getLogger("queuecore").setLevel(logging.DEBUG)
+        link = SupervisorLink.from_environ()  # set when a supervisor (runworker --processes) started this one
+        # Under a supervisor a configuration error exits with EX_CONFIG, so that it is not started again.
+        error_code = EX_CONFIG if link is not None else 1
         try:
             worker_config = config.worker_config(
                 queues=parse_queues(options["queues"]) if options.get("queues") else None,
@@ -69,12 +72,13 @@ class Command(BaseCommand):
             connection = replace(config.connection,
                                  redis_url=options.get("redis_url") or config.connection.redis_url,
                                  key_prefix=options.get("prefix") or config.connection.key_prefix)
-            processes = config.processes(options.get("processes"))
+            # A child is one process whatever PROCESSES says (it is also given --processes 1).
+            processes = 1 if link is not None else config.processes(options.get("processes"))
             if processes > 1:  # refuse now what each child would refuse at its start
                 config.periodic_entries()
                 config.alert_settings()
         except ConfigurationError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(str(exc), returncode=error_code) from None
         if processes > 1:
             self._supervise(config, connection, processes, options)
             return
@@ -84,12 +88,11 @@ class Command(BaseCommand):
             logging.getLogger("queuecore.worker").info("%s", registered, extra={"qc_task_types": names})
         else:
             self.stdout.write(registered)
-        link = SupervisorLink.from_environ()  # set when a supervisor (runworker --processes) started this one
         try:
             worker = Worker(worker_config, connection=connection, registry=default_registry,
                             periodic=config.periodic_entries(), alerts=config.alert_settings())
-        except ConfigurationError as exc:  # under a supervisor: EX_CONFIG, so that it does not start it again
-            raise CommandError(str(exc), returncode=EX_CONFIG if link is not None else 1) from None
+        except ConfigurationError as exc:
+            raise CommandError(str(exc), returncode=error_code) from None
         metrics_server = self._serve_metrics(config, connection, options.get("metrics_port"))
         try:
             run_worker(worker)
@@ -119,13 +122,15 @@ class Command(BaseCommand):
 
     @staticmethod
     def child_argv(options: dict[str, Any], slot: int) -> list[str]:
-        """The command line of worker process ``slot`` (1..N): this command with the same options, less
-        ``--processes`` and ``--metrics-port``; a health file gets the slot as a suffix (``qc.json.2``)."""
+        """The command line of worker process ``slot`` (1..N): this command with the same options, but
+        ``--processes 1`` (whatever ``PROCESSES`` says) and no ``--metrics-port``; a health file gets the
+        slot as a suffix (``qc.json.2``)."""
         script = sys.argv[0] if sys.argv else ""
         if "runworker" in sys.argv[1:] and os.path.isfile(script) and os.path.basename(script) != "__main__.py":
             argv = [sys.executable, script, "runworker"]  # manage.py or django-admin, as it was started
         else:
             argv = [sys.executable, "-m", "django", "runworker"]
+        argv += ["--processes", "1"]
         flags = {"queues": "--queues", "concurrency": "--concurrency", "shutdown_timeout": "--shutdown-timeout",
                  "redis_url": "--redis-url", "prefix": "--prefix", "heartbeat_interval": "--heartbeat-interval",
                  "log_format": "--log-format", "settings": "--settings", "pythonpath": "--pythonpath"}
