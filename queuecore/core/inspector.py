@@ -409,7 +409,7 @@ class Inspector:
         """Let workers fetch this queue's tasks again."""
         q = self._require_queue(name)
         self.redis.delete(q.paused)
-        self.redis.publish(q.wake_channel, "1")
+        self.scripts.publish(q.wake_channel, "1")
         self._audit(f"queue.{QueueAction.UNPAUSE}", name)
 
     @translate

@@ -207,6 +207,12 @@ class QueueKeys:
         return self.base + "wake"
 
     @property
+    def cancel_channel(self) -> str:
+        """Pub/sub channel carrying ``<queue> <task id>`` cancel requests for this queue's tasks (in the
+        queue's slot, so the cancel script can publish on it with sharded pub/sub)."""
+        return self.base + "cancel"
+
+    @property
     def all_pattern(self) -> str:
         """A SCAN pattern matching every key of this queue."""
         return _escape_glob(self.base) + "*"
@@ -311,11 +317,6 @@ class Keys:
     def audit(self) -> str:
         """LIST of operator actions (JSON, newest first), capped."""
         return self.global_base + "audit"
-
-    @property
-    def cancel_channel(self) -> str:
-        """Pub/sub channel carrying ``<queue> <task id>`` cancel requests."""
-        return self.global_base + "cancel"
 
     def legacy_globals(self) -> list[tuple[str, str]]:
         """(old name, name now) of the keys that belonged to no queue before they shared a hash tag

@@ -37,6 +37,7 @@ from queuecore.core.reasons import (
     WORKER_LOST_UNDECODABLE,
 )
 from queuecore.core.redis_errors import full_message, is_out_of_memory, is_wrong_type, wrong_type_message
+from queuecore.core.topology import sharded_pubsub
 from queuecore.core.typestats import context as type_stats_context
 
 SCRIPT_NAMES: tuple[str, ...] = (
@@ -166,6 +167,26 @@ class Scripts:
         # False: the scripts that record outcomes get no per-type data and write no per-type statistics
         # (WorkerConfig.type_stats).
         self.type_stats = type_stats
+        self._publish_command: str | None = None
+
+    @property
+    def publish_command(self) -> str:
+        """How the scripts publish wake-ups and cancels: ``SPUBLISH`` on a Redis 7 cluster (sharded
+        pub/sub), else ``PUBLISH`` (``topology.sharded_pubsub``; asked once)."""
+        if self._publish_command is None:
+            sharded = sharded_pubsub(self.redis)
+            if sharded is None:  # the cluster cannot be asked now: publish classically, ask again next time
+                return "PUBLISH"
+            self._publish_command = "SPUBLISH" if sharded else "PUBLISH"
+        return self._publish_command
+
+    def _wake(self, q: QueueKeys) -> str:
+        """The wake target the scripts publish on (``qc_publish`` in ``lua/_lib.lua``)."""
+        return f"{self.publish_command} {q.wake_channel}"
+
+    def publish(self, channel: str, message: str) -> None:
+        """Publish outside a script, as the scripts do (``publish_command``)."""
+        self.redis.execute_command(self.publish_command, channel, message)
 
     def _ts_context(self, q: QueueKeys, now_ms: int) -> list[Any]:
         """The per-type statistics context; with statistics off, an empty prefix (nothing written)."""
@@ -266,7 +287,7 @@ class Scripts:
         """Store new tasks of one queue in one call: a reply per task (see ``check_enqueue``); with a
         pipeline as ``client`` the call is queued and its reply comes from ``execute()``."""
         keys = [q.pending, q.scheduled] + [q.task(item.id) for item in items]
-        args: list[Any] = [now_ms, q.wake_channel, len(items)]
+        args: list[Any] = [now_ms, self._wake(q), len(items)]
         for item in items:
             unique_index = 0
             if item.unique_key and item.unique_ttl_ms > 0:
@@ -356,7 +377,7 @@ class Scripts:
     def requeue(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int) -> bool:
         """Hand an unfinished task back to the front of pending; False when the lease was lost."""
         keys = [q.task(task_id), q.active, q.pending]
-        reply: int = self._call("requeue", keys, [task_id, lease, now_ms, q.wake_channel])
+        reply: int = self._call("requeue", keys, [task_id, lease, now_ms, self._wake(q)])
         return reply == OK
 
     def heartbeat(self, server_id: str, info: str, *, ttl_ms: int, task_types: str = "{}") -> None:
@@ -387,7 +408,7 @@ class Scripts:
     def forward(self, q: QueueKeys, source: str, *, now_ms: int, limit: int) -> int:
         """Move due tasks of ``source`` ("scheduled" or "retry") to pending; returns how many."""
         keys = [q.state_key(source), q.pending]
-        return int(self._call("forward", keys, [now_ms, limit, q.wake_channel, q.task_prefix]))
+        return int(self._call("forward", keys, [now_ms, limit, self._wake(q), q.task_prefix]))
 
     def recover(self, q: QueueKeys, *, now_ms: int, limit: int, day: str, minute: str,
                 default_max_retry: int = DEFAULT_MAX_RETRY, outage_ms: int = 0, grace_ms: int = 0) -> Recovery:
@@ -400,7 +421,7 @@ class Scripts:
         back: owners cut off by the outage renew their leases first (``recover.lua``).
         """
         keys = [q.active, q.pending, q.archived, q.stats, q.recovery]
-        args = [now_ms, limit, day, minute, q.wake_channel, q.task_prefix, default_max_retry, WORKER_LOST,
+        args = [now_ms, limit, day, minute, self._wake(q), q.task_prefix, default_max_retry, WORKER_LOST,
                 WORKER_LOST_UNDECODABLE, CANCELLED_BY_OPERATOR, outage_ms, grace_ms, ATTEMPT_HISTORY,
                 ATTEMPT_HISTORY_BYTES, q.done_prefix, WAKE_TTL_MS, *self._ts_context(q, now_ms)]
         reply = self._call("recover", keys, args)
@@ -431,7 +452,7 @@ class Scripts:
         otherwise it returns ``("", 0, 0, -1)``.
         """
         keys = [q.pending, q.scheduled, q.retry, q.archived, q.completed, q.active, q.repair]
-        args = [now_ms, cursor, count, q.wake_channel, turn_ms, q.task_prefix, REPAIR_NO_MESSAGE,
+        args = [now_ms, cursor, count, self._wake(q), turn_ms, q.task_prefix, REPAIR_NO_MESSAGE,
                 REPAIR_UNKNOWN_STATE]
         cursor, repaired, archived, seen = self._call("repair", keys, args)
         return str(cursor), int(repaired), int(archived), int(seen)
@@ -483,7 +504,7 @@ class Scripts:
     def admin_run_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:
         """Move a scheduled, retry or archived task to pending."""
         keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived]
-        reply = self._call("admin_run_task", keys, [task_id, now_ms, q.wake_channel])
+        reply = self._call("admin_run_task", keys, [task_id, now_ms, self._wake(q)])
         self._check_admin(reply, q, task_id, "run")
 
     def admin_archive_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:
@@ -501,13 +522,13 @@ class Scripts:
     def admin_cancel_task(self, q: QueueKeys, task_id: str) -> None:
         """Flag an active task as cancelled and tell workers on the cancel channel."""
         reply = self._call("admin_cancel_task", [q.task(task_id)],
-                           [self.keys.cancel_channel, f"{q.queue} {task_id}"])
+                           [f"{self.publish_command} {q.cancel_channel}", f"{q.queue} {task_id}"])
         self._check_admin(reply, q, task_id, "cancel")
 
     def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
         """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending."""
         return int(self._call("admin_run_all", [q.state_key(state), q.pending],
-                              [limit, now_ms, q.wake_channel, q.task_prefix]))
+                              [limit, now_ms, self._wake(q), q.task_prefix]))
 
     def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
         """Archive up to ``limit`` tasks of the pending/scheduled/retry state."""
@@ -537,7 +558,7 @@ class Scripts:
         "late" or "manual"), or skip missed fires up to ``mark_ms`` ("skip"). Returns (code, mark): 1
         enqueued, 2 skipped, 0 already claimed, -1 no such entry, -2 paused (see ``periodic_fire.lua``)."""
         keys = [q.periodic(name), q.periodic_fires(name), q.pending, q.task(task_id)]
-        args = [now_ms, fire_ms, mark_ms, kind, task_id, msg, q.wake_channel, 1 if front else 0, next_ms, keep]
+        args = [now_ms, fire_ms, mark_ms, kind, task_id, msg, self._wake(q), 1 if front else 0, next_ms, keep]
         code, mark = self._call("periodic_fire", keys, args)
         return int(code), int(mark)
 
@@ -572,7 +593,7 @@ class Scripts:
         if not task_ids:
             return 0
         return int(self._call("limit_wake", [q.scheduled, q.pending],
-                              [now_ms, q.wake_channel, q.task_prefix, *task_ids]))
+                              [now_ms, self._wake(q), q.task_prefix, *task_ids]))
 
     def admin_pause(self, q: QueueKeys, *, until_ms: int = 0) -> None:
         """Pause a queue; with ``until_ms`` it resumes by itself then (the key expires)."""

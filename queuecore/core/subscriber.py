@@ -15,16 +15,20 @@ logger = logging.getLogger("queuecore.worker")
 class Subscriber:
     """Holds one pub/sub connection; reconnects with backoff when Redis goes away.
 
-    A message on ``cancel_channel`` (``<queue> <task id>``) calls ``on_cancel(task_id)``, which says
+    A message on a cancel channel (``<queue> <task id>``) calls ``on_cancel(task_id)``, which says
     whether this process runs the task; one on a wake channel calls ``on_wake()``, as does every
-    (re)subscription, for anything published while the connection was away.
+    (re)subscription, for anything published while the connection was away. With ``sharded()`` true
+    (a Redis 7 cluster; asked at each subscription), the channels are shard channels (``SSUBSCRIBE``),
+    each followed on the master that holds its queue.
     """
 
-    def __init__(self, redis: Any, cancel_channel: str, wake_channels: Iterable[str],
-                 on_cancel: Callable[[str], bool], on_wake: Callable[[], None], health: RedisHealth) -> None:
+    def __init__(self, redis: Any, cancel_channels: Iterable[str], wake_channels: Iterable[str],
+                 on_cancel: Callable[[str], bool], on_wake: Callable[[], None], health: RedisHealth,
+                 sharded: Callable[[], bool] = lambda: False) -> None:
         self._redis = redis
-        self._cancel_channel = cancel_channel
+        self._cancel_channels = set(cancel_channels)
         self._wake_channels = set(wake_channels)
+        self._sharded = sharded
         self._on_cancel = on_cancel
         self._on_wake = on_wake
         self._health = health
@@ -46,13 +50,21 @@ class Subscriber:
         while not self.done.is_set():
             pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(self._cancel_channel, *self._wake_channels)
+                channels = sorted(self._cancel_channels | self._wake_channels)
+                sharded = self._sharded()
+                if sharded:
+                    pubsub.ssubscribe(*channels)
+                else:
+                    pubsub.subscribe(*channels)
                 self.subscribed.set()
                 self._on_wake()  # anything published while we were away
                 backoff = 0.1
                 while not self.done.is_set():
-                    message = pubsub.get_message(timeout=0.5)
-                    if message is not None:
+                    if sharded:
+                        message = pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=0.5)
+                    else:
+                        message = pubsub.get_message(timeout=0.5)
+                    if message is not None and message.get("type") in ("message", "smessage"):
                         self.handle(message["channel"], message["data"])
             except Exception as exc:
                 self.subscribed.clear()
@@ -67,7 +79,7 @@ class Subscriber:
 
     def handle(self, channel: str, data: str) -> None:
         """Act on one pub/sub message."""
-        if channel == self._cancel_channel:
+        if channel in self._cancel_channels:
             queue, _, task_id = str(data).partition(" ")
             if self._on_cancel(task_id):
                 logger.info("cancel requested for task %s in queue %s", task_id, queue)

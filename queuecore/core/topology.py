@@ -208,15 +208,32 @@ def is_cluster_client(client: object) -> bool:
     return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
 
 
-def info_of_every_master(client: redis.Redis) -> list[dict[str, Any]]:
-    """``INFO`` of the one server, or of every master of a cluster (in node order)."""
+def info_of_every_master(client: redis.Redis, section: str | None = None) -> list[dict[str, Any]]:
+    """``INFO`` (or one ``section`` of it) of the one server, or of every master of a cluster (in node order)."""
     if is_cluster_client(client):
         cluster = cast("redis.cluster.RedisCluster", client)
-        replies = cluster.info(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+        replies = cluster.info(section, target_nodes=redis.cluster.RedisCluster.PRIMARIES)
         if isinstance(replies, dict) and replies and all(isinstance(v, dict) for v in replies.values()):
             return [replies[name] for name in sorted(replies)]
         return [cast("dict[str, Any]", replies)]
-    return [cast("dict[str, Any]", client.info())]
+    return [cast("dict[str, Any]", client.info(section))]
+
+
+def sharded_pubsub(client: redis.Redis) -> bool | None:
+    """True for a cluster whose masters all run Redis 7 or later: wake-ups and cancels then use
+    sharded pub/sub (``SPUBLISH``/``SSUBSCRIBE``), which keeps each message on its channel's shard.
+    Elsewhere (one server, a sentinel's master, a 6.2 cluster, INFO denied) classic pub/sub, which a
+    cluster forwards to every node. None when a cluster cannot be asked now (ask again later)."""
+    if not is_cluster_client(client):
+        return False
+    try:
+        infos = info_of_every_master(client, "server")
+    except redis.ResponseError:
+        return False  # INFO denied: classic pub/sub works everywhere
+    except redis.RedisError:
+        return None
+    versions = [str(i.get("redis_version", "0")) for i in infos]
+    return bool(versions) and all(int(v.split(".")[0] or 0) >= 7 for v in versions)
 
 
 def eviction_policy(client: redis.Redis) -> str | None:

@@ -92,9 +92,9 @@ class Worker:
         self.heartbeater = Heartbeater(self.redis, self.keys, self.clock, config.heartbeat_interval, self.state,
                                        self.held, renewer, self.health, task_types=self.registry.describe_json,
                                        on_beat=self.liveness.touch if self.liveness is not None else None)
-        self.subscriber = Subscriber(self.redis, self.keys.cancel_channel, [q.wake_channel for q in queues],
+        self.subscriber = Subscriber(self.redis, [q.cancel_channel for q in queues], [q.wake_channel for q in queues],
                                      on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
-                                     health=self.health)
+                                     health=self.health, sharded=lambda: self.scripts.publish_command == "SPUBLISH")
         self.forwarder = Forwarder(self.scripts, self.clock, queues, config.forward_interval, self.health)
         self.recoverer = Recoverer(
             self.scripts, self.clock, queues, config.recover_interval, config.repair_interval, renewer, self.health,

@@ -198,14 +198,14 @@ def test_recoverer_renews_its_own_leases_before_taking_back_expired_ones(
 def test_subscriber_passes_on_cancels_and_wake_ups(redis_client: redis.Redis, q: QueueKeys,
                                                    connection: ConnectionConfig, health: RedisHealth) -> None:
     cancel, wake = Calls(reply=True), Calls()
-    subscriber = Subscriber(redis_client, connection.keys.cancel_channel, [q.wake_channel], on_cancel=cancel,
+    subscriber = Subscriber(redis_client, [q.cancel_channel], [q.wake_channel], on_cancel=cancel,
                             on_wake=wake, health=health)
     subscriber.start()
     try:
         wait_until(subscriber.subscribed.is_set, 10, message="the subscription")
         wait_until(lambda: wake.args, 10, message="the wake-up on subscribing")
         wakes = len(wake.args)
-        redis_client.publish(connection.keys.cancel_channel, "default task-7")
+        redis_client.publish(q.cancel_channel, "default task-7")
         wait_until(lambda: cancel.args, 10, message="the cancel")
         assert cancel.args == [("task-7",)]
         redis_client.publish(q.wake_channel, "1")

@@ -39,7 +39,6 @@ from tests.helpers.state import (
     read_queue_state,
     read_task,
     seed_task,
-    subscribers,
 )
 
 T0 = 1_800_000_000.0  # the fake clock's start (seconds)
@@ -371,20 +370,12 @@ def test_single_task_actions_refuse_wrong_states(fi: Inspector, redis_client, co
     assert read_queue_state(redis_client, q) == before
 
 
-def test_cancel_active_task_sets_the_flag_and_publishes(fi: Inspector, redis_client, connection,
-                                                        key_prefix) -> None:
+def test_cancel_active_task_sets_the_flag_and_publishes(fi: Inspector, redis_client, connection) -> None:
     q = queue(redis_client, connection)
     seed_task(redis_client, q, "a", "active", score=NOW_MS + 30_000, lease=1)
-    pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
-    pubsub.subscribe(connection.keys.cancel_channel)
-    try:
-        wait_until(lambda: subscribers(redis_client, connection.keys.cancel_channel) == 1,
-                   message="the subscription to be active")
+    with Subscription(redis_client, q.cancel_channel) as sub:
         fi.cancel_task("default", "a")
-        message = wait_until(lambda: pubsub.get_message(timeout=0.1), message="the cancel message")
-    finally:
-        pubsub.close()
-    assert (message["channel"], message["data"]) == (connection.keys.cancel_channel, "default a")
+        assert sub.messages() == ["default a"]
     assert read_task(redis_client, q, "a")["cancel"] == "1"
     assert fi.get_task("default", "a").cancel_requested is True
 
@@ -660,7 +651,7 @@ def test_cancel_all_flags_every_active_task(client, inspector, redis_client, con
     seed_task(redis_client, q, "run-1", "active", score=NOW_MS + 30_000, lease=1)
     seed_task(redis_client, q, "run-2", "active", score=NOW_MS + 30_000, lease=1)
     redis_client.zadd(q.active, {"gone": NOW_MS})  # an id whose hash is already gone
-    with Subscription(redis_client, connection.keys.cancel_channel) as sub:
+    with Subscription(redis_client, q.cancel_channel) as sub:
         result = inspector.as_actor("ops").cancel_all("default")
         assert result.to_dict() == {"queue": "default", "state": "active", "action": "cancel", "count": 2}
         assert sorted(sub.messages()) == ["default run-1", "default run-2"]

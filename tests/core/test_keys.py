@@ -65,7 +65,7 @@ def test_global_keys_use_the_prefix() -> None:
     assert k.queues == "tenant1:{/}:queues"
     assert k.servers == "tenant1:{/}:servers"
     assert k.server("host:42:abcd") == "tenant1:servers:{host:42:abcd}"
-    assert k.cancel_channel == "tenant1:{/}:cancel"
+    assert k.queue("mail").cancel_channel == "tenant1:{mail}:cancel"
     assert k.all_pattern == "tenant1:*"
     assert k.legacy_globals()[0] == ("tenant1:queues", "tenant1:{/}:queues")
 
@@ -76,7 +76,7 @@ def test_no_queue_name_reaches_the_global_keys() -> None:
     import fnmatch
 
     k = Keys("qc")
-    globals_ = [k.queues, k.servers, k.periodic, k.alerts, k.audit, k.cancel_channel]
+    globals_ = [k.queues, k.servers, k.periodic, k.alerts, k.audit]
     for name in ("qc", "/", "{/}", "queues", "qc:{/}"):
         try:
             q = k.queue(name)

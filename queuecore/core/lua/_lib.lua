@@ -70,6 +70,18 @@ local function qc_task_key(task_prefix, id)
     return task_prefix .. id
 end
 
+-- Publish message as target says: "PUBLISH <channel>", or "SPUBLISH <channel>" on a Redis 7 cluster
+-- (sharded pub/sub: the message stays on the shard of the channel, which carries its queue's hash tag
+-- and so lives in the script's slot). Nothing else is published.
+local function qc_publish(target, message)
+    local space = string.find(target, " ", 1, true)
+    local command = space and string.sub(target, 1, space - 1)
+    if command ~= "PUBLISH" and command ~= "SPUBLISH" then  -- scripts.py builds it: a bug, said aloud
+        error("QCINVALID publish target " .. tostring(target))
+    end
+    redis.call(command, string.sub(target, space + 1), message)
+end
+
 -- The unique lock named in the "unique" field of the task HASH at key, when it is the queue's own
 -- (it starts with base, "<prefix>:{<q>}:", so it shares the slot); nil otherwise. A name pointing
 -- anywhere else (corrupt data, another queue's) is never looked at: on a Redis Cluster that would be
@@ -129,7 +141,7 @@ local function qc_move_to_pending(task_prefix, ids, zset, pending, now, wake)
         redis.call("ZREM", zset, id)
     end
     if was_empty and redis.call("LLEN", pending) > 0 then
-        redis.call("PUBLISH", wake, "1")
+        qc_publish(wake, "1")
     end
     return #ids
 end

@@ -2,7 +2,7 @@
 -- The flag survives a worker missing the pub/sub message: the lease renewal reports it.
 --
 -- KEYS[1] <prefix>:{<q>}:t:<id>   task HASH
--- ARGV[1] cancel channel
+-- ARGV[1] cancel target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:cancel")
 -- ARGV[2] message published on it ("<queue> <id>")
 -- Returns 1 requested, -1 no such task, -2 with the state when the task is not active.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
@@ -17,5 +17,5 @@ if state ~= "active" then
     return {-2, state}
 end
 redis.call("HSET", KEYS[1], "cancel", "1")
-redis.call("PUBLISH", ARGV[1], ARGV[2])
+qc_publish(ARGV[1], ARGV[2])
 return 1

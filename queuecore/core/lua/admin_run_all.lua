@@ -4,7 +4,7 @@
 -- KEYS[2] <prefix>:{<q>}:pending                   LIST
 -- ARGV[1] at most this many tasks
 -- ARGV[2] now, unix ms
--- ARGV[3] wake channel
+-- ARGV[3] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake")
 -- ARGV[4] task-key prefix, <prefix>:{<q>}:t:
 -- Cluster note: each moved task's HASH is built from ARGV[4] (same {<q>} tag as KEYS), same slot.
 -- An id whose HASH is gone (deleted, evicted) is dropped from KEYS[1], never given a half hash.

@@ -7,7 +7,7 @@
 -- KEYS[5] <prefix>:{<q>}:archived  ZSET
 -- ARGV[1] task id
 -- ARGV[2] now, unix ms
--- ARGV[3] wake channel
+-- ARGV[3] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake")
 -- Returns 1 moved, -1 no such task, or -2 with the task's state when it cannot be run from there.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -24,6 +24,6 @@ end
 redis.call("ZREM", source[state], ARGV[1])
 redis.call("HSET", KEYS[1], "state", "pending", "pending_since", ARGV[2])
 if redis.call("LPUSH", KEYS[2], ARGV[1]) == 1 then
-    redis.call("PUBLISH", ARGV[3], "1")
+    qc_publish(ARGV[3], "1")
 end
 return 1

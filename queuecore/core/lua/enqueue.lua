@@ -6,7 +6,8 @@
 -- KEYS[3..]  <prefix>:{<q>}:t:<id>          task HASH of each task, in ARGV order; then the
 --            <prefix>:{<q>}:unique:<t>:<d>  STRING uniqueness locks that ARGV points at
 -- ARGV[1] now, unix ms
--- ARGV[2] wake channel, published when the pending list turns non-empty
+-- ARGV[2] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake"), published when the pending
+--         list turns non-empty
 -- ARGV[3] n, the number of tasks
 -- ARGV[4 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
 --         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and its flags, the
@@ -125,6 +126,6 @@ for command, ids in pairs({LPUSH = push, RPUSH = head}) do
     end
 end
 if woke then
-    redis.call("PUBLISH", ARGV[2], "1")
+    qc_publish(ARGV[2], "1")
 end
 return out

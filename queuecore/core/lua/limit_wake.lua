@@ -4,7 +4,7 @@
 -- KEYS[1] <prefix>:{<q>}:scheduled  ZSET
 -- KEYS[2] <prefix>:{<q>}:pending    LIST
 -- ARGV[1] now, unix ms
--- ARGV[2] wake channel
+-- ARGV[2] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake")
 -- ARGV[3] task-key prefix, <prefix>:{<q>}:t:
 -- ARGV[4..] task ids
 -- Cluster note: each task HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[3] (same {<q>} tag as
@@ -32,6 +32,6 @@ for i = 4, #ARGV do
     end
 end
 if moved > 0 and was_empty then
-    redis.call("PUBLISH", ARGV[2], "1")
+    qc_publish(ARGV[2], "1")
 end
 return moved

@@ -15,7 +15,8 @@
 --         skipped: no task), "manual" (an operator's run: the mark is neither checked nor moved)
 -- ARGV[5] task id ("-" for "skip")
 -- ARGV[6] encoded task message (JSON; "" for "skip")
--- ARGV[7] the queue's wake channel, published when pending turns non-empty
+-- ARGV[7] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake"), published when pending
+--         turns non-empty
 -- ARGV[8] 1 to put the task at the head of pending (priority > 0), else 0
 -- ARGV[9] the entry's next fire time after this one, unix ms
 -- ARGV[10] how many recent fires the fires LIST keeps
@@ -64,7 +65,7 @@ else
     pushed = redis.call("LPUSH", KEYS[3], ARGV[5])
 end
 if pushed == 1 then
-    redis.call("PUBLISH", ARGV[7], "1")
+    qc_publish(ARGV[7], "1")
 end
 redis.call("HSET", KEYS[1], "last_fire", ARGV[2], "last_id", ARGV[5], "last_kind", kind, "last_at", now)
 redis.call("HINCRBY", KEYS[1], "fires_" .. kind, 1)

@@ -10,7 +10,7 @@
 -- ARGV[2] at most this many tasks
 -- ARGV[3] stats day suffix
 -- ARGV[4] stats minute suffix
--- ARGV[5] wake channel
+-- ARGV[5] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake")
 -- ARGV[6] task-key prefix, <prefix>:{<q>}:t:
 -- ARGV[7] max_retry of a message without one (message.DEFAULT_MAX_RETRY; negative = retry forever)
 -- ARGV[8] error of a task taken back (reasons.WORKER_LOST)
@@ -125,7 +125,7 @@ for _, id in ipairs(ids) do
             redis.call("HSET", key, "state", "pending", "error", reason, "failed_at", ARGV[1],
                 "pending_since", ARGV[1])
             if redis.call("RPUSH", KEYS[2], id) == 1 then
-                redis.call("PUBLISH", ARGV[5], "1")
+                qc_publish(ARGV[5], "1")
             end
             requeued = requeued + 1
             counted[#counted + 1] = 3

@@ -20,7 +20,8 @@
 -- ARGV[2] SCAN cursor ("0" to start a new pass), or "" to continue the pass shared by all workers
 --         (the cursor kept in KEYS[7], saved back after the step)
 -- ARGV[3] SCAN COUNT hint (how much of the keyspace one call looks at)
--- ARGV[4] wake channel, published when pending turns non-empty
+-- ARGV[4] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake"), published when pending
+--         turns non-empty
 -- ARGV[5] turn length in ms: when > 0 the step runs only if next_at has passed, and sets next_at to
 --         now + this, so that across all workers one takes a turn per period; 0 runs unconditionally
 -- ARGV[6] task-key prefix, <prefix>:{<q>}:t:
@@ -144,6 +145,6 @@ for _, key in ipairs(scan[2]) do
     end
 end
 if woke then
-    redis.call("PUBLISH", ARGV[4], "1")
+    qc_publish(ARGV[4], "1")
 end
 return {scan[1], repaired, archived, seen}

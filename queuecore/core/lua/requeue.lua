@@ -6,7 +6,7 @@
 -- ARGV[1] task id
 -- ARGV[2] lease number (fencing token)
 -- ARGV[3] now, unix ms
--- ARGV[4] wake channel
+-- ARGV[4] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake")
 -- Returns 1 requeued, 0 the lease was lost.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -19,6 +19,6 @@ redis.call("ZREM", KEYS[2], ARGV[1])
 redis.call("HSET", KEYS[1], "state", "pending", "pending_since", ARGV[3])
 redis.call("HDEL", KEYS[1], "started_at")
 if redis.call("RPUSH", KEYS[3], ARGV[1]) == 1 then
-    redis.call("PUBLISH", ARGV[4], "1")
+    qc_publish(ARGV[4], "1")
 end
 return 1
