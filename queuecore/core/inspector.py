@@ -773,7 +773,9 @@ class Inspector:
 
         def total(field: str) -> int | None:
             values = [i.get(field) for i in infos]
-            return None if not infos or None in values else sum(int(v) for v in values)  # type: ignore[arg-type]
+            if not infos or any(v is None for v in values):
+                return None
+            return sum(int(cast(Any, v)) for v in values)
 
         used, limit = total("used_memory"), total("maxmemory")
         fractions = [int(i["used_memory"]) / int(i["maxmemory"]) for i in infos

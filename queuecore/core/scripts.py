@@ -186,7 +186,7 @@ class Scripts:
 
     def publish(self, channel: str, message: str) -> None:
         """Publish outside a script, as the scripts do (``publish_command``)."""
-        self.redis.execute_command(self.publish_command, channel, message)
+        self.redis.execute_command(self.publish_command, channel, message)  # type: ignore[no-untyped-call]
 
     def _ts_context(self, q: QueueKeys, now_ms: int) -> list[Any]:
         """The per-type statistics context; with statistics off, an empty prefix (nothing written)."""
@@ -210,7 +210,8 @@ class Scripts:
             if isinstance(client, redis.cluster.ClusterPipeline):
                 # redis-py refuses EVALSHA in a cluster pipeline (a node may not have the script): the
                 # source goes along, and each node caches it as it would after SCRIPT LOAD
-                return client.execute_command("EVAL", script_source(name), len(keys), *keys, *args)
+                return client.execute_command(  # type: ignore[no-untyped-call]
+                    "EVAL", script_source(name), len(keys), *keys, *args)
             if client is not None:
                 return self._script(name)(keys=keys, args=args, client=client)
             return self._on_pooled_connection(name, keys, args)

@@ -181,7 +181,7 @@ def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: floa
                                     socket_connect_timeout=connect_timeout, health_check_interval=30)
     kwargs = _common_kwargs(target, socket_timeout, connect_timeout)
     if target.kind == "cluster":
-        nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]
+        nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]  # type: ignore[no-untyped-call]
         return cast("redis.Redis", redis.cluster.RedisCluster(startup_nodes=nodes, health_check_interval=30,
                                                                 **kwargs))
     sentinel = redis.sentinel.Sentinel(list(target.nodes),
@@ -215,8 +215,8 @@ def info_of_every_master(client: redis.Redis, section: str | None = None) -> lis
         replies = cluster.info(section, target_nodes=redis.cluster.RedisCluster.PRIMARIES)
         if isinstance(replies, dict) and replies and all(isinstance(v, dict) for v in replies.values()):
             return [replies[name] for name in sorted(replies)]
-        return [cast("dict[str, Any]", replies)]
-    return [cast("dict[str, Any]", client.info(section))]
+        return [replies]
+    return [client.info(section)]
 
 
 def sharded_pubsub(client: redis.Redis) -> bool | None:
