@@ -150,8 +150,9 @@ def test_global_keys_share_one_slot_and_figures_come_from_every_master(cluster, 
         client.close()
 
 
-def test_cancel_reaches_a_worker_whatever_node_holds_the_queue(cluster, connection, prefix) -> None:
-    names = queues_on_distinct_masters(cluster, prefix, 3)
+def cancel_a_blocked_task_in_each(connection: ConnectionConfig, names: list[str]) -> str:
+    """Run a worker on ``names``; in each queue, start a task that blocks until cancelled and cancel it
+    from an Inspector: each must stop. Returns the worker's publish command."""
     registry = TaskRegistry()
     started, stopped = threading.Event(), threading.Event()
 
@@ -172,7 +173,7 @@ def test_cancel_reaches_a_worker_whatever_node_holds_the_queue(cluster, connecti
     worker = Worker(connection=connection, registry=registry, queues={n: 1 for n in names}, **FAST)
     try:
         worker.start()
-        for name in names:  # a task blocking in each queue, each cancelled from the operator side
+        for name in names:
             started.clear()
             stopped.clear()
             info = client.enqueue("t.block", queue=name)
@@ -181,10 +182,16 @@ def test_cancel_reaches_a_worker_whatever_node_holds_the_queue(cluster, connecti
             assert stopped.wait(15), f"the cancel for queue {name} never reached the worker"
             wait_until(lambda name=name, task_id=info.id: inspector.get_task(name, task_id).state in FINAL,
                        timeout=15, message="the cancelled task to be final")
+        return worker.scripts.publish_command
     finally:
         worker.shutdown(timeout=5)
         inspector.close()
         client.close()
+
+
+def test_cancel_reaches_a_worker_whatever_node_holds_the_queue(cluster, connection, prefix) -> None:
+    """A task in a queue on each of the three masters, each cancelled from the operator side."""
+    assert cancel_a_blocked_task_in_each(connection, queues_on_distinct_masters(cluster, prefix, 3)) == "SPUBLISH"
 
 
 def test_adminctl_reads_and_acts_on_a_cluster(cluster, connection, prefix) -> None:
@@ -340,37 +347,6 @@ def test_on_a_redis_6_2_cluster_classic_pub_sub_carries_cancels(tmp_path: Path) 
         prefix = f"qct-{uuid.uuid4().hex[:8]}"
         connection = ConnectionConfig(redis_url=deployment.url, key_prefix=prefix)
         names = queues_on_distinct_masters(deployment, prefix, 3)
-        registry = TaskRegistry()
-        started, stopped = threading.Event(), threading.Event()
-
-        @task(name="t.block", registry=registry)
-        def block() -> None:
-            from queuecore import current_task
-
-            started.set()
-            try:
-                while True:
-                    current_task().raise_if_cancelled()
-                    time.sleep(0.01)
-            finally:
-                stopped.set()
-
-        client = Client(connection=connection, registry=registry)
-        inspector = Inspector(connection=connection)
-        worker = Worker(connection=connection, registry=registry, queues={n: 1 for n in names}, **FAST)
-        try:
-            worker.start()
-            assert worker.scripts.publish_command == "PUBLISH"
-            for name in names:
-                started.clear()
-                stopped.clear()
-                info = client.enqueue("t.block", queue=name)
-                assert started.wait(15)
-                inspector.cancel_task(name, info.id)
-                assert stopped.wait(15), f"the cancel for queue {name} never reached the worker"
-        finally:
-            worker.shutdown(timeout=5)
-            inspector.close()
-            client.close()
+        assert cancel_a_blocked_task_in_each(connection, names) == "PUBLISH"
     finally:
         deployment.stop()
