@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Protocol
+
+logger = logging.getLogger("queuecore.worker")
 
 
 class Clock(Protocol):
@@ -18,6 +22,44 @@ class SystemClock:
 
     def now(self) -> float:
         return time.time()
+
+
+class RedisTimeClock:
+    """This host's clock, corrected to Redis's: ``now()`` is the local time plus the offset to Redis's
+    ``TIME``, measured by ``align`` (when the worker starts and at each heartbeat). Workers on hosts
+    whose clocks disagree then agree on when a lease ends, a task falls due, a rate window closes or
+    a periodic entry fires, as Redis's clock says. The offset moves only when a measurement differs
+    from it by more than ``tolerance`` seconds, so network jitter does not make time wobble."""
+
+    SKEW_WARNING = 1.0  # seconds: an offset this large means the host's clock is wrong; say so
+
+    def __init__(self, base: Callable[[], float] = time.time, tolerance: float = 0.25) -> None:
+        self._base = base
+        self._tolerance = tolerance
+        self.offset = 0.0
+        self.aligned = False  # a measurement has been made
+
+    def now(self) -> float:
+        return self._base() + self.offset
+
+    def align(self, redis_time: Callable[[], float]) -> float:
+        """Measure the offset to ``redis_time()`` (Redis's clock, seconds), taken as read halfway
+        through the round trip; adopt it when it moved; return it."""
+        before = self._base()
+        remote = redis_time()
+        after = self._base()
+        measured = remote - (before + after) / 2
+        first, previous = not self.aligned, self.offset
+        self.aligned = True
+        if first or abs(measured - previous) > self._tolerance:
+            self.offset = measured if abs(measured) > self._tolerance else 0.0
+            if abs(self.offset) >= self.SKEW_WARNING:
+                logger.warning("this host's clock is %.1f s %s Redis's: the worker keeps Redis's time for leases, "
+                               "due tasks, limits and periodic fires; fix the host's clock (NTP)",
+                               abs(self.offset), "behind" if self.offset > 0 else "ahead of")
+            elif abs(previous) >= self.SKEW_WARNING:
+                logger.info("this host's clock agrees with Redis's again (within %.2f s)", self._tolerance)
+        return self.offset
 
 
 class FakeClock:

@@ -38,7 +38,7 @@ class Heartbeater(Periodic):
 
     def __init__(self, redis: Any, keys: Keys, clock: Clock, interval: float, state: ServerState, held: HeldTasks,
                  renewer: LeaseRenewer, health: RedisHealth, task_types: Callable[[], str] | None = None,
-                 on_beat: Callable[[str], None] | None = None) -> None:
+                 on_beat: Callable[[str], None] | None = None, align_clock: Callable[[], object] | None = None) -> None:
         super().__init__(interval, health)
         self._redis = redis
         self._keys = keys
@@ -50,6 +50,7 @@ class Heartbeater(Periodic):
         self._task_types = task_types  # the registry's describe_json: the task types this process handles
         self._registered = False  # this process's queues are in the set of known queues
         self._on_beat = on_beat  # called with the status after each heartbeat Redis took (the liveness file)
+        self._align_clock = align_clock  # re-measures the offset of this host's clock to Redis's (clock.py)
 
     @property
     def ttl(self) -> float:
@@ -59,6 +60,8 @@ class Heartbeater(Periodic):
     def run_once(self) -> None:
         self._renewer.renew()
         self.beat()
+        if self._align_clock is not None:
+            self._align_clock()
         if not self._registered:  # the first try (at start) failed: Redis was away or full
             self.register_queues()
 
@@ -119,3 +122,9 @@ class Heartbeater(Periodic):
         pipe.delete(self._keys.server_task_types(self._state.id))
         pipe.zrem(self._keys.servers, self._state.id)
         pipe.execute()
+
+
+def redis_time(client: Any) -> float:
+    """Redis's clock (``TIME``), in seconds since the epoch."""
+    seconds, micros = client.time()
+    return float(seconds) + float(micros) / 1_000_000

@@ -16,16 +16,16 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import redis
 
 from queuecore.core.alerts import AlertMonitor, build_monitor, parse_alerts
-from queuecore.core.clock import Clock, SystemClock
+from queuecore.core.clock import Clock, RedisTimeClock
 from queuecore.core.config import ConnectionConfig, WorkerConfig, redact_url
 from queuecore.core.forwarder import Forwarder
 from queuecore.core.health import RedisHealth
-from queuecore.core.heartbeat import Heartbeater, ServerState
+from queuecore.core.heartbeat import Heartbeater, ServerState, redis_time
 from queuecore.core.janitor import Janitor
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.liveness import LivenessFile
@@ -72,7 +72,10 @@ class Worker:
         self.redis = redis_client if redis_client is not None else self.connection.connect()
         self.scripts = Scripts(self.redis, self.keys, type_stats=config.type_stats)
         self.registry = registry or default_registry
-        self.clock = clock or SystemClock()
+        # Without a clock given, this host's clock corrected to Redis's (measured at start and each heartbeat):
+        # workers on hosts whose clocks disagree still agree on leases and due times.
+        self.clock = clock or RedisTimeClock()
+        self._aligns = isinstance(self.clock, RedisTimeClock)
         host, pid = socket.gethostname(), os.getpid()
         self.state = ServerState(id=f"{host}:{pid}:{uuid.uuid4().hex[:8]}", host=host, pid=pid,
                                  concurrency=config.concurrency, queues=config.queues,
@@ -91,7 +94,8 @@ class Worker:
             interval=config.heartbeat_interval)
         self.heartbeater = Heartbeater(self.redis, self.keys, self.clock, config.heartbeat_interval, self.state,
                                        self.held, renewer, self.health, task_types=self.registry.describe_json,
-                                       on_beat=self.liveness.touch if self.liveness is not None else None)
+                                       on_beat=self.liveness.touch if self.liveness is not None else None,
+                                       align_clock=self._align_clock if self._aligns else None)
         self.subscriber = Subscriber(self.redis, [q.cancel_channel for q in queues], [q.wake_channel for q in queues],
                                      on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
                                      health=self.health, sharded=lambda: self.scripts.publish_command == "SPUBLISH")
@@ -132,6 +136,11 @@ class Worker:
 
     def start(self) -> None:
         """Start every component on background threads and return."""
+        if self._aligns:
+            try:
+                self._align_clock()
+            except Exception as exc:  # the heartbeater measures again each beat
+                self.health.report_error("startup", exc, retried=False)
         self.state.started_at = self.clock.now()
         self.state.status = "active"
         try:
@@ -153,6 +162,10 @@ class Worker:
         if self.alerts is not None:
             self.alerts.start()
         self.processor.start()
+
+    def _align_clock(self) -> float:
+        """Measure this host's clock against Redis's (``RedisTimeClock.align``)."""
+        return cast(RedisTimeClock, self.clock).align(lambda: redis_time(self.redis))
 
     def _periodic_entries(self, spec: Any) -> list[PeriodicEntry]:
         """The periodic entries of ``spec``, with their handlers' default options (queue, retries, ...)
