@@ -201,53 +201,151 @@ class RedisClusterDeployment:
 
 
 @dataclass
+class _AuthNode(Node):
+    """A node that asks for a password: its own client logs in (``Node`` itself is the cluster's too)."""
+
+    password: str | None = None
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        return super().client(**{"password": self.password, **kwargs})
+
+
+@dataclass
 class SentinelDeployment:
-    """One master, ``replicas`` replicas and ``sentinels`` sentinels watching the master as ``service``."""
+    """One master, ``replicas`` replicas and ``sentinels`` sentinels watching the master as ``service``.
+
+    ``password`` protects the data servers (``requirepass``, and ``masterauth`` so that any of them can
+    replicate from whichever is master; the sentinels log in with ``auth-pass``); ``sentinel_password``
+    protects the sentinels themselves (``requirepass`` in sentinel mode, which they also use with each
+    other). ``down_after_ms`` is how long the master may be silent before a sentinel thinks it down;
+    with a quorum of 2, a failover then takes about a second more."""
 
     base: Path
     service: str = "qcmaster"
     replicas: int = 1
     sentinels: int = 3
     down_after_ms: int = 1000
+    password: str | None = None
+    sentinel_password: str | None = None
     servers: list[Node] = field(default_factory=list)
     watchers: list[Node] = field(default_factory=list)
 
     @property
     def url(self) -> str:
-        return "redis+sentinel://" + ",".join(n.address for n in self.watchers) + f"/{self.service}"
+        """The ``redis+sentinel://`` URL of the master, with both passwords."""
+        auth = f":{self.password}@" if self.password else ""
+        query = f"?sentinel_password={self.sentinel_password}" if self.sentinel_password else ""
+        return f"redis+sentinel://{auth}" + ",".join(n.address for n in self.watchers) + f"/{self.service}{query}"
+
+    def _auth_args(self) -> list[str]:
+        # every server may become master: none waits to start a replica's full sync (Redis 7 waits 5 s
+        # by default for more replicas to share a diskless sync)
+        auth = ["--requirepass", self.password, "--masterauth", self.password] if self.password else []
+        return [*auth, "--repl-diskless-sync-delay", "0"]
+
+    def _server(self, name: str, args: list[str]) -> Node:
+        node = _AuthNode(free_port(), self.base / name, [*self._auth_args(), *args], password=self.password)
+        self.servers.append(node)  # before start(): stop() ends it even if it never answers
+        node.start()
+        return node
 
     def start(self) -> SentinelDeployment:
-        master = Node(free_port(), self.base / "master", [])
-        master.start()
-        self.servers.append(master)
+        master = self._server("master", [])
         for i in range(self.replicas):
-            replica = Node(free_port(), self.base / f"replica{i}", ["--replicaof", "127.0.0.1", str(master.port)])
-            replica.start()
-            self.servers.append(replica)
-        with master.client() as c:
-            _wait(lambda: c.info("replication")["connected_slaves"] == self.replicas, 20, "replicas in sync")
+            self._server(f"replica{i}", ["--replicaof", "127.0.0.1", str(master.port)])
+        self.wait_replicas_in_sync(master)
         for i in range(self.sentinels):
-            node = Node(free_port(), self.base / f"sentinel{i}", [], sentinel=True)
+            node = _AuthNode(free_port(), self.base / f"sentinel{i}", [], sentinel=True,
+                             password=self.sentinel_password)
             node.dir.mkdir(parents=True, exist_ok=True)
-            (node.dir / "sentinel.conf").write_text(
-                f"sentinel monitor {self.service} 127.0.0.1 {master.port} 2\n"
-                f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
-                f"sentinel failover-timeout {self.service} 10000\n"
-                f"sentinel parallel-syncs {self.service} 1\n")
-            node.start()
+            lines = [f"sentinel monitor {self.service} 127.0.0.1 {master.port} 2",
+                     f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}",
+                     f"sentinel failover-timeout {self.service} 10000",
+                     f"sentinel parallel-syncs {self.service} 1"]
+            if self.password:
+                lines.append(f"sentinel auth-pass {self.service} {self.password}")
+            if self.sentinel_password:
+                lines.append(f"requirepass {self.sentinel_password}")
+            (node.dir / "sentinel.conf").write_text("\n".join(lines) + "\n")
             self.watchers.append(node)
-        for node in self.watchers:  # each sentinel knows the replicas and the other sentinels
-            with node.client() as c:
-                _wait(lambda c=c: int(c.sentinel_master(self.service)["num-other-sentinels"]) == self.sentinels - 1
-                      and int(c.sentinel_master(self.service)["num-slaves"]) == self.replicas,
-                      30, "sentinels that know each other")
+            node.start()
+        self.wait_settled()
         return self
 
+    def wait_replicas_in_sync(self, master: Node, timeout: float = 20) -> None:
+        """Until every live replica has finished its full sync and streams the master's writes.
+
+        A connected replica is not yet a copy: until its first full sync is loaded it has none of the
+        master's data, and the sentinels may still promote it (everything written so far is lost)."""
+        replicas = [n for n in self.servers if n.alive and n is not master]
+
+        def in_sync() -> bool:
+            with master.client() as c:
+                info = c.info("replication")
+            online = {int(v["port"]) for k, v in info.items()
+                      if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"}
+            if online != {n.port for n in replicas}:
+                return False
+            for node in replicas:
+                with node.client() as c:
+                    mine = c.info("replication")
+                if mine.get("master_link_status") != "up" or int(mine.get("master_sync_in_progress", 1)):
+                    return False
+            return True
+        _wait(in_sync, timeout, "replicas in sync with the master")
+
+    def wait_settled(self, timeout: float = 30) -> None:
+        """Until every live sentinel names the same master, which is up, and knows every other live sentinel
+        and every live replica of it (a sentinel learns of the others through the master's hello channel)."""
+        def settled() -> bool:
+            live = [n for n in self.watchers if n.alive]
+            masters = set()
+            for node in live:
+                with node.client() as c:
+                    state = c.sentinel_master(self.service)
+                    if not state.get("is_master") or state.get("is_sdown") or state.get("is_odown"):
+                        return False
+                    if int(state["num-other-sentinels"]) < len(live) - 1:
+                        return False
+                    if int(state["num-slaves"]) < len([s for s in self.servers if s.alive]) - 1:
+                        return False
+                    masters.add(int(state["port"]))
+            if len(masters) != 1:
+                return False
+            port = masters.pop()
+            master = next(n for n in self.servers if n.port == port)
+            with master.client() as c:
+                return master.alive and c.execute_command("ROLE")[0] == "master"
+        _wait(settled, timeout, "sentinels that agree on a live master and know each other")
+
     def master(self) -> Node:
-        """The server the sentinels name as master now."""
-        with self.watchers[0].client() as c:
-            host, port = c.sentinel_get_master_addr_by_name(self.service)
+        """The server the sentinels name as master now (by the first live sentinel)."""
+        with next(n for n in self.watchers if n.alive).client() as c:
+            _host, port = c.sentinel_get_master_addr_by_name(self.service)
         return next(n for n in self.servers if n.port == int(port))
+
+    def replica_of(self, master: Node) -> Node:
+        """A live replica of ``master``."""
+        for node in self.nodes:
+            if node.alive and node is not master:
+                with node.client() as c:
+                    role = c.execute_command("ROLE")
+                if str(role[0]) in ("slave", "replica") and int(role[2]) == master.port:
+                    return node
+        raise RuntimeError(f"no replica of {master.address}")
+
+    def role(self, node: Node) -> str:
+        with node.client() as c:
+            return str(c.execute_command("ROLE")[0])
+
+    def restart_as_replica(self, node: Node, timeout: float = 30) -> None:
+        """Start a killed server again as a replica of the master now (never as a master: with no
+        persistence it comes back empty, and the sentinels would replicate its emptiness), and wait
+        until it is in sync and the sentinels know it."""
+        node.args = [*self._auth_args(), "--replicaof", "127.0.0.1", str(self.master().port)]
+        node.start()
+        self.wait_replicas_in_sync(self.master(), timeout)
+        self.wait_settled(timeout)
 
     def stop(self) -> None:
         for node in [*self.watchers, *self.servers]:
