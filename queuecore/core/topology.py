@@ -18,6 +18,7 @@ Cluster and sentinel URLs accept these query options and no others: ``sentinel_u
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -26,9 +27,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
+import redis.asyncio.retry
 import redis.asyncio.sentinel
 import redis.cluster
+import redis.retry
 import redis.sentinel
+from redis.backoff import NoBackoff
 
 from queuecore.core.errors import ConfigurationError
 
@@ -164,10 +168,184 @@ def _common_kwargs(target: RedisTarget, socket_timeout: float, connect_timeout: 
             "username": target.username, "password": target.password, **_tls_kwargs(target)}
 
 
-def _sentinel_kwargs(target: RedisTarget, socket_timeout: float, connect_timeout: float) -> dict[str, Any]:
+MASTER_RECHECK = 1.0  # seconds: how often a sentinel client asks the sentinels whether its master still is
+IN_FLUX_RECHECK = 0.1  # seconds, instead, while no sentinel names a master that is up (a failover under way)
+SENTINEL_SKIP = 30.0  # seconds a sentinel that failed to answer is left out of those checks
+
+
+class _AskTheSentinels:
+    """A master connection that asks the sentinels where the master is: before every (re)connection,
+    and, while connected, at most every ``MASTER_RECHECK`` seconds per client.
+
+    redis-py's ``SentinelManagedConnection`` asks only in ``connect()``, which its pool calls when it
+    hands a connection out. Two gaps follow. A connection kept outside the pool (``Scripts.dedicated()``:
+    the worker's fetcher and acker) reconnects from ``send_command`` through ``connect_check_health``,
+    which skips the question: a new one went to the class's default address (localhost:6379), and one
+    that lost its master kept dialling the dead master's address after a failover. And a connection
+    that is never broken never asks again: when a master stalls (a paused VM, a partition) long enough
+    for the sentinels to promote a replica and then resumes, the clients still connected to it went on
+    writing to it until the sentinels demoted it (about 10 s later), and every one of those
+    acknowledged writes was then discarded. Now a connection whose server the sentinels no longer
+    name is closed before it sends, and the command fails with ``ConnectionError`` (redis-py's retry,
+    or the caller's, sends it again, to the new master).
+
+    Every sentinel is asked, and the answer with the highest configuration epoch wins: a sentinel
+    that has not yet heard of a failover (they tell each other every 2 s) still names the old master.
+    """
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        this = cast(Any, self)
+        if this._sock is None and this.connection_pool.is_master:
+            pool = this.connection_pool
+            address = _newest_master(_ask_sentinels(pool, time.monotonic()))
+            this.host, this.port = address or pool.get_master_address()  # redis-py's: MasterNotFoundError
+        return super().connect_check_health(*args, **kwargs)  # type: ignore[misc]
+
+    def send_packed_command(self, *args: Any, **kwargs: Any) -> Any:
+        this = cast(Any, self)
+        if this._sock is not None and this.connection_pool.is_master:
+            pool = this.connection_pool
+            now = time.monotonic()
+            if now - getattr(pool, "_qc_checked_at", 0.0) >= MASTER_RECHECK:
+                _newest_master(_ask_sentinels(pool, now))
+            _leave_a_former_master(this, pool)
+        return super().send_packed_command(*args, **kwargs)  # type: ignore[misc]
+
+
+def _ask_sentinels(pool: Any, now: float) -> list[Any]:
+    """``SENTINEL MASTER <service>`` of every sentinel not skipped (a failing one is skipped a while)."""
+    answers = []
+    for sentinel in _sentinels_to_ask(pool, now):
+        try:
+            answers.append(sentinel.sentinel_master(pool.service_name))
+        except redis.RedisError:
+            _skip_sentinel(pool, sentinel, now)
+    _note_answers(pool, answers, now)
+    return answers
+
+
+async def _ask_sentinels_async(pool: Any, now: float) -> list[Any]:
+    answers = []
+    for sentinel in _sentinels_to_ask(pool, now):
+        try:
+            answers.append(await sentinel.sentinel_master(pool.service_name))
+        except redis.RedisError:
+            _skip_sentinel(pool, sentinel, now)
+    _note_answers(pool, answers, now)
+    return answers
+
+
+def _sentinels_to_ask(pool: Any, now: float) -> list[Any]:
+    skipped: dict[int, float] = getattr(pool, "_qc_skipped", {})
+    return [s for s in pool.sentinel_manager.sentinels if skipped.get(id(s), 0.0) <= now]
+
+
+def _skip_sentinel(pool: Any, sentinel: Any, now: float) -> None:
+    skipped: dict[int, float] = getattr(pool, "_qc_skipped", {})
+    skipped[id(sentinel)] = now + SENTINEL_SKIP
+    pool._qc_skipped = skipped
+
+
+def _note_answers(pool: Any, answers: list[Any], now: float) -> None:
+    """Remember, on the pool that all its connections share, when the sentinels were asked and the
+    master they named. While none names a master that is up (a failover under way), ask again soon,
+    and remember the servers that the sentinels agree are down (objectively down: a quorum)."""
+    newest = _newest_master(answers)
+    if newest is not None:
+        pool._qc_master, pool._qc_down = newest, frozenset()
+        pool._qc_checked_at = now
+    else:
+        pool._qc_down = frozenset((str(a["ip"]), int(a["port"])) for a in answers
+                                  if isinstance(a, dict) and a.get("is_odown"))
+        pool._qc_checked_at = now - MASTER_RECHECK + IN_FLUX_RECHECK
+
+
+def _newest_master(answers: list[Any]) -> tuple[str, int] | None:
+    """The master that the ``SENTINEL MASTER`` answers name in the newest configuration (the highest
+    epoch), or None while that configuration names no master that is up: a sentinel failing over has
+    a higher epoch than one that, not yet told, still names the old master as up."""
+    states = [a for a in answers if isinstance(a, dict)]
+    if not states:
+        return None
+    newest = max(int(a.get("config-epoch") or 0) for a in states)
+    for state in states:
+        if int(state.get("config-epoch") or 0) == newest and state.get("is_master") \
+                and not state.get("is_sdown") and not state.get("is_odown") \
+                and "failover_in_progress" not in str(state.get("flags", "")):
+            return str(state["ip"]), int(state["port"])
+    return None
+
+
+def _former_master(connection: Any, pool: Any) -> str | None:
+    """Why ``connection`` must not be used any more, or None: its server is not the master the sentinels
+    name now, or the sentinels agree that it is down (a stalled master that came back mid-failover:
+    what it takes now is lost when it is demoted)."""
+    address = (connection.host, int(connection.port))
+    master = getattr(pool, "_qc_master", None)
+    if address in getattr(pool, "_qc_down", ()):
+        return f"{address[0]}:{address[1]} is no longer the master: the sentinels agree it is down"
+    if master is not None and master != address:
+        return f"{address[0]}:{address[1]} is no longer the master: the sentinels name {master[0]}:{master[1]}"
+    return None
+
+
+def _leave_a_former_master(connection: Any, pool: Any) -> None:
+    why = _former_master(connection, pool)
+    if why:
+        connection.disconnect()
+        raise redis.ConnectionError(why)
+
+
+class _SentinelConnection(_AskTheSentinels, redis.sentinel.SentinelManagedConnection):
+    pass
+
+
+class _SentinelSSLConnection(_AskTheSentinels, redis.sentinel.SentinelManagedSSLConnection):
+    pass
+
+
+class _AskTheSentinelsAsync:
+    """``_AskTheSentinels`` for asyncio connections."""
+
+    async def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        this = cast(Any, self)
+        if not this.is_connected and this.connection_pool.is_master:
+            pool = this.connection_pool
+            address = _newest_master(await _ask_sentinels_async(pool, time.monotonic()))
+            this.host, this.port = address or await pool.get_master_address()
+        return await super().connect_check_health(*args, **kwargs)  # type: ignore[misc]
+
+    async def send_packed_command(self, *args: Any, **kwargs: Any) -> Any:
+        this = cast(Any, self)
+        if this.is_connected and this.connection_pool.is_master:
+            pool = this.connection_pool
+            now = time.monotonic()
+            if now - getattr(pool, "_qc_checked_at", 0.0) >= MASTER_RECHECK:
+                await _ask_sentinels_async(pool, now)
+            why = _former_master(this, pool)
+            if why:
+                await this.disconnect()
+                raise redis.ConnectionError(why)
+        return await super().send_packed_command(*args, **kwargs)  # type: ignore[misc]
+
+
+class _SentinelAsyncConnection(_AskTheSentinelsAsync, redis.asyncio.sentinel.SentinelManagedConnection):
+    pass
+
+
+class _SentinelAsyncSSLConnection(_AskTheSentinelsAsync, redis.asyncio.sentinel.SentinelManagedSSLConnection):
+    pass
+
+
+def _sentinel_kwargs(target: RedisTarget, socket_timeout: float, connect_timeout: float,
+                     retry: Any) -> dict[str, Any]:
+    """How to reach the sentinels: their own credentials, and ``retry`` (none): the master's address is
+    asked of each sentinel in turn, so one that does not answer is passed over at once (with redis-py's
+    default retries, each sentinel down or refusing the password cost seconds, before the next one was
+    asked); the master connection's own retries repeat the whole round."""
     return {"socket_timeout": socket_timeout, "socket_connect_timeout": connect_timeout,
             "username": target.options.get("sentinel_username"),
-            "password": target.options.get("sentinel_password"), **_tls_kwargs(target)}
+            "password": target.options.get("sentinel_password"), "retry": retry, **_tls_kwargs(target)}
 
 
 def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: float) -> redis.Redis:
@@ -184,9 +362,12 @@ def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: floa
         nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]  # type: ignore[no-untyped-call]
         return cast("redis.Redis", redis.cluster.RedisCluster(startup_nodes=nodes, health_check_interval=30,
                                                                 **kwargs))
-    sentinel = redis.sentinel.Sentinel(list(target.nodes),
-                                       sentinel_kwargs=_sentinel_kwargs(target, socket_timeout, connect_timeout))
-    return sentinel.master_for(target.service, db=target.db, health_check_interval=30, **kwargs)
+    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        list(target.nodes), sentinel_kwargs=_sentinel_kwargs(target, socket_timeout, connect_timeout,
+                                                              redis.retry.Retry(NoBackoff(), 0)))
+    connection_class = _SentinelSSLConnection if target.tls else _SentinelConnection
+    return cast("redis.Redis", sentinel.master_for(  # type: ignore[no-untyped-call]
+        target.service, db=target.db, health_check_interval=30, connection_class=connection_class, **kwargs))
 
 
 def connect_async(target: RedisTarget, *, socket_timeout: float, connect_timeout: float) -> redis.asyncio.Redis:
@@ -198,9 +379,12 @@ def connect_async(target: RedisTarget, *, socket_timeout: float, connect_timeout
     if target.kind == "cluster":
         nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in target.nodes]
         return cast("redis.asyncio.Redis", redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **kwargs))
-    sentinel = redis.asyncio.sentinel.Sentinel(
-        list(target.nodes), sentinel_kwargs=_sentinel_kwargs(target, socket_timeout, connect_timeout))
-    return sentinel.master_for(target.service, db=target.db, **kwargs)
+    sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]
+        list(target.nodes), sentinel_kwargs=_sentinel_kwargs(target, socket_timeout, connect_timeout,
+                                                              redis.asyncio.retry.Retry(NoBackoff(), 0)))
+    connection_class = _SentinelAsyncSSLConnection if target.tls else _SentinelAsyncConnection
+    return cast("redis.asyncio.Redis", sentinel.master_for(
+        target.service, db=target.db, connection_class=connection_class, **kwargs))
 
 
 def is_cluster_client(client: object) -> bool:
