@@ -8,7 +8,6 @@ seconds). Every wait polls an observable condition with a deadline; nothing slee
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,19 +20,12 @@ import pytest
 
 from queuecore import Client, Inspector, TaskState
 from tests.conftest import wait_until
+from tests.core.test_processes import read_events
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 Q = "default"
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
 
 
 def events(path: Path, event: str | None = None, pid: int | None = None) -> list[dict[str, Any]]:

@@ -22,20 +22,21 @@ from __future__ import annotations
 import atexit
 import fcntl
 import ipaddress
-import json
 import os
 import random
 import shutil
 import subprocess
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import PrivateRedis, free_port
+from tests.core.test_processes import WorkerProcess as ProcessBase
+from tests.core.test_processes import read_events, task_events  # noqa: F401  # re-exported for test_hosts
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NET_PREFIX = "10.213"  # each host gets 10.213.X.0/24, X picked free at set-up
@@ -96,50 +97,10 @@ class Host:
 
 
 @dataclass
-class WorkerProcess:
+class WorkerProcess(ProcessBase):
     """One ``tests.helpers.worker_proc`` process running in a host."""
 
-    host: Host
-    proc: subprocess.Popen[bytes]
-    log: Path
-    stderr_path: Path
-    args: list[str] = field(default_factory=list)
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def kill9(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-
-    def stderr(self) -> str:
-        try:
-            return self.stderr_path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
-
-
-def read_events(path: Path) -> list[dict[str, Any]]:
-    """Every complete JSON line of a ``proc_tasks`` handler log (a line being written is skipped)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
-
-
-def task_events(path: Path, event: str | None = None, task_id: str | None = None,
-                pid: int | None = None) -> list[dict[str, Any]]:
-    """Handler events (not ``boot`` lines), filtered."""
-    return [e for e in read_events(path) if e["event"] != "boot"
-            and (event is None or e["event"] == event)
-            and (task_id is None or e["id"] == task_id)
-            and (pid is None or e["pid"] == pid)]
+    host: Host | None = None
 
 
 class Hosts:
@@ -248,7 +209,7 @@ class Hosts:
             proc = subprocess.Popen(host.command([sys.executable, "-m", "tests.helpers.worker_proc", *args]),
                                     cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=err,
                                     stderr=subprocess.STDOUT)
-        worker = WorkerProcess(host, proc, log, stderr_path, args)
+        worker = WorkerProcess(proc, log, stderr_path, args, host=host)
         self.workers.append(worker)
         return worker
 

@@ -113,8 +113,28 @@ class Node:
         return self.proc is not None and self.proc.poll() is None
 
 
+class Replicated:
+    """What a deployment with replicas answers about its ``nodes``."""
+
+    nodes: list[Node]
+
+    def replica_of(self, master: Node) -> Node:
+        """A live replica of ``master``."""
+        for node in self.nodes:
+            if node.alive and node is not master:
+                with node.client() as c:
+                    role = c.execute_command("ROLE")
+                if str(role[0]) in ("slave", "replica") and int(role[2]) == master.port:
+                    return node
+        raise RuntimeError(f"no replica of {master.address}")
+
+    def role(self, node: Node) -> str:
+        with node.client() as c:
+            return str(c.execute_command("ROLE")[0])
+
+
 @dataclass
-class RedisClusterDeployment:
+class RedisClusterDeployment(Replicated):
     """A Redis Cluster of ``masters`` masters, each with ``replicas`` replicas, made with
     ``redis-cli --cluster create``. ``node_timeout_ms`` is how long a master may be silent before its
     replica takes over (short, so a failover takes about a second or two)."""
@@ -181,20 +201,6 @@ class RedisClusterDeployment:
                     return next(n for n in self.nodes if n.port == port)
         raise RuntimeError(f"no node serves {key!r}")
 
-    def replica_of(self, master: Node) -> Node:
-        """A live replica of ``master``."""
-        for node in self.nodes:
-            if node.alive and node is not master:
-                with node.client() as c:
-                    role = c.execute_command("ROLE")
-                if str(role[0]) in ("slave", "replica") and int(role[2]) == master.port:
-                    return node
-        raise RuntimeError(f"no replica of {master.address}")
-
-    def role(self, node: Node) -> str:
-        with node.client() as c:
-            return str(c.execute_command("ROLE")[0])
-
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
@@ -211,7 +217,7 @@ class _AuthNode(Node):
 
 
 @dataclass
-class SentinelDeployment:
+class SentinelDeployment(Replicated):
     """One master, ``replicas`` replicas and ``sentinels`` sentinels watching the master as ``service``.
 
     ``password`` protects the data servers (``requirepass``, and ``masterauth`` so that any of them can
@@ -229,6 +235,10 @@ class SentinelDeployment:
     sentinel_password: str | None = None
     servers: list[Node] = field(default_factory=list)
     watchers: list[Node] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[Node]:  # type: ignore[override]  # Replicated's nodes: the data servers
+        return self.servers
 
     @property
     def url(self) -> str:
@@ -323,20 +333,6 @@ class SentinelDeployment:
         with next(n for n in self.watchers if n.alive).client() as c:
             _host, port = c.sentinel_get_master_addr_by_name(self.service)
         return next(n for n in self.servers if n.port == int(port))
-
-    def replica_of(self, master: Node) -> Node:
-        """A live replica of ``master``."""
-        for node in self.nodes:
-            if node.alive and node is not master:
-                with node.client() as c:
-                    role = c.execute_command("ROLE")
-                if str(role[0]) in ("slave", "replica") and int(role[2]) == master.port:
-                    return node
-        raise RuntimeError(f"no replica of {master.address}")
-
-    def role(self, node: Node) -> str:
-        with node.client() as c:
-            return str(c.execute_command("ROLE")[0])
 
     def restart_as_replica(self, node: Node, timeout: float = 30) -> None:
         """Start a killed server again as a replica of the master now (never as a master: with no
