@@ -72,6 +72,17 @@ def redis_server_binary() -> str:
         raise
 
 
+def stop_process(proc: subprocess.Popen | None) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 5 s."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 @dataclass
 class PrivateRedis:
     """A redis-server process of the test's own, on a free loopback port."""
@@ -94,13 +105,7 @@ class PrivateRedis:
         client.close()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         self.proc = None
 
     def kill(self) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import redis
 
-from tests.conftest import free_port
+from tests.conftest import free_port, stop_process
 
 
 def _wait(predicate: Callable[[], object], timeout: float, what: str) -> None:
@@ -99,13 +99,7 @@ class Node:
         self.proc = None
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         self.proc = None
 
     @property
