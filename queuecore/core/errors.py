@@ -47,6 +47,10 @@ class PeriodicEntryNotFound(QueuecoreError, LookupError):
     """No live worker declares a periodic entry with that name."""
 
 
+class FailureGroupNotFound(QueuecoreError, LookupError):
+    """No failed task's last error has that fingerprint (any more)."""
+
+
 class TaskIdConflict(QueuecoreError):
     """A task with the caller-chosen id already exists in the queue."""
 

@@ -20,6 +20,7 @@ from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.errors import (
     ConfigurationError,
+    FailureGroupNotFound,
     InvalidPayload,
     InvalidTaskState,
     NoWorkerForTask,
@@ -29,6 +30,8 @@ from queuecore.core.errors import (
     TaskDecodeError,
     TaskNotFound,
 )
+from queuecore.core.failures import GROUP_ACTIONS, FailureReport, read_failures
+from queuecore.core.failures import SCAN_LIMIT as FAILURE_SCAN_LIMIT
 from queuecore.core.flow import LimitInfo, pause_seconds, published_limits, read_limits
 from queuecore.core.keys import (
     QueueKeys,
@@ -936,6 +939,31 @@ class Inspector:
                 cancelled.append(task_id)
         self._audit(f"tasks.{TaskAction.CANCEL}_all", queue, task_ids=cancelled, state=state, count=len(cancelled))
         return BulkResult(queue, state, TaskAction.CANCEL.value, len(cancelled))
+
+    # -- failures grouped by error (failures.py) -----------------------------------------------------
+
+    @translate
+    def failure_groups(self, queue: str | None = None, limit: int = FAILURE_SCAN_LIMIT) -> FailureReport:
+        """The failed tasks (retry and archived) of ``queue``, or of every queue, grouped by the
+        fingerprint of their last error, the biggest group first (the newest ``limit`` tasks of each
+        list are read; ``FailureReport.scanned_all`` says whether that was all of them)."""
+        queues = [self._require_queue(queue).queue] if queue is not None else self.queues()
+        return read_failures(self.redis, self.keys, queues, limit)
+
+    def act_on_failure_group(self, key: str, action: str, queue: str | None = None) -> list[TaskBatchResult]:
+        """Run, archive or delete every task of the failure group ``key`` (of ``queue``, or of every
+        queue), as one audited batch per queue and thousand tasks (``act_on_tasks``)."""
+        if action not in GROUP_ACTIONS:
+            raise ConfigurationError(f"invalid action {action!r}: one of {', '.join(GROUP_ACTIONS)}")
+        group = self.failure_groups(queue).group(key)
+        if group is None:
+            raise FailureGroupNotFound(f"no failure group {key!r}" + (f" in queue {queue!r}" if queue else ""))
+        by_queue: dict[str, list[str]] = {}
+        for failed in group.tasks:
+            by_queue.setdefault(failed.queue, []).append(failed.id)
+        return [self.act_on_tasks(name, action, ids[start:start + 1000])
+                for name, ids in sorted(by_queue.items()) for start in range(0, len(ids), 1000)]
+
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,93 @@
+"""Failures grouped by the fingerprint of their last error (``failures.py``), on real tasks that failed
+in a real worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from queuecore import task
+from queuecore.core.errors import ConfigurationError, FailureGroupNotFound
+from queuecore.core.failures import fingerprint, normalise_message
+from tests.conftest import wait_until
+
+TRACE = '''{head}
+
+Traceback (most recent call last):
+  File "/srv/app/{file}", line {line}, in {func}
+    charge(order)
+  File "/usr/lib/python3.11/socket.py", line 12, in connect
+    raise err
+{head}'''
+
+
+def test_what_varies_between_occurrences_is_taken_out() -> None:
+    assert normalise_message("user 5005 not found in 'eu-west' (took 3.25s)") == "user <n> not found in '…' (took <n>s)"
+    assert normalise_message("timeout to 10.0.0.7:5432 after 30s") == "timeout to <address> after <n>s"
+    assert normalise_message("order 0f3a9c2e11b04d7e gone; id=123e4567-e89b-12d3-a456-426614174000") == \
+        "order <id> gone; id=<uuid>"
+    assert normalise_message('bad key "a b"\n   next line') == 'bad key "…" next line'
+
+
+def test_one_kind_of_failure_has_one_fingerprint_and_the_handler_frame_tells_kinds_apart() -> None:
+    one = fingerprint(TRACE.format(head="ConnectionError: timeout to 10.0.0.7:5432", file="pay.py", line=40,
+                                   func="charge_task"))
+    two = fingerprint(TRACE.format(head="ConnectionError: timeout to 10.0.0.9:5432", file="pay.py", line=41,
+                                   func="charge_task"))
+    elsewhere = fingerprint(TRACE.format(head="ConnectionError: timeout to 10.0.0.7:5432", file="mail.py", line=9,
+                                         func="send_task"))
+    assert one == two and one.key == two.key
+    assert (one.error_type, one.message, one.frame) == ("ConnectionError", "timeout to <address>", "pay.py:charge_task")
+    assert elsewhere.key != one.key
+    through_core = TRACE.format(head="ConnectionError: timeout to 10.0.0.7:5432", file="pay.py", line=40,
+                                func="charge_task").replace(
+        "Traceback (most recent call last):\n",
+        'Traceback (most recent call last):\n  File "/venv/site-packages/queuecore/core/tracing.py", line 80, '
+        'in process\n    return call()\n')
+    assert fingerprint(through_core) == one  # queuecore's own frames are passed over
+    assert fingerprint("worker lost (lease expired)") == fingerprint("worker lost (lease expired)")
+    assert fingerprint("worker lost (lease expired)").error_type == ""
+    assert fingerprint("TaskTimeout").error_type == "TaskTimeout"
+
+
+def test_groups_of_real_failures_and_acting_on_a_whole_group(make_worker, registry, client, inspector) -> None:
+    @task(name="t.lookup", registry=registry, max_retry=0)
+    def lookup(user: int) -> None:
+        raise LookupError(f"user {user} not found")
+
+    @task(name="t.connect", registry=registry, max_retry=0)
+    def connect(host: str) -> None:
+        raise ConnectionError(f"timeout to {host}:5432")
+
+    for n in range(5):
+        client.enqueue("t.lookup", {"user": 1000 + n})
+    for n in range(3):
+        client.enqueue("t.connect", {"host": f"10.0.0.{n}"}, queue="db")
+    make_worker(queues="default,db")
+    wait_until(lambda: inspector.count("default", "archived") == 5 and inspector.count("db", "archived") == 3,
+               15, message="eight archived failures")
+
+    report = inspector.failure_groups()
+    assert report.scanned == 8 and report.scanned_all
+    assert [(g.fingerprint.error_type, g.fingerprint.message, g.count, g.queues, g.types) for g in report.groups] == [
+        ("LookupError", "user <n> not found", 5, ["default"], ["t.lookup"]),
+        ("ConnectionError", "timeout to <address>", 3, ["db"], ["t.connect"])]
+    lookups = report.groups[0]
+    assert lookups.fingerprint.frame == "test_failures.py:lookup"
+    assert lookups.first_seen is not None and lookups.last_seen is not None
+    assert lookups.first_seen <= lookups.last_seen
+    assert lookups.by_state() == {"archived": 5}
+    assert lookups.example.startswith("LookupError: user 100")
+    assert [g.count for g in inspector.failure_groups("db").groups] == [3]
+
+    results = inspector.as_actor("ops").act_on_failure_group(lookups.key, "run")
+    assert [(r.queue, len(r.done), r.failed) for r in results] == [("default", 5, {})]
+    wait_until(lambda: inspector.count("default", "archived") == 5 and inspector.count("default", "pending") == 0,
+               15, message="the five to run and fail again")
+    results = inspector.act_on_failure_group(lookups.key, "delete")
+    assert [(r.queue, len(r.done)) for r in results] == [("default", 5)]
+    assert inspector.count("default", "archived") == 0 and inspector.count("db", "archived") == 3
+    assert [e.action for e in inspector.audit_log()[:2]] == ["tasks.delete", "tasks.run"]
+    with pytest.raises(FailureGroupNotFound):
+        inspector.act_on_failure_group(lookups.key, "delete")
+    with pytest.raises(ConfigurationError, match="one of run, archive, delete"):
+        inspector.act_on_failure_group(report.groups[1].key, "cancel")
