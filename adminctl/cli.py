@@ -1,7 +1,8 @@
 """The root click group: global options, command registration, and the one place errors become exit codes.
 
-Exit codes: 0 success; 1 operational error (missing queue or task, a task in the wrong state, a
-duplicate, a bad payload, a declined confirmation); 2 Redis unreachable, a bad option or argument
+Exit codes: 0 success; 1 operational error (missing queue, task or page, a task in the wrong state, a
+duplicate, a bad payload, a declined confirmation, Redis full, a key of the wrong type, any other
+refusal by Redis); 2 Redis unreachable, a bad option or argument
 (click's usage errors) or a bad configuration. Known errors print one line on stderr; a traceback
 only with ``--debug``.
 """
@@ -14,12 +15,21 @@ from typing import Any
 import click
 import redis
 
-from queuecore.core.errors import BrokerError, ConfigurationError, InvalidOption, QueuecoreError
+from queuecore.core.errors import (
+    BrokerError,
+    ConfigurationError,
+    InvalidOption,
+    QueuecoreError,
+    RedisFull,
+    RedisUnavailable,
+)
+from queuecore.core.redis_errors import is_connection_error
 
 from . import __version__
 from .app import App, ConnectionDefaults, GlobalOptions
 from .commands.alerts import alerts
 from .commands.enqueue import enqueue
+from .commands.failures import failures
 from .commands.periodic import periodic
 from .commands.queue import queue
 from .commands.server import server
@@ -29,7 +39,8 @@ from .commands.worker import worker
 from .terminal import Terminal
 
 EXIT_OK = 0
-EXIT_ERROR = 1  # operational: missing queue/task, wrong state, duplicate, bad payload, declined
+EXIT_ERROR = 1  # operational: missing queue/task/page, wrong state, duplicate, bad payload, declined, Redis
+# full, a corrupt key, any other refusal by Redis
 EXIT_UNAVAILABLE = 2  # Redis unreachable; also click's usage errors and bad configuration
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 88}
@@ -37,13 +48,18 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 def exit_code_for(exc: BaseException) -> int | None:
     """The exit code of a known error, ``None`` for anything else (a bug)."""
-    if isinstance(exc, (BrokerError, redis.RedisError)):
+    if _unreachable(exc):
         return EXIT_UNAVAILABLE
     if isinstance(exc, ConfigurationError) and not isinstance(exc, InvalidOption):  # InvalidOption: refused input
         return EXIT_UNAVAILABLE
-    if isinstance(exc, QueuecoreError):
+    if isinstance(exc, (QueuecoreError, redis.RedisError)):
         return EXIT_ERROR
     return None
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Redis could not be reached (rather than refusing what was asked)."""
+    return isinstance(exc, RedisUnavailable) or (isinstance(exc, redis.RedisError) and is_connection_error(exc))
 
 
 def error_message(exc: BaseException, app: App) -> str:
@@ -52,8 +68,11 @@ def error_message(exc: BaseException, app: App) -> str:
         if not isinstance(exc, BrokerError):
             text = f"Redis error: {text}"
         where = app.redacted_url
-        if where:
+        if _unreachable(exc) and where:
             text += f" (Redis at {where}; set --redis-url or QUEUECORE_REDIS_URL)"
+        elif isinstance(exc, RedisFull):
+            text += (" — make room: delete archived or completed tasks (`task delete-all QUEUE archived`), "
+                     "shorten retention, or raise maxmemory")
     return app.scrub(text)
 
 
@@ -126,7 +145,7 @@ def cli(ctx: click.Context, redis_url: str | None, prefix: str | None, settings:
     ctx.call_on_close(app.close)
 
 
-for command in (stats, queue, task, enqueue, server, worker, periodic, alerts):
+for command in (stats, queue, task, failures, enqueue, server, worker, periodic, alerts):
     cli.add_command(command)
 
 

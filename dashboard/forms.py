@@ -6,7 +6,8 @@ from typing import Any
 
 from django import forms
 
-from queuecore.core.errors import ConfigurationError
+from queuecore.core.errors import ConfigurationError, PageNotFound
+from queuecore.core.inspector import MAX_PAGE
 from queuecore.core.keys import validate_task_id
 from queuecore.core.states import TASK_ACTIONS, actions_for, bulk_actions_for
 
@@ -22,12 +23,24 @@ class TaskFilterForm(forms.Form):
 
     type = forms.CharField(required=False, max_length=200, strip=True)
     search = forms.CharField(required=False, max_length=200, strip=True)
-    page = forms.IntegerField(required=False, min_value=1)
+    page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
 
     def values(self) -> tuple[str | None, str | None, int]:
-        """``(type, search, page)``, with defaults for anything invalid."""
-        data = self.cleaned_data if self.is_valid() else {}
+        """``(type, search, page)``, with defaults for anything invalid (each field on its own: a bad
+        page keeps the filter)."""
+        self.is_valid()
+        data = self.cleaned_data
         return data.get("type") or None, data.get("search") or None, data.get("page") or 1
+
+    def checked_page(self) -> int:
+        """The page asked for, 1 when none was; ``PageNotFound`` for anything that is not a page number
+        (``abc``, 0, a 30-digit number)."""
+        self.is_valid()
+        if "page" in self.errors:
+            raw = str(self.data.get("page", ""))
+            shown = raw if len(raw) <= 20 else f"{raw[:20]}…"
+            raise PageNotFound(f"no such page: {shown!r} (pages are numbered from 1 to at most {MAX_PAGE:,})")
+        return self.cleaned_data.get("page") or 1
 
 
 class TaskActionForm(forms.Form):

@@ -29,9 +29,13 @@ from queuecore.core.errors import (
     BrokerError,
     ConfigurationError,
     InvalidTaskState,
+    PageNotFound,
     QueueNotEmpty,
     QueueNotFound,
+    RedisFull,
+    RedisUnavailable,
     TaskNotFound,
+    WrongKeyType,
 )
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, Inspector
 from queuecore.core.states import FINAL_STATES, STATES, actions_for
@@ -90,7 +94,9 @@ def _error(request: HtmxHttpRequest, status: int, title: str, message: str, deta
 
 
 def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Map the core's errors to pages: 404 for a missing queue or task, 503 when Redis is away."""
+    """Map the core's errors to pages, saying what happened: 404 for a missing queue, task or page;
+    503 when Redis is unreachable or full (both pass); 500 for a key of the wrong type (corrupt data,
+    named: it stays until someone repairs it) or any other refusal."""
 
     @functools.wraps(view)
     def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -98,10 +104,29 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
             return view(request, *args, **kwargs)
         except (QueueNotFound, TaskNotFound) as exc:
             return _error(request, 404, "Not found", str(exc))
-        except BrokerError as exc:
+        except PageNotFound as exc:
+            return _error(request, 404, "No such page", str(exc))
+        except RedisUnavailable as exc:
             return _error(request, 503, "Redis is unreachable",
                           "The dashboard cannot reach Redis right now. Workers keep retrying on their own; "
                           "this page will work again once Redis answers.", detail=str(exc))
+        except RedisFull as exc:
+            return _error(request, 503, "Redis is full",
+                          "Redis has reached its maxmemory limit and refuses writes, so this action did nothing. "
+                          "Make room: delete archived or completed tasks you no longer need (deleting works "
+                          "while Redis is full), shorten their retention, or raise maxmemory.", detail=str(exc))
+        except WrongKeyType as exc:
+            what = f"the task {exc.task_id}" if exc.task_id else "this page"
+            key = f" Key {exc.key} holds data of the wrong type." if exc.key else ""
+            return _error(request, 500, "Corrupt data in Redis",
+                          f"Redis holds data the dashboard cannot read for {what}.{key} Nothing was changed. "
+                          "Look at the key with redis-cli (TYPE, DUMP); if another program wrote it, move that "
+                          "program to another key prefix; if it is a damaged task, delete the key.",
+                          detail=str(exc))
+        except BrokerError as exc:
+            return _error(request, 500, "Redis refused the operation",
+                          "Redis answered but refused what the dashboard asked (an ACL, a cluster refusal or "
+                          "a limit). The detail below is Redis's own message.", detail=str(exc))
         except ConfigurationError as exc:
             return _error(request, 400, "Bad request", str(exc))
 
@@ -157,11 +182,21 @@ def _state_url(qname: str, state: str, **query: Any) -> str:
     return f"{url}?{urlencode(query)}" if query else url
 
 
-def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str, data: Any) -> dict[str, Any]:
-    """One page of a queue's tasks in ``state``, filtered by ``data`` (``type``, ``search``, ``page``)."""
-    type_name, search, number = TaskFilterForm(data).values()
+def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str, data: Any, *,
+               strict: bool = False) -> dict[str, Any]:
+    """One page of a queue's tasks in ``state``, filtered by ``data`` (``type``, ``search``, ``page``).
+
+    ``strict`` (a page opened by its URL): a page that is not a number or lies past the end is a 404
+    ("no such page"). Otherwise (polls, actions: the list shrank under an open page) a page past the
+    end renders the table's "past the end" notice."""
+    form = TaskFilterForm(data)
+    type_name, search, number = form.values()
+    if strict:
+        number = form.checked_page()
     tasks = ins.list_tasks(qname, state, number, int(get_config().dashboard["PAGE_SIZE"]), type=type_name,
                            search=search)
+    if strict and number > tasks.pages:
+        raise PageNotFound(f"no such page: page {number:,} is past the end ({tasks.pages:,} page(s))")
 
     def url(page_number: int | None) -> str | None:
         return _state_url(qname, state, type=type_name, search=search, page=page_number) if page_number else None
@@ -234,7 +269,7 @@ def queue_redirect(request: HtmxHttpRequest, qname: str) -> HttpResponse:
 @page
 def queue_state(request: HtmxHttpRequest, qname: str, state: str) -> HttpResponse:
     ins = inspector_for(request)
-    context = _task_list(request, ins, qname, state, request.GET)  # QueueNotFound -> 404
+    context = _task_list(request, ins, qname, state, request.GET, strict=not _fragment(request))  # 404s
     if _fragment(request):
         return _partial(request, "partials/_task_table.html", context)
     context.update(info=ins.queue_info(qname), **_chart(ins, _range(request), qname), nav="queues",
@@ -328,6 +363,9 @@ def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpRespon
             messages.warning(request, f"{len(batch.failed):,} task(s) left as they were ({reason}).")
     if not _fragment(request):
         type_name, search, page_number = TaskFilterForm(request.POST).values()
+        if page_number > 1:  # back to the same page, or the last one when the action emptied it
+            page_number = min(page_number, ins.list_tasks(qname, state, page_number, int(get_config().dashboard[
+                "PAGE_SIZE"]), type=type_name, search=search).pages)
         return redirect(_state_url(qname, state, type=type_name, search=search, page=page_number))
     return _partial(request, "partials/_task_table.html", _task_list(request, ins, qname, state, request.POST),
                     trigger=TASKS_CHANGED)
@@ -399,7 +437,7 @@ def redis_page(request: HtmxHttpRequest) -> HttpResponse:
 
 @page
 def audit(request: HtmxHttpRequest) -> HttpResponse:
-    page_number = TaskFilterForm(request.GET).values()[2]
+    page_number = TaskFilterForm(request.GET).checked_page()
     offset = (page_number - 1) * AUDIT_PAGE_SIZE
     entries = inspector_for(request).audit_log(limit=AUDIT_PAGE_SIZE + 1, offset=offset)
     context = _base(request, entries=entries[:AUDIT_PAGE_SIZE], page_number=page_number, nav="audit",

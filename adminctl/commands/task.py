@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import click
 
-from queuecore.core.errors import ConfigurationError, InvalidTaskState, TaskNotFound
+from queuecore.core.errors import ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
 from queuecore.core.message import TaskInfo
 from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, TaskAction
 
@@ -68,10 +68,10 @@ def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_na
     if app.json:
         term.json(result.to_dict())
         return
+    if page > 1 and page > result.pages:
+        raise PageNotFound(f"no such page: page {page:,} is past the end: {result.pages:,} page(s) of {size}")
     if not result.tasks:
-        if page > 1 and page > result.pages:
-            term.info(f"page {page} is past the end: {result.pages} page(s) of {size}")
-        elif result.matched is not None:
+        if result.matched is not None:
             term.info(f"no {state} task in queue {escape(queue_name)} matches "
                       f"(among {human_count(result.total)})")
         else:

@@ -26,6 +26,7 @@ from queuecore.core.errors import (
     InvalidPayload,
     QueuecoreError,
     RedisFull,
+    RedisUnavailable,
     WrongKeyType,
 )
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
@@ -389,7 +390,7 @@ def _enqueue_error(exc: BaseException) -> QueuecoreError:
     if isinstance(exc, QueuecoreError):
         return exc
     if isinstance(exc, UNAVAILABLE):  # a cluster failing over: nothing was written, try again later
-        return BrokerError(f"Redis is unreachable: {exc or type(exc).__name__}")
+        return RedisUnavailable(f"Redis is unreachable: {exc or type(exc).__name__}")
     text = str(exc)
     if "QCINVALID" in text:
         found = re.search(r"QCINVALID (batch|item \d+) (\w+) ?(.*)", text, re.DOTALL)

@@ -67,8 +67,19 @@ class InvalidTaskState(QueuecoreError):
     """The operation does not apply to a task in its current state."""
 
 
+class PageNotFound(QueuecoreError, LookupError):
+    """No such page of a list: not a page number (below 1, or beyond ``MAX_PAGE``), or past the end."""
+
+
 class BrokerError(QueuecoreError):
-    """Redis could not be reached or refused the operation."""
+    """Redis could not be reached or refused the operation. The subclasses say which: ``RedisUnavailable``,
+    ``RedisFull``, ``WrongKeyType``; a plain ``BrokerError`` is any other refusal (an ACL, a cluster's
+    cross-slot refusal, an argument Redis rejects)."""
+
+
+class RedisUnavailable(BrokerError):
+    """Redis could not be reached: connection refused or lost, a timeout, a cluster failing over, a
+    sentinel naming no master."""
 
 
 class RedisFull(BrokerError):
@@ -76,7 +87,14 @@ class RedisFull(BrokerError):
 
 
 class WrongKeyType(BrokerError):
-    """A key under our prefix holds the wrong Redis type (corrupt or foreign data); nothing was written."""
+    """A key under our prefix holds the wrong Redis type (corrupt or foreign data); nothing was written.
+
+    ``key`` names the key when it is known, ``task_id`` the task when the key is a task hash."""
+
+    def __init__(self, *args: object, key: str | None = None, task_id: str | None = None) -> None:
+        super().__init__(*args)
+        self.key = key
+        self.task_id = task_id
 
 
 class TaskDecodeError(QueuecoreError, ValueError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -24,11 +25,13 @@ from queuecore.core.errors import (
     InvalidPayload,
     InvalidTaskState,
     NoWorkerForTask,
+    PageNotFound,
     QueuecoreError,
     QueueNotEmpty,
     QueueNotFound,
     TaskDecodeError,
     TaskNotFound,
+    WrongKeyType,
 )
 from queuecore.core.failures import GROUP_ACTIONS, FailureReport, read_failures
 from queuecore.core.failures import SCAN_LIMIT as FAILURE_SCAN_LIMIT
@@ -59,7 +62,7 @@ from queuecore.core.message import (
 )
 from queuecore.core.periodic_admin import PeriodicAdmin, PeriodicEntryInfo
 from queuecore.core.queue_metrics import MetricsSnapshot
-from queuecore.core.redis_errors import broker_errors, translate
+from queuecore.core.redis_errors import broker_errors, is_wrong_type, translate
 from queuecore.core.scheduler import message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.states import (
@@ -79,6 +82,7 @@ BULK_CHUNK = 500
 AUDIT_MAX_ENTRIES = 10_000
 AUDIT_MAX_IDS = 100
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
+MAX_PAGE = 1_000_000_000  # the highest page number a task list accepts (larger ones are PageNotFound)
 _TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since", "started_at", "completed_at",
                 "result", "cancel", "archived_by")
 _DETAIL_FIELDS = (*_TASK_FIELDS, "attempts")  # one task read whole: with its attempt history (up to 8 KiB)
@@ -141,6 +145,14 @@ class RedisInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def check_page(page: Any) -> int:
+    """``page`` when it is a page number (1 to ``MAX_PAGE``), else ``PageNotFound``."""
+    if isinstance(page, bool) or not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
+        shown = str(page) if len(str(page)) <= 20 else f"{str(page)[:20]}…"
+        raise PageNotFound(f"no such page: {shown} (pages are numbered from 1 to at most {MAX_PAGE:,})")
+    return page
 
 
 def _human_bytes(value: int | None) -> str | None:
@@ -245,7 +257,11 @@ class Inspector:
             pipe.lindex(q.pending, -1)
             pipe.hmget(q.stats, "processed", "failed", f"processed:{day}", f"failed:{day}")
             pipe.pttl(q.paused)  # a timed pause expires when it ends (any key type answers)
-        replies = pipe.execute()
+        expected: list[tuple[str, str, QueueKeys | None] | None] = []
+        for q in queues:
+            expected += [(q.pending, "list", q), *((q.state_key(s), "zset", q) for s in ZSET_STATES), None,
+                         (q.pending, "list", q), (q.stats, "hash", q), None]
+        replies = self._checked(pipe.execute(raise_on_error=False), expected)
         step = 10  # llen, 5 zcard, exists, lindex, hmget, pttl
         infos = []
         oldest_ids = [replies[i * step + 7] for i in range(len(queues))]
@@ -253,7 +269,8 @@ class Inspector:
         for q, oldest in zip(queues, oldest_ids, strict=True):
             if oldest:
                 pipe.hmget(q.task(oldest), "pending_since", "msg")
-        rows = iter(pipe.execute() if any(oldest_ids) else [])
+        rows = iter(self._checked(pipe.execute(raise_on_error=False), [(q.task(o), "hash", q) for q, o in zip(
+            queues, oldest_ids, strict=True) if o]) if any(oldest_ids) else [])
         since = [_pending_since_ms(q, oldest, next(rows) if oldest else "") for q, oldest in zip(queues, oldest_ids,
                                                                                                strict=True)]
         memory = self._memory_usage(queues, [replies[i * step: i * step + 6] for i in range(len(queues))])
@@ -450,8 +467,44 @@ class Inspector:
     def _check_state(state: str) -> str:
         return _one_of(state, STATES, "state")
 
+    def _wrong_type(self, key: str, expected: str, q: QueueKeys | None = None) -> WrongKeyType:
+        """The error for ``key`` (expected to be a Redis ``expected``) holding another type: it names the
+        key, its actual type and, for a task hash, the task."""
+        try:
+            actual = str(self.redis.type(key))
+        except redis.RedisError:
+            actual = "value of another type"
+        task_id = key[len(q.task_prefix):] if q is not None and key.startswith(q.task_prefix) else None
+        of_task = f" (task {task_id} of queue {q.queue})" if task_id and q is not None else ""
+        return WrongKeyType(f"corrupt data in Redis: key {key}{of_task} holds a {actual}, expected a {expected}",
+                            key=key, task_id=task_id)
+
+    @contextmanager
+    def _expect(self, key: str, expected: str, q: QueueKeys | None = None) -> Iterator[None]:
+        """Turn Redis's WRONGTYPE (which names no key) on ``key`` into a ``WrongKeyType`` naming it."""
+        try:
+            yield
+        except redis.ResponseError as exc:
+            if is_wrong_type(str(exc)):
+                raise self._wrong_type(key, expected, q) from exc
+            raise
+
+    def _checked(self, replies: list[Any], expected: list[tuple[str, str, QueueKeys | None] | None]) -> list[Any]:
+        """The replies of a pipeline run with ``raise_on_error=False``: the first WRONGTYPE reply raises
+        ``WrongKeyType`` naming its key (``expected[i]``: key, type, queue), any other error is raised."""
+        for reply, spec in zip(replies, expected, strict=True):
+            if isinstance(reply, redis.ResponseError):
+                if spec is not None and is_wrong_type(str(reply)):
+                    raise self._wrong_type(*spec) from reply
+                raise reply
+        return replies
+
     def _ids(self, q: QueueKeys, state: str, start: int, stop: int) -> list[tuple[str, float | None]]:
         """Ids with their scores, oldest first: ``start``..``stop`` inclusive."""
+        with self._expect(q.state_key(state), "list" if state == "pending" else "zset", q):
+            return self._raw_ids(q, state, start, stop)
+
+    def _raw_ids(self, q: QueueKeys, state: str, start: int, stop: int) -> list[tuple[str, float | None]]:
         if state == "pending":
             # Pushed left, popped right: the oldest is at the right end.
             length = self.redis.llen(q.pending)
@@ -463,7 +516,8 @@ class Inspector:
         return cast("list[tuple[str, float | None]]", scored)
 
     def _count(self, q: QueueKeys, state: str) -> int:
-        return self.redis.llen(q.pending) if state == "pending" else self.redis.zcard(q.state_key(state))
+        with self._expect(q.state_key(state), "list" if state == "pending" else "zset", q):
+            return self.redis.llen(q.pending) if state == "pending" else self.redis.zcard(q.state_key(state))
 
     @translate
     def list_tasks(self, queue: str, state: str, page: int = 1, size: int = 20, *, type: str | None = None,
@@ -474,8 +528,9 @@ class Inspector:
         contains the text. Filtered lists scan at most ``FILTER_SCAN_LIMIT`` tasks.
         """
         state = self._check_state(state)
-        if page < 1 or size < 1 or size > 1000:
-            raise ConfigurationError("page must be >= 1 and size between 1 and 1000")
+        check_page(page)
+        if size < 1 or size > 1000:
+            raise ConfigurationError("size must be between 1 and 1000")
         q = self._require_queue(queue)
         total = self._count(q, state)
         if not type and not search:
@@ -517,7 +572,7 @@ class Inspector:
         pipe = self.redis.pipeline(transaction=False)
         for task_id, _ in ids:
             pipe.hmget(q.task(task_id), _TASK_FIELDS)
-        rows = pipe.execute()
+        rows = self._checked(pipe.execute(raise_on_error=False), [(q.task(i), "hash", q) for i, _ in ids])
         out = []
         holders = self._holders() if state == TaskState.ACTIVE else {}
         for (task_id, score), row in zip(ids, rows, strict=True):
@@ -546,7 +601,8 @@ class Inspector:
         """Every field of one task, with its attempt history; ``TaskNotFound`` when it does not exist."""
         q = self._queue(queue)
         validate_task_id(task_id)
-        row = cast("list[str | None]", self.redis.hmget(q.task(task_id), _DETAIL_FIELDS))
+        with self._expect(q.task(task_id), "hash", q):
+            row = cast("list[str | None]", self.redis.hmget(q.task(task_id), _DETAIL_FIELDS))
         h = dict(zip(_DETAIL_FIELDS, row, strict=True))
         if h["msg"] is None and h["state"] is None:
             raise TaskNotFound(f"no task {task_id!r} in queue {queue!r}")
@@ -963,7 +1019,6 @@ class Inspector:
             by_queue.setdefault(failed.queue, []).append(failed.id)
         return [self.act_on_tasks(name, action, ids[start:start + 1000])
                 for name, ids in sorted(by_queue.items()) for start in range(0, len(ids), 1000)]
-
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from queuecore.core.errors import BrokerError, RedisFull, WrongKeyType
+from queuecore.core.errors import BrokerError, RedisFull, RedisUnavailable, WrongKeyType
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,14 +53,15 @@ def is_connection_error(exc: BaseException) -> bool:
 
 @contextmanager
 def broker_errors() -> Iterator[None]:
-    """Re-raise Redis failures as ``BrokerError`` (``RedisFull`` for OOM) with a one-line message."""
+    """Re-raise Redis failures as ``BrokerError`` with a one-line message: ``RedisUnavailable`` when Redis
+    cannot answer, ``RedisFull`` for OOM, ``WrongKeyType`` for WRONGTYPE."""
     try:
         yield
     except UNAVAILABLE as exc:
-        raise BrokerError(f"Redis is unreachable: {exc or type(exc).__name__}") from exc
+        raise RedisUnavailable(f"Redis is unreachable: {exc or type(exc).__name__}") from exc
     except redis.exceptions.RedisClusterException as exc:
         if cluster_unreachable(exc):
-            raise BrokerError(f"Redis is unreachable: {exc}") from exc
+            raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
         raise BrokerError(f"the Redis Cluster refused the operation: {exc}") from exc
     except redis.ResponseError as exc:
         text = str(exc)

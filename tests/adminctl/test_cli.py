@@ -125,7 +125,7 @@ def test_unreachable_redis_as_a_real_process_and_debug_shows_the_traceback(admin
     run = adminctl_process("stats", connect=False, script=True, env=clean_env(QUEUECORE_REDIS_URL=url))
     assert run.code == 2 and "hunter2secret" not in run.stderr + run.stdout and "Traceback" not in run.stderr
     debug = adminctl_process("--debug", "--redis-url", DEAD_URL, "queue", "ls", connect=False)
-    assert debug.code != 0 and "Traceback" in debug.stderr and "BrokerError" in debug.stderr
+    assert debug.code != 0 and "Traceback" in debug.stderr and "RedisUnavailable" in debug.stderr
 
 
 def test_a_bad_redis_url_is_a_usage_error_without_the_password(adminctl) -> None:

@@ -39,7 +39,7 @@ def test_ls_pages_oldest_first_with_footer_and_json(adminctl, client: Client) ->
     assert ids_in(third.stdout) == ids[20:]
     assert "21-25 of 25" in third.stdout
     past = adminctl("task", "ls", "default", "pending", "--size", "10", "--page", "9")
-    assert past.code == 0 and past.stdout == "" and "page 9 is past the end: 3 page(s)" in past.stderr
+    assert past.code == 1 and past.stdout == "" and "no such page: page 9 is past the end: 3 page(s)" in past.stderr
     data = adminctl("task", "ls", "default", "pending", "--size", "10", "--page", "2", "--json").json()
     assert set(data) == PAGE_KEYS
     assert (data["total"], data["page"], data["size"], data["pages"], data["matched"]) == (25, 2, 10, 3, None)

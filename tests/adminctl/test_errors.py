@@ -1,0 +1,59 @@
+"""adminctl says what went wrong with Redis: "unreachable" (exit 2, with where it looked) only when
+Redis does not answer; Redis full, a key of the wrong type and a page that does not exist are
+operational errors (exit 1) with their own one-line message, never a traceback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from queuecore import Client, ConnectionConfig
+from tests.badinput.test_maxmemory import stay_full
+from tests.conftest import PrivateRedis
+
+
+def test_an_absurd_page_is_no_such_page_exit_1(adminctl, client: Client) -> None:
+    client.enqueue("t.x", {"n": 1})
+    for args in (("--page", str(10**30)), ("--page", str(10**30), "--json"), ("--page", "5", "--search", "n")):
+        run = adminctl("task", "ls", "default", "pending", *args)
+        assert run.code == 1, run
+        assert run.stderr.startswith("error: no such page") and "Traceback" not in run.stderr, run
+        assert "unreachable" not in run.stderr
+
+
+def test_a_task_hash_of_the_wrong_type_names_the_key_and_the_task(adminctl, client: Client, redis_client: Any,
+                                                                  key_prefix: str) -> None:
+    bad = client.enqueue("t.x", {"n": 2}).id
+    key = f"{key_prefix}:{{default}}:t:{bad}"
+    redis_client.delete(key)
+    redis_client.set(key, "garbage")
+    for args in (("task", "ls", "default", "pending"), ("task", "inspect", "default", bad)):
+        run = adminctl(*args)
+        assert run.code == 1, run
+        assert key in run.stderr and f"task {bad}" in run.stderr and "holds a string, expected a hash" in run.stderr
+        assert "unreachable" not in run.stderr and "--redis-url" not in run.stderr
+
+
+def test_redis_full_is_exit_1_saying_so_and_what_to_do(adminctl, private_redis: PrivateRedis) -> None:
+    conn = ConnectionConfig(redis_url=private_redis.url, key_prefix="qct-fullcli")
+    client = Client(connection=conn)
+    r = redis.Redis.from_url(private_redis.url)
+    try:
+        client.enqueue("t.x", {"n": 1})
+        r.config_set("maxmemory-policy", "noeviction")
+        stay_full(r)
+        run = adminctl("--redis-url", private_redis.url, "--prefix", "qct-fullcli", "queue", "pause", "default",
+                       connect=False)
+        assert run.code == 1, run
+        assert run.stderr.startswith("error: Redis is full") and "make room" in run.stderr
+        assert "unreachable" not in run.stderr
+    finally:
+        r.config_set("maxmemory", "0")
+        client.close()
+        r.close()
+
+
+def test_unreachable_is_still_exit_2(adminctl) -> None:
+    run = adminctl("--redis-url", "redis://127.0.0.1:1/0", "task", "ls", "default", "pending", connect=False)
+    assert run.code == 2 and run.stderr.startswith("error: Redis is unreachable") and "--redis-url" in run.stderr

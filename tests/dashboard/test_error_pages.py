@@ -1,0 +1,95 @@
+"""The dashboard says what went wrong with Redis, not "unreachable" for everything: Redis full
+(503, what to do), a key of the wrong type (500, the key and the task named), no such page (404),
+and unreachable (503) only when Redis does not answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from django.test import Client as DjangoClient
+
+from queuecore import Client, ConnectionConfig
+from tests.badinput.test_maxmemory import stay_full
+from tests.conftest import PrivateRedis
+from tests.dashboard.conftest import HX
+
+
+def html(response: Any) -> str:
+    return response.content.decode()
+
+
+def test_redis_full_is_a_503_saying_redis_is_full_and_what_to_do(operator: DjangoClient, settings: Any,
+                                                                   private_redis: PrivateRedis) -> None:
+    conn = ConnectionConfig(redis_url=private_redis.url, key_prefix="qct-full")
+    client = Client(connection=conn)
+    r = redis.Redis.from_url(private_redis.url)
+    try:
+        client.enqueue("t.x", {"n": 1})
+        settings.QUEUECORE = {"REDIS_URL": private_redis.url, "KEY_PREFIX": "qct-full"}
+        assert operator.get("/queues/default/pending/").status_code == 200
+        r.config_set("maxmemory-policy", "noeviction")
+        stay_full(r)
+        refused = operator.post("/queues/default/pause/")
+        body = html(refused)
+        assert refused.status_code == 503
+        assert "Redis is full" in body and "maxmemory" in body and "delete archived or completed tasks" in body
+        assert "unreachable" not in body
+        assert not r.exists(conn.keys.queue("default").paused)  # nothing was written
+        assert operator.get("/queues/default/pending/").status_code == 200  # reads still work
+    finally:
+        r.config_set("maxmemory", "0")
+        client.close()
+        r.close()
+
+
+def test_a_task_hash_of_the_wrong_type_is_a_500_naming_the_key_and_the_task(viewer: DjangoClient, client: Client,
+                                                                            redis_client: Any,
+                                                                            key_prefix: str) -> None:
+    good = client.enqueue("t.x", {"n": 1}).id
+    bad = client.enqueue("t.x", {"n": 2}).id
+    key = f"{key_prefix}:{{default}}:t:{bad}"
+    redis_client.delete(key)
+    redis_client.set(key, "garbage")
+    for url in ("/queues/default/pending/", f"/queues/default/tasks/{bad}/"):
+        r = viewer.get(url)
+        body = html(r)
+        assert r.status_code == 500, url
+        assert "Corrupt data in Redis" in body and key in body and f"task {bad}" in body, url
+        assert "holds a string, expected a hash" in body and "unreachable" not in body
+    assert viewer.get(f"/queues/default/tasks/{good}/").status_code == 200
+
+
+def test_a_state_key_of_the_wrong_type_is_named_on_the_list_and_the_overview(viewer: DjangoClient, client: Client,
+                                                                            redis_client: Any,
+                                                                            key_prefix: str) -> None:
+    client.enqueue("t.x", {"n": 1})
+    key = f"{key_prefix}:{{default}}:retry"
+    redis_client.set(key, "not a zset")
+    for url in ("/queues/default/retry/", "/queues/"):
+        r = viewer.get(url)
+        assert r.status_code == 500, url
+        assert key in html(r) and "holds a string, expected a zset" in html(r), url
+
+
+def test_pages_that_do_not_exist_are_404_no_such_page(viewer: DjangoClient, client: Client, settings: Any) -> None:
+    settings.QUEUECORE = {**settings.QUEUECORE, "DASHBOARD": {"POLL_INTERVAL": 2, "PAGE_SIZE": 2}}
+    for n in range(5):
+        client.enqueue("x", {"n": n})
+    assert viewer.get("/queues/default/pending/?page=3").status_code == 200
+    for page in ("9", "1" + "0" * 29, "0", "-1", "nonsense"):
+        r = viewer.get(f"/queues/default/pending/?page={page}")
+        assert r.status_code == 404, page
+        assert "No such page" in html(r) and "unreachable" not in html(r), page
+    filtered = viewer.get("/queues/default/pending/?search=%22n%22&page=" + "9" * 30)
+    assert filtered.status_code == 404
+    # A polling table whose page emptied under it keeps its notice (not an error page)
+    poll = viewer.get("/queues/default/pending/?page=9", headers=HX)
+    assert poll.status_code == 200 and "Page 9 is past the end" in html(poll)
+    assert viewer.get("/queues/audit/?page=" + "1" * 30).status_code == 404
+
+
+def test_unreachable_stays_503_unreachable(viewer: DjangoClient, settings: Any, key_prefix: str) -> None:
+    settings.QUEUECORE = {"REDIS_URL": "redis://127.0.0.1:1/0", "KEY_PREFIX": key_prefix}
+    r = viewer.get("/queues/default/pending/")
+    assert r.status_code == 503 and "Redis is unreachable" in html(r) and "Redis is full" not in html(r)
