@@ -35,7 +35,7 @@ EXPECTED_COMMANDS = {
     "task delete",
     "task cancel", "task run-all", "task archive-all", "task delete-all", "server", "server ls", "worker",
     "worker ls", "periodic", "periodic ls", "periodic inspect", "periodic pause", "periodic resume", "periodic run",
-    "alerts",
+    "alerts", "failures", "failures ls", "failures show", "failures run", "failures archive", "failures delete",
 }
 
 
