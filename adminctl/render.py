@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from queuecore.core.flow import LimitInfo
-from queuecore.core.inspector import TaskPage
+from queuecore.core.inspector import NEWEST_FIRST_STATES, TaskPage
 from queuecore.core.message import (
     AttemptInfo,
     DailyStats,
@@ -398,11 +398,16 @@ def page_footer(page: TaskPage, queue: str, state: str) -> Text:
     shown = f"{first:,}-{last:,}" if page.tasks else "none"
     if page.matched is None:
         text.append(f"{shown} of {human_count(page.total)} {state} tasks in queue {escape(queue)}")
-    else:
+    elif page.scanned_all:
         text.append(f"{shown} of {human_count(page.matched)} matching, among {human_count(page.total)} "
                     f"{state} tasks in queue {escape(queue)}")
-        if not page.scanned_all:
-            text.append(" (only the oldest tasks were searched; narrow the filter)")
+    else:
+        text.append(f"{shown} of {human_count(page.matched)} matching, among the {page.order} "
+                    f"{human_count(page.scanned or 0)} of {human_count(page.total)} {state} tasks in queue "
+                    f"{escape(queue)} (the others were not searched; narrow with --type, or --sort "
+                    f"{'oldest' if page.order == 'newest' else 'newest'})")
+    if page.order != "oldest" or state in NEWEST_FIRST_STATES:
+        text.append(f" · {page.order} first")
     return text
 
 

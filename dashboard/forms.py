@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 
 from queuecore.core.errors import ConfigurationError, PageNotFound
-from queuecore.core.inspector import MAX_PAGE
+from queuecore.core.inspector import MAX_PAGE, ORDERS
 from queuecore.core.keys import validate_task_id
 from queuecore.core.states import TASK_ACTIONS, actions_for, bulk_actions_for
 
@@ -19,11 +19,13 @@ ACTION_DONE = {"run": "moved to pending", "archive": "archived", "delete": "dele
 
 
 class TaskFilterForm(forms.Form):
-    """``?type=&search=&page=`` of a task list."""
+    """``?type=&search=&page=&sort=`` of a task list (``sort``: ``newest`` or ``oldest`` first; none or
+    anything else: the state's default order)."""
 
     type = forms.CharField(required=False, max_length=200, strip=True)
     search = forms.CharField(required=False, max_length=200, strip=True)
     page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
+    sort = forms.ChoiceField(required=False, choices=[("", ""), *((o, o) for o in ORDERS)])
 
     def values(self) -> tuple[str | None, str | None, int]:
         """``(type, search, page)``, with defaults for anything invalid (each field on its own: a bad
@@ -31,6 +33,11 @@ class TaskFilterForm(forms.Form):
         self.is_valid()
         data = self.cleaned_data
         return data.get("type") or None, data.get("search") or None, data.get("page") or 1
+
+    def order(self) -> str | None:
+        """``"newest"`` or ``"oldest"`` when asked for, else None (the state's default)."""
+        self.is_valid()
+        return self.cleaned_data.get("sort") or None
 
     def checked_page(self) -> int:
         """The page asked for, 1 when none was; ``PageNotFound`` for anything that is not a page number

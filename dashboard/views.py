@@ -37,7 +37,7 @@ from queuecore.core.errors import (
     TaskNotFound,
     WrongKeyType,
 )
-from queuecore.core.inspector import FILTER_SCAN_LIMIT, Inspector
+from queuecore.core.inspector import FILTER_SCAN_LIMIT, Inspector, default_order
 from queuecore.core.states import FINAL_STATES, STATES, actions_for
 
 from .access import OPERATE, dashboard_access
@@ -191,22 +191,29 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
     end renders the table's "past the end" notice."""
     form = TaskFilterForm(data)
     type_name, search, number = form.values()
+    sort = form.order()
     if strict:
         number = form.checked_page()
     tasks = ins.list_tasks(qname, state, number, int(get_config().dashboard["PAGE_SIZE"]), type=type_name,
-                           search=search)
+                           search=search, order=sort)
     if strict and number > tasks.pages:
         raise PageNotFound(f"no such page: page {number:,} is past the end ({tasks.pages:,} page(s))")
 
     def url(page_number: int | None) -> str | None:
-        return _state_url(qname, state, type=type_name, search=search, page=page_number) if page_number else None
+        return _state_url(qname, state, type=type_name, search=search, sort=sort,
+                          page=page_number) if page_number else None
 
+    other = "oldest" if tasks.order == "newest" else "newest"
     return _base(request, qname=qname, state=state, tasks=tasks, type_filter=type_name or "", search=search or "",
+                 sort=sort or "", order=tasks.order, default_order=default_order(state),
+                 sort_toggle_url=_state_url(qname, state, type=type_name, search=search,
+                                            sort=None if other == default_order(state) else other),
+                 sort_toggle_to=other, unsearched=tasks.total - (tasks.scanned or 0),
                  filtered=bool(type_name or search), actions=actions_for(state), scan_limit=FILTER_SCAN_LIMIT,
                  table_url=url(number), first_url=url(1), last_url=url(tasks.pages),
                  prev_url=url(number - 1 if number > 1 else None),
                  next_url=url(number + 1 if number < tasks.pages else None),
-                 first_url_unfiltered=_state_url(qname, state))
+                 first_url_unfiltered=_state_url(qname, state, sort=sort))
 
 
 # -- overview ---------------------------------------------------------------------------------------
@@ -362,11 +369,13 @@ def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpRespon
             reason = next(iter(batch.failed.values()))
             messages.warning(request, f"{len(batch.failed):,} task(s) left as they were ({reason}).")
     if not _fragment(request):
-        type_name, search, page_number = TaskFilterForm(request.POST).values()
+        posted = TaskFilterForm(request.POST)
+        type_name, search, page_number = posted.values()
         if page_number > 1:  # back to the same page, or the last one when the action emptied it
             page_number = min(page_number, ins.list_tasks(qname, state, page_number, int(get_config().dashboard[
-                "PAGE_SIZE"]), type=type_name, search=search).pages)
-        return redirect(_state_url(qname, state, type=type_name, search=search, page=page_number))
+                "PAGE_SIZE"]), type=type_name, search=search, order=posted.order()).pages)
+        return redirect(_state_url(qname, state, type=type_name, search=search, sort=posted.order(),
+                                   page=page_number))
     return _partial(request, "partials/_task_table.html", _task_list(request, ins, qname, state, request.POST),
                     trigger=TASKS_CHANGED)
 

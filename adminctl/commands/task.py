@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import click
 
 from queuecore.core.errors import ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
+from queuecore.core.inspector import FILTER_SCAN_LIMIT, ORDERS
 from queuecore.core.message import TaskInfo
 from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, TaskAction
 
@@ -44,13 +45,19 @@ def task() -> None:
 @click.option("--type", "-t", "type_name", metavar="TYPE", help="Only tasks of this type.")
 @click.option("--search", metavar="TEXT",
               help="Only tasks whose id, payload or last error contains TEXT (case-insensitive).")
+@click.option("--sort", "order", type=click.Choice(ORDERS), default=None,
+              help="newest or oldest first. [default: newest for retry, archived and completed; oldest "
+                   "(the next to run, the soonest due) for the others]")
 @json_option
 @click.pass_obj
 def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_name: str | None,
-            search: str | None) -> None:
+            search: str | None, order: str | None) -> None:
     """List the tasks of QUEUE in STATE, a page at a time.
 
-    Oldest first.
+    Newest first for retry, archived and completed (the latest failures
+    and results on page 1); oldest first for the others: pending in the
+    order workers take them, scheduled and active soonest due first.
+    --sort turns the order around.
 
     STATE is one of {states}.
     Payloads and errors are shown escaped and truncated; use `task inspect`
@@ -60,10 +67,11 @@ def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_na
     Examples:
       adminctl task ls default pending
       adminctl task ls default archived --page 2 --size 50
+      adminctl task ls default archived --sort oldest
       adminctl task ls default retry --type emails.send --search SMTPError
       adminctl task ls default scheduled --json | jq -r '.tasks[].id'
     """
-    result = app.inspector.list_tasks(queue_name, state, page, size, type=type_name, search=search)
+    result = app.inspector.list_tasks(queue_name, state, page, size, type=type_name, search=search, order=order)
     term = app.terminal
     if app.json:
         term.json(result.to_dict())
@@ -71,9 +79,15 @@ def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_na
     if page > 1 and page > result.pages:
         raise PageNotFound(f"no such page: page {page:,} is past the end: {result.pages:,} page(s) of {size}")
     if not result.tasks:
-        if result.matched is not None:
+        if result.matched is not None and not result.scanned_all:
+            other = "oldest" if result.order == "newest" else "newest"
+            term.info(f"no match among the {result.order} {human_count(result.scanned or 0)} of "
+                      f"{human_count(result.total)} {state} tasks in queue {escape(queue_name)} searched "
+                      f"(a filter looks at {human_count(FILTER_SCAN_LIMIT)} at most); narrow with --type, "
+                      f"or search the {other} with --sort {other}")
+        elif result.matched is not None:
             term.info(f"no {state} task in queue {escape(queue_name)} matches "
-                      f"(among {human_count(result.total)})")
+                      f"(all {human_count(result.total)} searched)")
         else:
             term.info(f"no {state} tasks in queue {escape(queue_name)}")
         return

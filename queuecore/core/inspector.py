@@ -82,6 +82,8 @@ BULK_CHUNK = 500
 AUDIT_MAX_ENTRIES = 10_000
 AUDIT_MAX_IDS = 100
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
+ORDERS = ("newest", "oldest")
+NEWEST_FIRST_STATES = (TaskState.RETRY.value, TaskState.ARCHIVED.value, TaskState.COMPLETED.value)
 MAX_PAGE = 1_000_000_000  # the highest page number a task list accepts (larger ones are PageNotFound)
 _TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since", "started_at", "completed_at",
                 "result", "cancel", "archived_by")
@@ -99,6 +101,9 @@ class TaskPage:
     size: int
     matched: int | None = None  # tasks matching the filter among those scanned; None when unfiltered
     scanned_all: bool = True  # False when a filtered scan stopped at FILTER_SCAN_LIMIT
+    # Not in ``to_dict`` (its JSON shape is kept): the order of the list, and how many tasks a filter looked at.
+    order: str = "oldest"
+    scanned: int | None = None
 
     @property
     def pages(self) -> int:
@@ -145,6 +150,13 @@ class RedisInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def default_order(state: str) -> str:
+    """The order a task list of ``state`` shows by default: ``"newest"`` first for retry, archived and
+    completed (the latest failures and results on page 1), else ``"oldest"`` (pending: next to run
+    first; scheduled: soonest due first; active: lease ending soonest first)."""
+    return "newest" if state in NEWEST_FIRST_STATES else "oldest"
 
 
 def check_page(page: Any) -> int:
@@ -499,10 +511,16 @@ class Inspector:
                 raise reply
         return replies
 
-    def _ids(self, q: QueueKeys, state: str, start: int, stop: int) -> list[tuple[str, float | None]]:
-        """Ids with their scores, oldest first: ``start``..``stop`` inclusive."""
+    def _ids(self, q: QueueKeys, state: str, start: int, stop: int,
+             newest: bool = False) -> list[tuple[str, float | None]]:
+        """Ids with their scores, oldest first (``newest``: newest first): ``start``..``stop`` inclusive."""
         with self._expect(q.state_key(state), "list" if state == "pending" else "zset", q):
-            return self._raw_ids(q, state, start, stop)
+            if not newest:
+                return self._raw_ids(q, state, start, stop)
+            if state == "pending":  # pushed left: the newest is at the left end
+                return [(i, None) for i in cast("list[str]", self.redis.lrange(q.pending, start, stop))]
+            return cast("list[tuple[str, float | None]]",
+                        self.redis.zrevrange(q.state_key(state), start, stop, withscores=True))
 
     def _raw_ids(self, q: QueueKeys, state: str, start: int, stop: int) -> list[tuple[str, float | None]]:
         if state == "pending":
@@ -521,13 +539,19 @@ class Inspector:
 
     @translate
     def list_tasks(self, queue: str, state: str, page: int = 1, size: int = 20, *, type: str | None = None,
-                   search: str | None = None) -> TaskPage:
-        """One page of the tasks of ``queue`` in ``state``, oldest first.
+                   search: str | None = None, order: str | None = None) -> TaskPage:
+        """One page of the tasks of ``queue`` in ``state``.
 
-        ``type`` keeps tasks of that type; ``search`` keeps tasks whose payload or last error
-        contains the text. Filtered lists scan at most ``FILTER_SCAN_LIMIT`` tasks.
+        ``order``: ``"oldest"`` first (pending: the next to run; scored states: by ascending score, so
+        scheduled and retry soonest due first) or ``"newest"`` first; ``None`` is the state's default
+        (``default_order``: newest first for retry, archived and completed).
+        ``type`` keeps tasks of that type; ``search`` keeps tasks whose id, payload or last error
+        contains the text. Filtered lists scan at most ``FILTER_SCAN_LIMIT`` tasks, from the start of
+        the order asked for.
         """
         state = self._check_state(state)
+        order = default_order(state) if order is None else _one_of(order, ORDERS, "order")
+        newest = order == "newest"
         check_page(page)
         if size < 1 or size > 1000:
             raise ConfigurationError("size must be between 1 and 1000")
@@ -535,15 +559,15 @@ class Inspector:
         total = self._count(q, state)
         if not type and not search:
             start = (page - 1) * size
-            ids = self._ids(q, state, start, start + size - 1)
-            return TaskPage(self._infos(q, state, ids), total, page, size)
+            ids = self._ids(q, state, start, start + size - 1, newest)
+            return TaskPage(self._infos(q, state, ids), total, page, size, order=order)
         wanted_from = (page - 1) * size
         matched: list[TaskInfo] = []
         matches = 0
         scanned = 0
         chunk = 500
         while scanned < min(total, FILTER_SCAN_LIMIT):
-            ids = self._ids(q, state, scanned, scanned + chunk - 1)
+            ids = self._ids(q, state, scanned, scanned + chunk - 1, newest)
             if not ids:
                 break
             scanned += len(ids)
@@ -552,7 +576,8 @@ class Inspector:
                     if wanted_from <= matches < wanted_from + size:
                         matched.append(info)
                     matches += 1
-        return TaskPage(matched, total, page, size, matched=matches, scanned_all=scanned >= total)
+        return TaskPage(matched, total, page, size, matched=matches, scanned_all=scanned >= total, order=order,
+                        scanned=scanned)
 
     @staticmethod
     def _matches(info: TaskInfo, type_name: str | None, search: str | None) -> bool:

@@ -27,7 +27,8 @@ from queuecore import (
     task,
 )
 from queuecore.core.clock import to_ms
-from queuecore.core.inspector import BULK_CHUNK
+from queuecore.core.errors import PageNotFound
+from queuecore.core.inspector import BULK_CHUNK, MAX_PAGE
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.message import DailyStats, WorkerInfo
 from tests.conftest import wait_until
@@ -232,11 +233,29 @@ def test_list_zset_states_in_score_order(fi: Inspector, redis_client, connection
     q = queue(redis_client, connection)
     for name, score in (("late", NOW_MS + 3000), ("early", NOW_MS + 1000), ("middle", NOW_MS + 2000)):
         seed_task(redis_client, q, name, state, score=score)
-    page = fi.list_tasks("default", state, page=1, size=2)
+    page = fi.list_tasks("default", state, page=1, size=2, order="oldest")
     assert [t.id for t in page.tasks] == ["early", "middle"]
     assert all(t.state == state for t in page.tasks)
     assert (page.total, page.pages) == (3, 2)
-    assert [t.id for t in fi.list_tasks("default", state, page=2, size=2).tasks] == ["late"]
+    assert [t.id for t in fi.list_tasks("default", state, page=2, size=2, order="oldest").tasks] == ["late"]
+    newest = [t.id for p in (1, 2) for t in fi.list_tasks("default", state, page=p, size=2, order="newest").tasks]
+    assert newest == ["late", "middle", "early"]
+    # By default the latest failures and results come first; scheduled and active soonest first
+    default = [t.id for t in fi.list_tasks("default", state, size=3).tasks]
+    assert default == (newest if state in ("retry", "archived", "completed") else ["early", "middle", "late"])
+    assert fi.list_tasks("default", state).order == ("newest" if state in ("retry", "archived", "completed")
+                                                     else "oldest")
+
+
+def test_list_pending_newest_first_and_filtered_newest_first(fi: Inspector, redis_client, connection) -> None:
+    q = queue(redis_client, connection)
+    ids = [f"p{i}" for i in range(5)]
+    for i, task_id in enumerate(ids):
+        seed_task(redis_client, q, task_id, "pending", payload={"n": i, "even": i % 2 == 0})
+    assert [t.id for t in fi.list_tasks("default", "pending").tasks] == ids  # next to run first
+    assert [t.id for t in fi.list_tasks("default", "pending", order="newest", page=2, size=2).tasks] == ["p2", "p1"]
+    assert [t.id for t in fi.list_tasks("default", "pending", order="newest", search="true").tasks] == [
+        "p4", "p2", "p0"]
 
 
 def test_list_filtered_by_type_and_search(fi: Inspector, redis_client, connection) -> None:
@@ -250,7 +269,7 @@ def test_list_filtered_by_type_and_search(fi: Inspector, redis_client, connectio
                   error=error, retried=1)
 
     def ids(**kw: Any) -> list[str]:
-        return [t.id for t in fi.list_tasks("default", "retry", **kw).tasks]
+        return [t.id for t in fi.list_tasks("default", "retry", order="oldest", **kw).tasks]
 
     assert ids(type="mail.send") == ["r0", "r2", "r3"]
     assert ids(type="img.resize") == ["r1"]
@@ -258,17 +277,22 @@ def test_list_filtered_by_type_and_search(fi: Inspector, redis_client, connectio
     assert ids(search="DB DOWN") == ["r2"]  # last error
     assert ids(search="full", type="mail.send") == ["r0"]
     assert ids(search="no such text") == []
-    page = fi.list_tasks("default", "retry", page=2, size=2, type="mail.send")
+    page = fi.list_tasks("default", "retry", page=2, size=2, type="mail.send", order="oldest")
     assert ([t.id for t in page.tasks], page.total, page.matched, page.pages, page.scanned_all) == (
         ["r3"], 4, 3, 2, True)
+    assert [t.id for t in fi.list_tasks("default", "retry", type="mail.send").tasks] == ["r3", "r2", "r0"]
 
 
 def test_list_tasks_refuses_bad_arguments(fi: Inspector, redis_client, connection) -> None:
     queue(redis_client, connection)
-    for kwargs in ({"state": "dead"}, {"state": "pending", "page": 0}, {"state": "pending", "size": 0},
-                   {"state": "pending", "size": 1001}):
+    for kwargs in ({"state": "dead"}, {"state": "pending", "size": 0}, {"state": "pending", "size": 1001},
+                   {"state": "pending", "order": "sideways"}):
         with pytest.raises(ConfigurationError):
             fi.list_tasks("default", **kwargs)
+    for page in (0, -1, 10**30, MAX_PAGE + 1):
+        with pytest.raises(PageNotFound, match="no such page"):
+            fi.list_tasks("default", "pending", page=page)
+    assert fi.list_tasks("default", "pending", page=MAX_PAGE).tasks == []  # past the end: an empty page
 
 
 # -- one task -----------------------------------------------------------------------------------
