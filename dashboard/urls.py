@@ -13,7 +13,7 @@ from django.urls import path, register_converter
 from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
 
-from . import periodic_views, views
+from . import failure_views, periodic_views, views
 
 _NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 
@@ -90,6 +90,11 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("periodic/", periodic_views.periodic, name="periodic"),
     path("periodic/_/<str:name>/<str:verb>/", periodic_views.periodic_action, name="periodic_action"),
+    path("failures/", failure_views.failures, name="failures"),
+    path("failures/_/<slug:key>/<slug:verb>/", failure_views.failure_action, name="failure_action"),
+    path("<qc_queue:qname>/failures/", failure_views.failures, name="queue_failures"),
+    path("<qc_queue:qname>/failures/_/<slug:key>/<slug:verb>/", failure_views.failure_action,
+         name="queue_failure_action"),
     path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/", views.task_detail, name="task"),
     path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/<qc_task_verb:verb>/", views.task_action, name="task_action"),
     path("<qc_queue:qname>/<qc_state:state>/", views.queue_state, name="queue_state"),

@@ -1,0 +1,59 @@
+"""The dashboard's Failures page: failed tasks grouped by error, across queues and per queue; run,
+archive and delete a whole group (POST + CSRF + the operate permission, through the Inspector)."""
+
+from __future__ import annotations
+
+import html as htmllib
+
+from django.test import Client as DjangoClient
+from django.urls import reverse
+
+from queuecore import Client, Inspector
+from tests.adminctl.test_failures import seed_failures
+from tests.dashboard.conftest import HX
+
+URL = reverse("queuecore_dashboard:failures")
+
+
+def test_groups_across_queues_and_per_queue(viewer: DjangoClient, redis_client, connection, client: Client,
+                                            inspector: Inspector) -> None:
+    empty = viewer.get(URL)
+    assert empty.status_code == 200 and "No failed tasks." in empty.content.decode()
+    seed_failures(redis_client, connection, client)
+    key = inspector.failure_groups().groups[0].key
+    page = htmllib.unescape(viewer.get(URL).content.decode())
+    assert f'data-qc-failure-group="{key}"' in page
+    assert "card <n> declined for order <n>" in page and "billing.py:charge" in page
+    assert "4 archived, 1 retry" in page and "6 failed tasks read." in page
+    assert reverse("queuecore_dashboard:task", args=["mail", "m0"]) in page  # its newest tasks link to them
+    assert 'aria-current="page">Failures</a>' in page
+    assert "data-qc-failure-action" not in page  # a viewer sees no actions
+    mail = htmllib.unescape(viewer.get(reverse("queuecore_dashboard:queue_failures", args=["mail"])).content.decode())
+    assert mail.count("data-qc-failure-group=") == 2 and "Failures in queue mail" in mail
+    fragment = viewer.get(URL, headers=HX).content.decode()
+    assert 'id="qc-failures"' in fragment and "<html" not in fragment
+    assert viewer.get(reverse("queuecore_dashboard:queue_failures", args=["nope"])).status_code == 404
+
+
+def test_operators_act_on_a_group_viewers_cannot(operator: DjangoClient, viewer: DjangoClient, redis_client,
+                                                 connection, client: Client, inspector: Inspector) -> None:
+    seed_failures(redis_client, connection, client)
+    key = inspector.failure_groups().groups[0].key
+    page = htmllib.unescape(operator.get(URL).content.decode())
+    assert 'data-confirm="Delete 5 tasks failing with “CardDeclined: card <n> declined for order <n>” in ' \
+           'billing, mail?"' in page
+    delete = reverse("queuecore_dashboard:failure_action", args=[key, "delete"])
+    assert viewer.post(delete).status_code == 403
+    assert operator.get(delete).status_code == 405  # POST only
+    assert inspector.count("billing", "archived") == 4
+    done = operator.post(delete, headers=HX)
+    assert done.status_code == 200 and f"Failure group {key}: 5 task(s) deleted." in done.content.decode()
+    assert (inspector.count("billing", "archived"), inspector.count("mail", "retry")) == (0, 0)
+    assert inspector.audit_log()[0].actor.startswith("dashboard:")
+    again = operator.post(delete)
+    assert again.status_code == 404 and "it may have been acted on already" in again.content.decode()
+    run = reverse("queuecore_dashboard:queue_failure_action", args=["mail", inspector.failure_groups().groups[0].key,
+                                                                    "run"])
+    assert operator.post(run).status_code == 302
+    assert (inspector.count("mail", "archived"), inspector.count("mail", "pending")) == (0, 2)  # and the seed one
+    assert operator.post(reverse("queuecore_dashboard:failure_action", args=[key, "cancel"])).status_code == 404
