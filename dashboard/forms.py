@@ -23,7 +23,7 @@ class TaskFilterForm(forms.Form):
     anything else: the state's default order)."""
 
     type = forms.CharField(required=False, max_length=200, strip=True)
-    search = forms.CharField(required=False, max_length=200, strip=True)
+    search = forms.CharField(required=False, max_length=2000, strip=True)  # room for a pasted payload
     page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PAGE)
     sort = forms.ChoiceField(required=False, choices=[("", ""), *((o, o) for o in ORDERS)])
 

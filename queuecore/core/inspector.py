@@ -31,6 +31,7 @@ from queuecore.core.errors import (
     QueueNotFound,
     TaskDecodeError,
     TaskNotFound,
+    TaskTypeNotFound,
     WrongKeyType,
 )
 from queuecore.core.failures import GROUP_ACTIONS, FailureReport, read_failures
@@ -76,6 +77,7 @@ from queuecore.core.states import (
     TaskState,
 )
 from queuecore.core.topology import info_of_every_master
+from queuecore.core.typereport import TypeReport
 from queuecore.core.typestats import TypeStats
 
 BULK_CHUNK = 500
@@ -150,6 +152,45 @@ class RedisInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def _strip_json_space(text: str, in_string: bool) -> str:
+    """``text`` without the whitespace that lies outside JSON string literals, reading it as starting
+    inside a string literal when ``in_string`` (a fragment cut from the middle of one)."""
+    out: list[str] = []
+    escaped = False
+    for ch in text:
+        if in_string:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+            out.append(ch)
+        elif not ch.isspace():
+            out.append(ch)
+    return "".join(out)
+
+
+def search_needles(search: str) -> tuple[str, ...]:
+    """The forms of a search text that are looked for, lower-cased: the text as typed, and the text
+    with the whitespace JSON ignores taken out (read as starting outside a string literal, and as
+    starting inside one). Payloads are shown with spaces and line breaks (``"user_id": 5005``, the
+    indented detail view) but stored compact (``"user_id":5005``): a fragment pasted from the screen
+    then finds the task."""
+    text = search.lower()
+    forms = [text]
+    if not any(ch in text for ch in '":,{}[]'):  # plain words: looked for as typed, spaces and all
+        return tuple(forms)
+    for in_string in (False, True):
+        form = _strip_json_space(text, in_string)
+        if form and form not in forms:
+            forms.append(form)
+    return tuple(forms)
 
 
 def default_order(state: str) -> str:
@@ -562,6 +603,7 @@ class Inspector:
             ids = self._ids(q, state, start, start + size - 1, newest)
             return TaskPage(self._infos(q, state, ids), total, page, size, order=order)
         wanted_from = (page - 1) * size
+        needles = search_needles(search) if search else ()
         matched: list[TaskInfo] = []
         matches = 0
         scanned = 0
@@ -572,7 +614,7 @@ class Inspector:
                 break
             scanned += len(ids)
             for info in self._infos(q, state, ids):
-                if self._matches(info, type, search):
+                if self._matches(info, type, needles):
                     if wanted_from <= matches < wanted_from + size:
                         matched.append(info)
                     matches += 1
@@ -580,15 +622,14 @@ class Inspector:
                         scanned=scanned)
 
     @staticmethod
-    def _matches(info: TaskInfo, type_name: str | None, search: str | None) -> bool:
+    def _matches(info: TaskInfo, type_name: str | None, needles: tuple[str, ...]) -> bool:
+        """Of ``type_name`` (when given) and containing one of ``needles`` (``search_needles``) in its id,
+        compact payload or last error (when given)."""
         if type_name and info.type != type_name:
             return False
-        if search:
-            needle = search.lower()
-            from queuecore.core.message import dumps
-
+        if needles:
             haystack = f"{info.id} {dumps(info.payload)} {info.last_error or ''}".lower()
-            return needle in haystack
+            return any(needle in haystack for needle in needles)
         return True
 
     def _infos(self, q: QueueKeys, state: str, ids: list[tuple[str, float | None]]) -> list[TaskInfo]:
@@ -1024,12 +1065,23 @@ class Inspector:
     # -- failures grouped by error (failures.py) -----------------------------------------------------
 
     @translate
-    def failure_groups(self, queue: str | None = None, limit: int = FAILURE_SCAN_LIMIT) -> FailureReport:
+    def failure_groups(self, queue: str | None = None, limit: int = FAILURE_SCAN_LIMIT, *,
+                       task_type: str | None = None) -> FailureReport:
         """The failed tasks (retry and archived) of ``queue``, or of every queue, grouped by the
         fingerprint of their last error, the biggest group first (the newest ``limit`` tasks of each
-        list are read; ``FailureReport.scanned_all`` says whether that was all of them)."""
+        list are read; ``FailureReport.scanned_all`` says whether that was all of them); with
+        ``task_type``, only that type's tasks."""
         queues = [self._require_queue(queue).queue] if queue is not None else self.queues()
-        return read_failures(self.redis, self.keys, queues, limit)
+        return read_failures(self.redis, self.keys, queues, limit, task_type)
+
+    def type_report(self, queue: str, type: str, window: float | timedelta = timedelta(hours=1)) -> TypeReport:
+        """One task type in ``queue``: its statistics over ``window``, its limits and their use, and its
+        failed tasks grouped by error (``typereport.py``); ``TaskTypeNotFound`` when it never ran there."""
+        validate_type_name(type)
+        if type not in self.task_types(queue):
+            raise TaskTypeNotFound(f"no task of type {type!r} has run in queue {queue!r}")
+        limit = next((info for info in self.limits() if info.type == type), None)
+        return TypeReport(self.type_stats(queue, type, window), limit, self.failure_groups(queue, task_type=type))
 
     def act_on_failure_group(self, key: str, action: str, queue: str | None = None) -> list[TaskBatchResult]:
         """Run, archive or delete every task of the failure group ``key`` (of ``queue``, or of every

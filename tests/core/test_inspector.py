@@ -693,3 +693,35 @@ def test_redis_info_can_skip_the_key_scan(inspector: Inspector, client: Client) 
     quick = inspector.redis_info(count_keys=False)
     assert quick.key_count is None
     assert quick.version and quick.queues == 1
+
+
+# -- search matches what is shown ---------------------------------------------------------------------
+
+
+def test_search_finds_text_pasted_from_the_displayed_payload(fi: Inspector, redis_client, connection) -> None:
+    import json as _json
+
+    from queuecore_adminctl.fmt import compact_json, pretty_json
+
+    q = queue(redis_client, connection)
+    payload = {"user_id": 5005, "name": "Ann  Lee", "tags": ["a", "b c"], "nested": {"k": "v: w, x"}, "s": "é"}
+    seed_task(redis_client, q, "t1", "pending", payload=payload)
+    seed_task(redis_client, q, "t2", "pending", payload={"user_id": 50051, "name": "Bob"})
+
+    def ids(search: str) -> list[str]:
+        return [t.id for t in fi.list_tasks("default", "pending", search=search).tasks]
+
+    preview = _json.dumps(payload, ensure_ascii=False, separators=(", ", ": "))  # the dashboard's table
+    pretty = _json.dumps(payload, ensure_ascii=False, indent=2)  # the task page
+    assert compact_json(payload) == preview and pretty_json(payload) == pretty  # adminctl shows the same
+    assert ids('"user_id": 5005,') == ["t1"]  # was: nothing (stored as "user_id":5005)
+    assert ids('"user_id": 5005') == ["t1", "t2"]  # 50051 starts with 5005, as before
+    assert ids(preview) == ["t1"]  # the whole line of the table
+    assert ids(pretty) == ["t1"]  # the whole indented block of the task page, line breaks and all
+    assert ids('"tags": [\n    "a",\n    "b c"\n  ]') == ["t1"]  # several lines of it
+    assert ids('Ann  Lee", "tags"') == ["t1"]  # a fragment that starts inside a string literal
+    assert ids('"name": "Ann Lee"') == []  # spaces inside a string are significant
+    assert ids("Ann  Lee") == ["t1"] and ids("annlee") == []  # plain words: as typed
+    assert ids('"k": "v: w, x"') == ["t1"]
+    assert ids('"s": "é"') == ["t1"]
+    assert ids('"user_id": 5006') == []
