@@ -35,6 +35,7 @@ from .commands.queue import queue
 from .commands.server import server
 from .commands.stats import stats
 from .commands.task import task
+from .commands.types import types
 from .commands.worker import worker
 from .terminal import Terminal
 
@@ -145,7 +146,7 @@ def cli(ctx: click.Context, redis_url: str | None, prefix: str | None, settings:
     ctx.call_on_close(app.close)
 
 
-for command in (stats, queue, task, failures, enqueue, server, worker, periodic, alerts):
+for command in (stats, queue, task, failures, types, enqueue, server, worker, periodic, alerts):
     cli.add_command(command)
 
 

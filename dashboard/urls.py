@@ -13,7 +13,7 @@ from django.urls import path, register_converter
 from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
 
-from . import failure_views, periodic_views, views
+from . import failure_views, periodic_views, type_views, views
 
 _NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 
@@ -93,6 +93,8 @@ urlpatterns = [
     path("failures/", failure_views.failures, name="failures"),
     path("failures/_/<slug:key>/<slug:verb>/", failure_views.failure_action, name="failure_action"),
     path("<qc_queue:qname>/failures/", failure_views.failures, name="queue_failures"),
+    path("<qc_queue:qname>/types/", type_views.task_types, name="task_types"),
+    path("<qc_queue:qname>/types/<qc_queue:type_name>/", type_views.task_type, name="task_type"),
     path("<qc_queue:qname>/failures/_/<slug:key>/<slug:verb>/", failure_views.failure_action,
          name="queue_failure_action"),
     path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/", views.task_detail, name="task"),

@@ -51,6 +51,10 @@ class FailureGroupNotFound(QueuecoreError, LookupError):
     """No failed task's last error has that fingerprint (any more)."""
 
 
+class TaskTypeNotFound(QueuecoreError, LookupError):
+    """No task of that type has run in that queue."""
+
+
 class TaskIdConflict(QueuecoreError):
     """A task with the caller-chosen id already exists in the queue."""
 

@@ -157,8 +157,10 @@ class FailureReport:
         return next((g for g in self.groups if g.key == key), None)
 
 
-def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = SCAN_LIMIT) -> FailureReport:
-    """Group the newest ``limit`` tasks of each queue's retry and archived lists by fingerprint."""
+def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = SCAN_LIMIT,
+                  task_type: str | None = None) -> FailureReport:
+    """Group the newest ``limit`` tasks of each queue's retry and archived lists by fingerprint (with
+    ``task_type``, only the tasks of that type)."""
     groups: dict[str, FailureGroup] = {}
     scanned, complete = 0, True
     for queue in queues:
@@ -180,6 +182,8 @@ def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = S
                         type_name = TaskMessage.decode(task_id, queue, msg).type
                     except TaskDecodeError:
                         type_name = "?"
+                    if task_type is not None and type_name != task_type:
+                        continue
                     text = error or "(no error recorded)"
                     found = fingerprint(text)
                     group = groups.get(found.key)

@@ -36,6 +36,7 @@ EXPECTED_COMMANDS = {
     "task cancel", "task run-all", "task archive-all", "task delete-all", "server", "server ls", "worker",
     "worker ls", "periodic", "periodic ls", "periodic inspect", "periodic pause", "periodic resume", "periodic run",
     "alerts", "failures", "failures ls", "failures show", "failures run", "failures archive", "failures delete",
+    "type", "type ls", "type show",
 }
 
 

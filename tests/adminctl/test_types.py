@@ -1,0 +1,26 @@
+"""``adminctl type ls|show``: a queue's task types and one type's figures, limits and failures."""
+
+from __future__ import annotations
+
+from queuecore import Inspector
+from tests.dashboard.test_task_types import run_some
+
+
+def test_ls_and_show_with_json(adminctl, make_worker, registry, client, inspector: Inspector) -> None:
+    run_some(make_worker, registry, client, inspector)
+    listed = adminctl("type", "ls", "default", "--json").json()
+    assert listed["window"] == "1h"
+    by_type = {t["type"]: t for t in listed["types"]}
+    assert (by_type["t.ok"]["processed"], by_type["t.ok"]["failed"]) == (6, 0)
+    assert (by_type["t.flaky"]["processed"], by_type["t.flaky"]["failure_rate"]) == (4, 0.5)
+    table = adminctl("type", "ls", "default", "--window", "24h")
+    assert table.code == 0 and "t.flaky" in table.stdout and "50.0%" in table.stdout and "3 at once" in table.stdout
+    shown = adminctl("type", "show", "default", "t.flaky", "--json").json()
+    assert shown["limit"]["concurrency_limit"] == 3
+    assert [(g["error_type"], g["message"], g["count"]) for g in shown["failures"]["groups"]] == [
+        ("ValueError", "row <n> is bad", 2)]
+    detail = adminctl("type", "show", "default", "t.flaky")
+    assert detail.code == 0 and "p50/p95/p99, estimates" in detail.stdout and "row <n> is bad" in detail.stdout
+    missing = adminctl("type", "show", "default", "t.never")
+    assert missing.code == 1 and "no task of type 't.never' has run in queue 'default'" in missing.stderr
+    assert adminctl("type", "ls", "default", "--window", "2y").code == 2
