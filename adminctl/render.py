@@ -196,7 +196,7 @@ class StateBar:
 def queue_stats_table(queues: Sequence[QueueInfo]) -> FitTable:
     """The ``stats`` queue table: size, latency, memory and today's counters per queue."""
     columns = [Column("queue", shrink=2, min_width=5), Column("state"), Column("size", "right"),
-               Column("latency", "right"), Column("memory", "right"), Column("processed", "right"),
+               Column("latency", "right"), Column("memory est.", "right"), Column("processed", "right"),
                Column("failed", "right"), Column("err%", "right")]
     rows = []
     for q in queues:

@@ -94,8 +94,9 @@ def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator
                                 labels=["queue"])
     paused = GaugeMetricFamily(f"{ns}_queue_paused_total", "1 when a queue is paused, else 0.", labels=["queue"])
     memory = GaugeMetricFamily(f"{ns}_queue_memory_usage_approx_bytes",
-                               "Estimated Redis memory of a queue (its keys, plus a sample of task hashes "
-                               "times its tasks).", labels=["queue"])
+                               "Estimated Redis memory of a queue: its keys, plus task hashes sampled from "
+                               "every state in proportion to its size, each state's average times its "
+                               "tasks.", labels=["queue"])
     processed = CounterMetricFamily(f"{ns}_queue_processed", "Attempts that ended in a queue (all types).",
                                     labels=["queue"])
     failed = CounterMetricFamily(f"{ns}_queue_failed", "Attempts that failed in a queue (all types).",

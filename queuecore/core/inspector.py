@@ -6,6 +6,7 @@ The dashboard and ``adminctl`` call this and nothing else.
 from __future__ import annotations
 
 import difflib
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -193,6 +194,27 @@ def search_needles(search: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
+MEMORY_SAMPLE = 20  # task hashes measured per queue for its memory estimate, over all its states
+STATES_BY_KEY = ("pending", *ZSET_STATES)  # the order of the sizes _queue_infos reads
+
+
+def memory_sample_plan(sizes: dict[str, int], sample: int, offset: float = 0.0) -> dict[str, list[int]]:
+    """Which task of which state to measure for a memory estimate: ``sample`` positions in all, shared
+    out in proportion to each state's size (at least one for every state that holds tasks), spread
+    evenly over each state's list, starting ``offset`` (0 to 1, drawn at random by callers) of the
+    spacing in. ``queue_metrics.lua`` shares it out the same way."""
+    total = sum(sizes.values())
+    plan: dict[str, list[int]] = {}
+    if total <= 0 or sample <= 0:
+        return plan
+    for state, count in sizes.items():
+        if count <= 0:
+            continue
+        k = min(count, max(1, int(sample * count / total + 0.5)))
+        plan[state] = [min(count - 1, int((j + offset) * count / k)) for j in range(k)]
+    return plan
+
+
 def default_order(state: str) -> str:
     """The order a task list of ``state`` shows by default: ``"newest"`` first for retry, archived and
     completed (the latest failures and results on page 1), else ``"oldest"`` (pending: next to run
@@ -377,40 +399,53 @@ class Inspector:
         return read_limits(self.redis, self.keys, published, now_ms)
 
     def _memory_usage(self, queues: list[QueueKeys], sizes: list[list[Any]]) -> list[int | None]:
-        """Estimate bytes per queue: the state keys plus a sample of task hashes times the count."""
-        sample_size = 20
+        """Estimate bytes per queue: its state and stats keys, plus task hashes sampled from every state
+        in proportion to its size (``memory_sample_plan``, ``MEMORY_SAMPLE`` in all), each state's
+        average times its count. None where MEMORY is denied (an ACL) or unsupported."""
+        plans = [memory_sample_plan(dict(zip(STATES_BY_KEY, (_int(v) for v in sizes[i][:6]), strict=True)),
+                                    MEMORY_SAMPLE, random.random()) for i in range(len(queues))]
         try:
             pipe = self.redis.pipeline(transaction=False)
-            plan = []
-            for q in queues:
+            for q, plan in zip(queues, plans, strict=True):
                 pipe.memory_usage(q.pending)
                 for state in ZSET_STATES:
                     pipe.memory_usage(q.state_key(state))
                 pipe.memory_usage(q.stats)
-                pipe.lrange(q.pending, 0, sample_size - 1)
-                plan.append(q)
+                for state, positions in plan.items():
+                    for position in positions:
+                        if state == "pending":
+                            pipe.lindex(q.pending, position)
+                        else:
+                            pipe.zrange(q.state_key(state), position, position)
             replies = pipe.execute()
-            step = 8
+            keys_totals, sampled = [], []
+            at = 0
+            for plan in plans:
+                keys_totals.append(sum(_int(v) for v in replies[at: at + 7]))
+                at += 7
+                ids: dict[str, list[str]] = {}
+                for state, positions in plan.items():
+                    found = replies[at: at + len(positions)]
+                    at += len(positions)
+                    ids[state] = [v if isinstance(v, str) else v[0] for v in found if v]
+                sampled.append(ids)
             pipe = self.redis.pipeline(transaction=False)
-            samples = []
-            for i, q in enumerate(queues):
-                ids = replies[i * step + 7]
-                samples.append(len(ids))
-                for task_id in ids:
-                    pipe.memory_usage(q.task(task_id))
-            task_sizes = pipe.execute()
+            for q, ids in zip(queues, sampled, strict=True):
+                for state_ids in ids.values():
+                    for task_id in state_ids:
+                        pipe.memory_usage(q.task(task_id))
+            task_sizes = iter(pipe.execute())
         except redis.ResponseError:
             return [None] * len(queues)  # MEMORY denied (ACL) or unsupported
         out: list[int | None] = []
-        offset = 0
-        for i in range(len(queues)):
-            keys_total = sum(_int(v) for v in replies[i * step: i * step + 7])
-            n = samples[i]
-            sample = [_int(v) for v in task_sizes[offset: offset + n]]
-            offset += n
-            tasks = sum(_int(v) for v in sizes[i])
-            per_task = sum(sample) / len(sample) if sample else 0
-            out.append(int(keys_total + per_task * tasks))
+        for i, ids in enumerate(sampled):
+            counts = dict(zip(STATES_BY_KEY, (_int(v) for v in sizes[i][:6]), strict=True))
+            estimate = float(keys_totals[i])
+            for state, state_ids in ids.items():
+                measured = [_int(next(task_sizes)) for _ in state_ids]
+                if measured:
+                    estimate += sum(measured) / len(measured) * counts[state]
+            out.append(int(estimate))
         return out
 
     @translate

@@ -9,6 +9,7 @@ with the number of tasks.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from queuecore.core.scripts import Scripts
 from queuecore.core.typestats import unpack
 
 STATES = ("pending", "active", "scheduled", "retry", "archived", "completed")
-MEMORY_SAMPLE = 5  # pending task hashes sampled per queue for the memory estimate
+MEMORY_SAMPLE = 10  # task hashes sampled per queue for the memory estimate, shared out over its states
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def read_queues(client: redis.Redis, scripts: Scripts, queues: Sequence[QueueKey
         return [], []
     pipe = client.pipeline(transaction=False)
     for q in queues:
-        scripts.queue_metrics(q, sample=sample, client=pipe)
+        scripts.queue_metrics(q, sample=sample, offset=random.random(), client=pipe)
     replies = pipe.execute(raise_on_error=False)
     out, unreadable = [], []
     for q, reply in zip(queues, replies, strict=True):

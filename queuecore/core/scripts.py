@@ -431,11 +431,13 @@ class Scripts:
         requeued, archived, orphans, grace_left_ms, silence_ms = (int(n) for n in reply[:5])
         return Recovery(requeued, archived, orphans, grace_left_ms, silence_ms, tasks)
 
-    def queue_metrics(self, q: QueueKeys, *, sample: int = 5, client: Any = None) -> Any:
+    def queue_metrics(self, q: QueueKeys, *, sample: int = 5, offset: float = 0.0, client: Any = None) -> Any:
         """One queue's gauges and counters for a metrics scrape (read-only; ``queue_metrics.lua``); with a
-        pipeline as ``client`` the call is queued (``queue_metrics.parse`` reads the reply)."""
+        pipeline as ``client`` the call is queued (``queue_metrics.parse`` reads the reply). ``sample``
+        task hashes, shared out over the states, are measured for the memory estimate, from ``offset``
+        (0 to 1) of the spacing between two samples on."""
         keys = [q.pending, q.active, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.stats, q.type_stats]
-        return self._call("queue_metrics", keys, [q.task_prefix, sample], client=client)
+        return self._call("queue_metrics", keys, [q.task_prefix, sample, f"{offset:.6f}"], client=client)
 
     def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, limit: int) -> int:
         """Delete completed tasks past retention and archived tasks past the age limit."""

@@ -12,12 +12,17 @@
 -- KEYS[8] <prefix>:{<q>}:stats      HASH  processed, failed (totals)
 -- KEYS[9] <prefix>:{<q>}:ts         HASH  type -> packed per-type counters (typestats.py)
 -- ARGV[1] task-key prefix, <prefix>:{<q>}:t:
--- ARGV[2] how many pending task HASHes to sample for the memory estimate (0: no estimate)
+-- ARGV[2] how many task HASHes to sample for the memory estimate, over all states (0: no estimate):
+--         shared out in proportion to each state's size, at least one per state holding tasks, spread
+--         evenly over each state (Inspector's memory_sample_plan shares them out the same way)
+-- ARGV[3] where the evenly spaced samples start, as a fraction (0 to 1) of their spacing (the caller
+--         draws it at random, so that data with a period does not fool every scrape the same way)
 -- Cluster note: the oldest pending task's HASH and the sampled task HASHes (<prefix>:{<q>}:t:<id>)
 -- are built from ARGV[1], same {<q>} tag as KEYS, same slot.
 -- Returns {pending, active, scheduled, retry, archived, completed, paused (0/1), the oldest pending
 -- task's id ("" = none), its pending_since ("" = never went back to pending) and its msg (""), the
--- memory estimate in bytes (-1 = not known: MEMORY denied), processed total, failed total, then for
+-- memory estimate in bytes (the keys, plus each state's sampled average task HASH times its size;
+-- -1 = not known: MEMORY denied), processed total, failed total, then for
 -- each type: its name and its packed counters}.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS 1-6, 8, 9 has the
 -- wrong Redis type (it writes nothing either way; the scrape leaves that queue out).
@@ -42,6 +47,7 @@ end
 out[8], out[9], out[10] = oldest, since, msg
 local memory = -1
 local sample = tonumber(ARGV[2])
+local offset = tonumber(ARGV[3] or "0") or 0
 if sample > 0 then
     local total, tasks = 0, 0
     for i = 1, 9 do
@@ -53,14 +59,28 @@ if sample > 0 then
     end
     if total >= 0 then
         for i = 1, 6 do tasks = tasks + out[i] end
-        local ids = redis.call("LRANGE", KEYS[1], 0, sample - 1)
-        local sum, n = 0, 0
-        for _, id in ipairs(ids) do
-            local m = redis.pcall("MEMORY", "USAGE", ARGV[1] .. id)
-            if type(m) == "number" then sum, n = sum + m, n + 1 end
-        end
         memory = total
-        if n > 0 then memory = total + math.floor(sum / n * tasks) end
+        for i = 1, 6 do
+            local count = out[i]
+            if count > 0 then
+                local k = math.min(count, math.max(1, math.floor(sample * count / tasks + 0.5)))
+                local sum, n = 0, 0
+                for j = 0, k - 1 do
+                    local position = math.min(count - 1, math.floor((j + offset) * count / k))
+                    local id
+                    if i == 1 then
+                        id = redis.call("LINDEX", KEYS[1], position)
+                    else
+                        id = redis.call("ZRANGE", KEYS[i], position, position)[1]
+                    end
+                    if id then
+                        local m = redis.pcall("MEMORY", "USAGE", ARGV[1] .. id)
+                        if type(m) == "number" then sum, n = sum + m, n + 1 end
+                    end
+                end
+                if n > 0 then memory = memory + math.floor(sum / n * count) end
+            end
+        end
     end
 end
 out[11] = memory
