@@ -43,7 +43,7 @@ from queuecore.core.states import FINAL_STATES, STATES, actions_for
 from .access import OPERATE, dashboard_access
 from .charts import RANGES, build_chart, sum_series
 from .forms import ACTION_DONE, TaskActionForm, TaskFilterForm
-from .inspector import inspector_for
+from .inspector import inspector_for, redis_info_for
 from .templatetags.queuecore_dashboard import qc_duration
 
 P = "queuecore_dashboard/"
@@ -435,10 +435,12 @@ def servers(request: HtmxHttpRequest) -> HttpResponse:
 
 @page
 def redis_page(request: HtmxHttpRequest) -> HttpResponse:
-    ins = inspector_for(request)
     connection = get_config().connection
-    context = _base(request, info=ins.redis_info(), queues=ins.all_queue_info(), key_prefix=connection.key_prefix,
-                    redis_url=redact_url(connection.redis_url), nav="redis")
+    # No key count on a plain visit (it SCANs the whole database): only the "Count keys" button counts
+    # (?count=1); other visits show the last count and its age.
+    info, counted = redis_info_for(request, count_keys=request.GET.get("count") == "1")
+    context = _base(request, info=info, key_count=counted, queues=inspector_for(request).all_queue_info(),
+                    key_prefix=connection.key_prefix, redis_url=redact_url(connection.redis_url), nav="redis")
     if _fragment(request):
         return _partial(request, "partials/_redis_info.html", context)
     return render(request, P + "redis.html", context)
