@@ -29,6 +29,7 @@ from . import __version__
 from .app import App, ConnectionDefaults, GlobalOptions
 from .commands.alerts import alerts
 from .commands.enqueue import enqueue
+from .commands.export import export
 from .commands.failures import failures
 from .commands.periodic import periodic
 from .commands.queue import queue
@@ -148,6 +149,7 @@ def cli(ctx: click.Context, redis_url: str | None, prefix: str | None, settings:
 
 for command in (stats, queue, task, failures, types, enqueue, server, worker, periodic, alerts):
     cli.add_command(command)
+task.add_command(export)
 
 
 def main(argv: list[str] | None = None, *, prog_name: str = "adminctl", defaults: ConnectionDefaults | None = None,

@@ -13,7 +13,7 @@ from django.urls import path, register_converter
 from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
 
-from . import failure_views, periodic_views, type_views, views
+from . import export_views, failure_views, periodic_views, type_views, views
 
 _NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 
@@ -101,6 +101,7 @@ urlpatterns = [
     path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/<qc_task_verb:verb>/", views.task_action, name="task_action"),
     path("<qc_queue:qname>/<qc_state:state>/", views.queue_state, name="queue_state"),
     path("<qc_queue:qname>/<qc_state:state>/actions/", views.tasks_action, name="tasks_action"),
+    path("<qc_queue:qname>/<qc_state:state>/export.<slug:fmt>", export_views.export_tasks, name="tasks_export"),
     path("<qc_queue:qname>/header/", views.queue_header, name="queue_header"),
     path("<qc_queue:qname>/pause/", views.queue_pause, name="queue_pause"),
     path("<qc_queue:qname>/unpause/", views.queue_unpause, name="queue_unpause"),

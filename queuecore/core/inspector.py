@@ -1097,6 +1097,31 @@ class Inspector:
         self._audit(f"tasks.{TaskAction.CANCEL}_all", queue, task_ids=cancelled, state=state, count=len(cancelled))
         return BulkResult(queue, state, TaskAction.CANCEL.value, len(cancelled))
 
+    def iter_tasks(self, queue: str, state: str, *, type: str | None = None, search: str | None = None,
+                   order: str | None = None, limit: int | None = None) -> Iterator[TaskInfo]:
+        """Every task of ``queue`` in ``state`` that matches ``type`` and ``search`` (as ``list_tasks``,
+        without its scan limit), in ``order``, read 500 at a time (for exports: ``export.py``); at most
+        ``limit``. The list is read page by page while it may change: a task that moves meanwhile can
+        be missed or come twice."""
+        state = self._check_state(state)
+        newest = (default_order(state) if order is None else _one_of(order, ORDERS, "order")) == "newest"
+        q = self._require_queue(queue)
+        needles = search_needles(search) if search else ()
+        start, sent = 0, 0
+        while limit is None or sent < limit:
+            with broker_errors():
+                ids = self._ids(q, state, start, start + 499, newest)
+                infos = self._infos(q, state, ids)
+            if not ids:
+                return
+            start += len(ids)
+            for info in infos:
+                if self._matches(info, type, needles):
+                    yield info
+                    sent += 1
+                    if limit is not None and sent >= limit:
+                        return
+
     # -- failures grouped by error (failures.py) -----------------------------------------------------
 
     @translate

@@ -20,7 +20,8 @@ from queuecore.core.keys import is_valid_name
 from queuecore_dashboard import urls as dashboard_urls
 from tests.badinput.test_name_alphabet import BAD_NAMES, GOOD_NAMES
 
-SAMPLES = {"task_id": "abc-123", "state": "pending", "verb": "run", "key": "3fa2c1d09e7b", "type_name": "t.x"}
+SAMPLES = {"task_id": "abc-123", "state": "pending", "verb": "run", "key": "3fa2c1d09e7b", "type_name": "t.x",
+           "fmt": "csv"}
 QUEUE_ROUTES = [p for p in dashboard_urls.urlpatterns if isinstance(p, URLPattern) and "qname" in str(p.pattern)]
 ROUTE_NAMES = sorted(str(p.name) for p in QUEUE_ROUTES)
 # Valid names that look like URL syntax, dot segments, escapes or another script.
@@ -60,7 +61,7 @@ def browser_path(url: str) -> str:
 def test_every_dashboard_route_with_a_queue_is_covered() -> None:
     assert ROUTE_NAMES == ["queue_failure_action", "queue_failures", "queue_header", "queue_pause", "queue_redirect",
                            "queue_remove", "queue_state", "queue_unpause", "task", "task_action", "task_type",
-                           "task_types", "tasks_action"]
+                           "task_types", "tasks_action", "tasks_export"]
 
 
 def test_the_browser_model_normalises_what_a_browser_does() -> None:
