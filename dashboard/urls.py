@@ -13,7 +13,7 @@ from django.urls import path, register_converter
 from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
 
-from . import export_views, failure_views, periodic_views, type_views, views
+from . import export_views, failure_views, periodic_views, server_views, type_views, views
 
 _NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 
@@ -86,6 +86,7 @@ urlpatterns = [
     path("_/alerts/", views.overview_alerts, name="overview_alerts"),
     path("_/chart/", views.chart, name="chart"),
     path("servers/", views.servers, name="servers"),
+    path("servers/_/<str:server_id>/<slug:verb>/", server_views.server_action, name="server_action"),
     path("redis/", views.redis_page, name="redis"),
     path("audit/", views.audit, name="audit"),
     path("periodic/", periodic_views.periodic, name="periodic"),

@@ -59,3 +59,28 @@ def server_ls(app: App) -> None:
     if waiting:
         term.print("")
         term.print(waiting_table(waiting, now, title="Fetched ahead, waiting for a free slot"))
+
+
+def _control_command(command: str, summary: str, done: str) -> click.Command:
+    @click.command(command)
+    @click.argument("server_id", metavar="SERVER")
+    @json_option
+    @click.pass_obj
+    def run(app: App, server_id: str) -> None:
+        getattr(app.inspector, f"{command}_server")(server_id)
+        if app.json:
+            app.terminal.json({"server": server_id, "command": command, "requested": True})
+        else:
+            app.terminal.success(f"asked {server_id} to {done}; it acts at its next heartbeat")
+
+    run.help = (f"{summary}\n\n    Sent through Redis (the process takes it with its next heartbeat) and "
+                f"audited; SERVER is an id from `server ls`.\n\n    \\b\n    Examples:\n"
+                f"      adminctl server {command} web-1:4242:9f3c1a2b\n"
+                f"      adminctl server {command} web-1:4242:9f3c1a2b --json")
+    return run
+
+
+server.add_command(_control_command("quiet", "Ask one worker process to stop fetching tasks (quiet); running "
+                                    "ones finish.", "go quiet"))
+server.add_command(_control_command("stop", "Ask one worker process to stop, as on SIGTERM: running tasks get "
+                                    "its shutdown timeout.", "stop"))

@@ -55,6 +55,10 @@ class TaskTypeNotFound(QueuecoreError, LookupError):
     """No task of that type has run in that queue."""
 
 
+class ServerNotFound(QueuecoreError, LookupError):
+    """No live worker process has that server id."""
+
+
 class TaskIdConflict(QueuecoreError):
     """A task with the caller-chosen id already exists in the queue."""
 

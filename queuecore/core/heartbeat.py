@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +40,8 @@ class Heartbeater(Periodic):
 
     def __init__(self, redis: Any, keys: Keys, clock: Clock, interval: float, state: ServerState, held: HeldTasks,
                  renewer: LeaseRenewer, health: RedisHealth, task_types: Callable[[], str] | None = None,
-                 on_beat: Callable[[str], None] | None = None, align_clock: Callable[[], object] | None = None) -> None:
+                 on_beat: Callable[[str], None] | None = None, align_clock: Callable[[], object] | None = None,
+                 on_control: Callable[[str, str], None] | None = None) -> None:
         super().__init__(interval, health)
         self._redis = redis
         self._keys = keys
@@ -51,6 +54,7 @@ class Heartbeater(Periodic):
         self._registered = False  # this process's queues are in the set of known queues
         self._on_beat = on_beat  # called with the status after each heartbeat Redis took (the liveness file)
         self._align_clock = align_clock  # re-measures the offset of this host's clock to Redis's (clock.py)
+        self._on_control = on_control  # (command, actor) an operator left for this process: quiet, stop
 
     @property
     def ttl(self) -> float:
@@ -108,9 +112,13 @@ class Heartbeater(Periodic):
             "heartbeat_at": now,
             "workers": running,
             "waiting": waiting,
+            "rss_bytes": resident_memory(),
         }
         types = self._task_types() if self._task_types is not None else '{"types":{}}'
-        self._scripts.heartbeat(state.id, dumps(info), ttl_ms=to_ms(self.ttl), task_types=types)
+        control = self._scripts.heartbeat(state.id, dumps(info), ttl_ms=to_ms(self.ttl), task_types=types)
+        if control and self._on_control is not None:
+            command, _, actor = control.partition(" ")
+            self._on_control(command, actor)
         self._scripts.heartbeat_index(state.id, expires_ms=to_ms(now + self.ttl), now_ms=to_ms(now))
         if self._on_beat is not None:
             self._on_beat(state.status)
@@ -128,3 +136,20 @@ def redis_time(client: Any) -> float:
     """Redis's clock (``TIME``), in seconds since the epoch."""
     seconds, micros = client.time()
     return float(seconds) + float(micros) / 1_000_000
+
+
+def resident_memory() -> int | None:
+    """This process's resident memory (RSS) in bytes: from ``/proc/self/statm`` where there is one,
+    else the peak RSS the OS reports; None when neither is known."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return int(peak) if sys.platform == "darwin" else int(peak) * 1024  # bytes on macOS, KiB elsewhere
+    except (ImportError, OSError, ValueError):
+        return None

@@ -30,6 +30,7 @@ from queuecore.core.errors import (
     QueuecoreError,
     QueueNotEmpty,
     QueueNotFound,
+    ServerNotFound,
     TaskDecodeError,
     TaskNotFound,
     TaskTypeNotFound,
@@ -239,6 +240,10 @@ def _human_bytes(value: int | None) -> str | None:
             return f"{size:.2f}{unit}" if unit != "B" else f"{int(size)}B"
         size /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _optional_int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _int(value: Any) -> int:
@@ -837,11 +842,29 @@ class Inspector:
                     queues=dict(d["queues"]), strict_priority=bool(d["strict_priority"]),
                     started_at=seconds_to_datetime(d["started_at"]),  # type: ignore[arg-type]
                     status=d["status"], heartbeat_at=seconds_to_datetime(d["heartbeat_at"]),  # type: ignore[arg-type]
-                    workers=workers, waiting=waiting,
+                    workers=workers, waiting=waiting, rss_bytes=_optional_int(d.get("rss_bytes")),
                     task_types=_task_types(replies[index * step + 1]) if task_types else None))
             except (ValueError, KeyError, TypeError, OverflowError):
                 continue  # a malformed heartbeat is not a live server we can describe
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))
+
+    def quiet_server(self, server_id: str) -> None:
+        """Ask one live worker process to go quiet (stop fetching; running tasks finish), through
+        Redis: it acts at its next heartbeat. Audited."""
+        self._control_server(server_id, "quiet")
+
+    def stop_server(self, server_id: str) -> None:
+        """Ask one live worker process to stop as on SIGTERM (running tasks get the shutdown timeout),
+        through Redis: it acts at its next heartbeat. Audited."""
+        self._control_server(server_id, "stop")
+
+    @translate
+    def _control_server(self, server_id: str, command: str) -> None:
+        if not isinstance(server_id, str) or server_id not in {s.id for s in self.servers()}:
+            raise ServerNotFound(f"no live worker process {server_id!r} (see the servers list)")
+        # kept a minute: a process that has not taken it by then has not beaten, and is gone
+        self.redis.set(self.keys.server_control(server_id), f"{command} {self.actor}", px=60_000)
+        self._audit(f"server.{command}", None, task_ids=[server_id])
 
     @translate
     def check_task(self, type_name: str, payload: dict[str, Any] | None = None, queue: str = "default") -> TaskCheck:

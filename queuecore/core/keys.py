@@ -296,6 +296,11 @@ class Keys:
         tag: heartbeats spread over a cluster's nodes)."""
         return f"{self.prefix}:servers:{{{server_id}}}"
 
+    def server_control(self, server_id: str) -> str:
+        """STRING ``<command> <actor>`` an operator left for one worker process (``quiet`` or ``stop``),
+        with a TTL; the process's next heartbeat takes it (same hash tag as ``server``: one slot)."""
+        return f"{self.prefix}:servers:{{{server_id}}}:control"
+
     def server_task_types(self, server_id: str) -> str:
         """STRING (JSON) of the task types one worker process handles and their parameter names, with
         the TTL of its heartbeat (same hash tag as ``server``: one slot)."""

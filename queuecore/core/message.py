@@ -421,6 +421,7 @@ class ServerInfo:
     # The task types it handles (published with its heartbeat): read by ``Inspector.servers(
     # task_types=True)``, else None; {} when it publishes none.
     task_types: dict[str, TaskSignature] | None = None
+    rss_bytes: int | None = None  # its resident memory at its last heartbeat; None when not known
 
     @property
     def active_count(self) -> int:

@@ -381,11 +381,13 @@ class Scripts:
         reply: int = self._call("requeue", keys, [task_id, lease, now_ms, self._wake(q)])
         return reply == OK
 
-    def heartbeat(self, server_id: str, info: str, *, ttl_ms: int, task_types: str = "{}") -> None:
+    def heartbeat(self, server_id: str, info: str, *, ttl_ms: int, task_types: str = "{}") -> str:
         """Write a worker process's heartbeat (``info``, JSON) and the task types it handles (JSON),
-        with a TTL; works at maxmemory."""
-        keys = [self.keys.server(server_id), self.keys.server_task_types(server_id)]
-        self._call("heartbeat", keys, [info, ttl_ms, task_types])
+        with a TTL; works at maxmemory. Returns the command an operator left for the process
+        (``"quiet <actor>"``, ``"stop <actor>"``), taken once, or ``""``."""
+        keys = [self.keys.server(server_id), self.keys.server_task_types(server_id),
+                self.keys.server_control(server_id)]
+        return str(self._call("heartbeat", keys, [info, ttl_ms, task_types]) or "")
 
     def audit(self, entry: str, *, keep: int) -> None:
         """Put an operator action (JSON) at the head of the audit log, keeping ``keep`` entries; works

@@ -95,7 +95,8 @@ class Worker:
         self.heartbeater = Heartbeater(self.redis, self.keys, self.clock, config.heartbeat_interval, self.state,
                                        self.held, renewer, self.health, task_types=self.registry.describe_json,
                                        on_beat=self.liveness.touch if self.liveness is not None else None,
-                                       align_clock=self._align_clock if self._aligns else None)
+                                       align_clock=self._align_clock if self._aligns else None,
+                                       on_control=self._on_control)
         self.subscriber = Subscriber(self.redis, [q.cancel_channel for q in queues], [q.wake_channel for q in queues],
                                      on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
                                      health=self.health, sharded=lambda: self.scripts.publish_command == "SPUBLISH")
@@ -162,6 +163,20 @@ class Worker:
         if self.alerts is not None:
             self.alerts.start()
         self.processor.start()
+
+    def _on_control(self, command: str, actor: str) -> None:
+        """A command an operator left for this process in Redis (``Inspector.quiet_server``,
+        ``stop_server``), taken by the heartbeat: acted on by ``run()`` as SIGTSTP and SIGTERM are."""
+        who = actor or "an operator"
+        if command == "quiet":
+            logger.warning("%s asked this worker to go quiet (through Redis): no new tasks will be fetched", who)
+            self._quiet_requested.set()
+        elif command == "stop":
+            logger.warning("%s asked this worker to stop (through Redis): running tasks get the shutdown "
+                           "timeout to finish", who)
+            self._shutdown_requested.set()
+        else:
+            logger.warning("%s left the unknown command %r for this worker: ignored", who, command)
 
     def _align_clock(self) -> float:
         """Measure this host's clock against Redis's (``RedisTimeClock.align``)."""
