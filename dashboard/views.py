@@ -88,9 +88,15 @@ def _partial(request: HtmxHttpRequest, template: str, context: dict[str, Any], *
     return response
 
 
-def _error(request: HtmxHttpRequest, status: int, title: str, message: str, detail: str = "") -> HttpResponse:
-    return render(request, P + "error.html", _base(request, status=status, title=title, message=message,
-                                                    detail=detail), status=status)
+def _error(request: HtmxHttpRequest, status: int, title: str, message: str, detail: str = "",
+           banner: str = "") -> HttpResponse:
+    """The error page; its ``X-Qc-Error`` header is the line dashboard.js shows in its banner when an
+    htmx request (a refresh, an action) gets this page (``banner``, else the title)."""
+    response = render(request, P + "error.html", _base(request, status=status, title=title, message=message,
+                                                        detail=detail), status=status)
+    line = " ".join((banner or title).split())[:300]
+    response["X-Qc-Error"] = line.encode("ascii", "backslashreplace").decode("ascii")  # header-safe
+    return response
 
 
 def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -105,16 +111,19 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
         except (QueueNotFound, TaskNotFound) as exc:
             return _error(request, 404, "Not found", str(exc))
         except PageNotFound as exc:
-            return _error(request, 404, "No such page", str(exc))
+            return _error(request, 404, "No such page", str(exc), banner=f"No such page: {exc}")
         except RedisUnavailable as exc:
             return _error(request, 503, "Redis is unreachable",
                           "The dashboard cannot reach Redis right now. Workers keep retrying on their own; "
-                          "this page will work again once Redis answers.", detail=str(exc))
+                          "this page will work again once Redis answers.", detail=str(exc),
+                          banner="Redis is unreachable. The figures below are stale; retrying...")
         except RedisFull as exc:
             return _error(request, 503, "Redis is full",
                           "Redis has reached its maxmemory limit and refuses writes, so this action did nothing. "
                           "Make room: delete archived or completed tasks you no longer need (deleting works "
-                          "while Redis is full), shorten their retention, or raise maxmemory.", detail=str(exc))
+                          "while Redis is full), shorten their retention, or raise maxmemory.", detail=str(exc),
+                          banner="Redis is full (maxmemory): that did nothing. Make room: delete archived or "
+                                 "completed tasks, shorten retention, or raise maxmemory.")
         except WrongKeyType as exc:
             what = f"the task {exc.task_id}" if exc.task_id else "this page"
             key = f" Key {exc.key} holds data of the wrong type." if exc.key else ""
@@ -122,11 +131,12 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
                           f"Redis holds data the dashboard cannot read for {what}.{key} Nothing was changed. "
                           "Look at the key with redis-cli (TYPE, DUMP); if another program wrote it, move that "
                           "program to another key prefix; if it is a damaged task, delete the key.",
-                          detail=str(exc))
+                          detail=str(exc), banner=f"Corrupt data in Redis: {exc}")
         except BrokerError as exc:
             return _error(request, 500, "Redis refused the operation",
                           "Redis answered but refused what the dashboard asked (an ACL, a cluster refusal or "
-                          "a limit). The detail below is Redis's own message.", detail=str(exc))
+                          "a limit). The detail below is Redis's own message.", detail=str(exc),
+                          banner=f"Redis refused the operation: {exc}")
         except ConfigurationError as exc:
             return _error(request, 400, "Bad request", str(exc))
 

@@ -36,6 +36,9 @@ def test_redis_full_is_a_503_saying_redis_is_full_and_what_to_do(operator: Djang
         assert "Redis is full" in body and "maxmemory" in body and "delete archived or completed tasks" in body
         assert "unreachable" not in body
         assert not r.exists(conn.keys.queue("default").paused)  # nothing was written
+        # An htmx action gets the same status, and the line dashboard.js shows in its banner
+        banner = operator.post("/queues/default/pause/", headers=HX)
+        assert banner.status_code == 503 and banner["X-Qc-Error"].startswith("Redis is full (maxmemory)")
         assert operator.get("/queues/default/pending/").status_code == 200  # reads still work
     finally:
         r.config_set("maxmemory", "0")
@@ -57,6 +60,7 @@ def test_a_task_hash_of_the_wrong_type_is_a_500_naming_the_key_and_the_task(view
         assert r.status_code == 500, url
         assert "Corrupt data in Redis" in body and key in body and f"task {bad}" in body, url
         assert "holds a string, expected a hash" in body and "unreachable" not in body
+        assert r["X-Qc-Error"].startswith("Corrupt data in Redis: ") and key in r["X-Qc-Error"]
     assert viewer.get(f"/queues/default/tasks/{good}/").status_code == 200
 
 
@@ -93,3 +97,4 @@ def test_unreachable_stays_503_unreachable(viewer: DjangoClient, settings: Any, 
     settings.QUEUECORE = {"REDIS_URL": "redis://127.0.0.1:1/0", "KEY_PREFIX": key_prefix}
     r = viewer.get("/queues/default/pending/")
     assert r.status_code == 503 and "Redis is unreachable" in html(r) and "Redis is full" not in html(r)
+    assert viewer.get("/queues/_/stats/", headers=HX)["X-Qc-Error"].startswith("Redis is unreachable.")

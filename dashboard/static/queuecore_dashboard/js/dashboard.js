@@ -114,7 +114,9 @@
   });
   document.addEventListener("htmx:responseError", function (event) {
     var status = event.detail.xhr.status;
-    banner(status === 503 ? "Redis is unreachable. The figures below are stale; retrying…"
+    var said = event.detail.xhr.getResponseHeader("X-Qc-Error");  // what went wrong, from the server
+    banner(said ? said
+      : status === 503 ? "Redis is unreachable. The figures below are stale; retrying…"
       : status === 403 ? "You are not allowed to do that."
       : status === 404 ? "Not found: it may have been deleted meanwhile."
       : "The request failed (HTTP " + status + ").");
