@@ -18,6 +18,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from queuecore.core.context import Progress
 from queuecore.core.flow import LimitInfo
 from queuecore.core.inspector import NEWEST_FIRST_STATES, TaskPage
 from queuecore.core.message import (
@@ -433,6 +434,8 @@ def task_detail(t: TaskInfo, now: float) -> RenderableType:
         grid.add_row("Worker", escape(t.worker) if t.worker else Text("not in any live heartbeat", style=DIM))
         grid.add_row("Started", timestamp(t.started_at, now) if t.started_at else Text(
             "not yet (fetched ahead, waiting for a free slot)" if t.worker else "not reported yet", style=DIM))
+        if t.progress is not None:
+            grid.add_row("Progress", escape(progress_text(t.progress)))
     elif t.started_at:
         grid.add_row("Last attempt started" if t.retried or t.last_failed_at else "Started",
                      timestamp(t.started_at, now))
@@ -510,15 +513,26 @@ def server_table(servers: Sequence[ServerInfo], now: float) -> FitTable:
     return FitTable(columns, rows)
 
 
+def progress_text(p: Progress, *, short: bool = False) -> str:
+    """``30% (3 of 10) rows of customers.csv``; with ``short``, the percentage or the count only."""
+    count = f"{p.done:g}" if p.total is None else f"{p.done:g} of {p.total:g}"
+    if short:
+        return f"{p.fraction:.0%}" if p.fraction is not None else count
+    head = f"{p.fraction:.0%} ({count})" if p.fraction is not None else count
+    return f"{head} {p.note}" if p.note else head
+
+
 def worker_table(workers: Iterable[WorkerInfo], now: float, *, title: str | None = None) -> FitTable:
     """Tasks being processed right now: which process, which task, and for how long."""
     columns = [Column("server", shrink=2, min_width=8), Column("queue", shrink=2, min_width=5),
-               Column("type", shrink=2, min_width=6), Column("task id", shrink=0), Column("running", "right")]
+               Column("type", shrink=2, min_width=6), Column("task id", shrink=0), Column("running", "right"),
+               Column("progress", shrink=2, min_width=4)]
     rows = []
     for w in sorted(workers, key=lambda w: w.started_at):
         overdue = w.deadline is not None and w.deadline.timestamp() < now
         rows.append([_user(_server_label(w.server_id), 60), _user(w.queue, 40), _user(w.type, 60), Text(w.task_id),
-                     Text(human_duration(now - w.started_at.timestamp()), style="red" if overdue else "")])
+                     Text(human_duration(now - w.started_at.timestamp()), style="red" if overdue else ""),
+                     _user(progress_text(w.progress, short=True) if w.progress else "-", 60)])
     return FitTable(columns, rows, title=title)
 
 

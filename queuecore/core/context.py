@@ -3,14 +3,55 @@
 from __future__ import annotations
 
 import contextvars
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from queuecore.core.errors import TaskCancelled
+from queuecore.core.errors import ConfigurationError, TaskCancelled
 
 _current: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar("queuecore_task", default=None)
+NOTE_CHARS = 200  # of a progress note
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far a running task has come, as its handler said (``TaskContext.set_progress``)."""
+
+    done: float
+    total: float | None = None
+    note: str | None = None
+
+    @classmethod
+    def of(cls, done: float, total: float | None = None, note: str | None = None) -> Progress:
+        """Checked: finite numbers, ``0 <= done``, ``total > 0`` when given; the note cut to 200 characters."""
+        for name, value in (("done", done), ("total", total)):
+            if value is None and name == "total":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigurationError(f"progress {name} must be a finite number >= 0, got {value!r}")
+        if total is not None and total == 0:
+            raise ConfigurationError("progress total must be above 0")
+        if note is not None and not isinstance(note, str):
+            raise ConfigurationError(f"progress note must be text, got {type(note).__name__}")
+        return cls(float(done), None if total is None else float(total), note[:NOTE_CHARS] if note else None)
+
+    @property
+    def fraction(self) -> float | None:
+        """``done / total`` between 0 and 1; None without a total."""
+        return None if self.total is None else max(0.0, min(1.0, self.done / self.total))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"done": self.done, "total": self.total, "note": self.note, "fraction": self.fraction}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Progress | None:
+        """A progress read back from a heartbeat; None when it is missing or malformed."""
+        try:
+            return cls.of(data["done"], data.get("total"), data.get("note"))
+        except (ConfigurationError, TypeError, KeyError, AttributeError):
+            return None
 
 
 @dataclass
@@ -29,6 +70,14 @@ class TaskContext:
     worker_id: str = ""  # the server id of the worker process running it
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     cancel_reason: str | None = None
+    progress: Progress | None = None  # what the handler last reported (``set_progress``)
+
+    def set_progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
+        """Say how far the task has come: ``done`` of ``total`` (units of your choice; no total: a
+        count), with an optional short ``note``. Kept in this process and published with its next
+        heartbeat: the dashboard, ``adminctl task inspect`` and ``worker ls`` show it. Cheap: call it
+        as often as you like."""
+        self.progress = Progress.of(done, total, note)
 
     @property
     def cancelled(self) -> bool:

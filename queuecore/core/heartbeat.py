@@ -96,8 +96,11 @@ class Heartbeater(Periodic):
             if r.finalized or r.ctx.cancel_reason == LEASE_LOST:
                 continue
             if r.begun:
-                running.append({"task_id": r.id, "queue": r.queue, "type": r.message.type, "started_at": r.started,
-                                "deadline": r.deadline})
+                entry = {"task_id": r.id, "queue": r.queue, "type": r.message.type, "started_at": r.started,
+                         "deadline": r.deadline}
+                if r.ctx.progress is not None:
+                    entry["progress"] = r.ctx.progress.to_dict()
+                running.append(entry)
             else:
                 waiting.append({"task_id": r.id, "queue": r.queue, "type": r.message.type, "fetched_at": r.fetched})
         info = {

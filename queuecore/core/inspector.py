@@ -20,6 +20,7 @@ from queuecore.core.alerts import Alert, active_alerts
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import ConnectionConfig
+from queuecore.core.context import Progress
 from queuecore.core.errors import (
     ConfigurationError,
     FailureGroupNotFound,
@@ -832,7 +833,8 @@ class Inspector:
                 d = loads(raw)
                 workers = [WorkerInfo(server_id=d["id"], task_id=w["task_id"], queue=w["queue"], type=w["type"],
                                       started_at=seconds_to_datetime(w["started_at"]),  # type: ignore[arg-type]
-                                      deadline=seconds_to_datetime(w.get("deadline")))
+                                      deadline=seconds_to_datetime(w.get("deadline")),
+                                      progress=Progress.from_dict(w["progress"]) if "progress" in w else None)
                            for w in d.get("workers", [])]
                 waiting = [WaitingTaskInfo(server_id=d["id"], task_id=w["task_id"], queue=w["queue"], type=w["type"],
                                            fetched_at=seconds_to_datetime(w["fetched_at"]))  # type: ignore[arg-type]
@@ -1232,6 +1234,7 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
         archived_at = ms_to_datetime(score)
     started_at = ms_to_datetime(h.get("started_at"))
     worker = fetched_at = None
+    progress: Progress | None = None
     if task_state is TaskState.ACTIVE:
         # The hash holds when the task was fetched; its handler's start is in its worker's heartbeat.
         fetched_at, started_at = started_at, None
@@ -1240,6 +1243,7 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
             worker = holder.server_id
             if isinstance(holder, WorkerInfo):
                 started_at = holder.started_at
+                progress = holder.progress
     result = None
     if h.get("result"):
         try:
@@ -1257,7 +1261,7 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
         decode_error=decode_error, worker=worker, fetched_at=fetched_at,
         attempts=parse_attempts(h.get("attempts")), priority=m.priority, archived_by=h.get("archived_by") or None,
         snoozed=_int(h.get("snoozed")),
-        waiting=(h.get("waiting") or None) if task_state is TaskState.SCHEDULED else None,
+        waiting=(h.get("waiting") or None) if task_state is TaskState.SCHEDULED else None, progress=progress,
     )
 
 

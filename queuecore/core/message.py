@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from queuecore.core.context import Progress
 from queuecore.core.errors import InvalidPayload, TaskDecodeError
 from queuecore.core.limits import MAX_PAYLOAD_DEPTH
 from queuecore.core.states import TaskState as TaskState  # the vocabulary's home; re-exported here
@@ -243,6 +244,7 @@ class TaskInfo:
     archived_by: str | None = None  # "operator" when an operator archived it (not its last attempt)
     snoozed: int = 0  # times its handler snoozed it (``Snooze``): never counted as retries
     waiting: str | None = None  # scheduled because a concurrency or rate limit held it back: which
+    progress: Progress | None = None  # a running task: how far its handler said it has come (last heartbeat)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a stable shape (datetimes as ISO 8601 strings)."""
@@ -349,11 +351,13 @@ class WorkerInfo:
     type: str
     started_at: datetime
     deadline: datetime | None = None
+    progress: Progress | None = None  # as its handler last reported it (``set_progress``), at the last heartbeat
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["started_at"] = self.started_at.isoformat()
         out["deadline"] = self.deadline.isoformat() if self.deadline else None
+        out["progress"] = self.progress.to_dict() if self.progress else None
         return out
 
 
