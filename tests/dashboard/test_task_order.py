@@ -49,6 +49,7 @@ def test_archived_newest_first_with_a_sort_toggle_kept_across_pages_and_polls(
     assert rows(poll) == ["arch-2", "arch-3"]
     filtered = operator.get("/queues/default/archived/?sort=oldest&search=boom")
     assert rows(filtered) == ["arch-0", "arch-1"]
+    assert '<a class="qc-btn qc-btn-ghost" href="/queues/default/archived/?sort=oldest">Clear</a>' in html(filtered)
     done = operator.post("/queues/default/archived/actions/",
                          {"action": "delete", "task_id": ["arch-0"], "sort": "oldest", "page": "2"})
     assert done.status_code == 302 and done["Location"] == "/queues/default/archived/?sort=oldest&page=2"
