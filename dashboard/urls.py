@@ -84,6 +84,7 @@ urlpatterns = [
     path("_/queues/", views.overview_queues, name="overview_queues"),
     path("_/limits/", views.overview_limits, name="overview_limits"),
     path("_/alerts/", views.overview_alerts, name="overview_alerts"),
+    path("_/activity/", views.overview_activity, name="overview_activity"),
     path("_/chart/", views.chart, name="chart"),
     path("servers/", views.servers, name="servers"),
     path("servers/_/<str:server_id>/<slug:verb>/", server_views.server_action, name="server_action"),

@@ -8,6 +8,8 @@ actions) get just the partial. Actions are POSTs with CSRF: htmx gets the update
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
@@ -56,8 +58,14 @@ class HtmxHttpRequest(HttpRequest):
 
 
 AUDIT_PAGE_SIZE = 50
+QUEUE_PAGE_SIZE = 50  # queues per page of the overview's queue table
 TASKS_CHANGED = "qc:tasks-changed"
 QUEUES_CHANGED = "qc:queues-changed"
+
+# The Content-Security-Policy of the dashboard's responses: everything from this origin, nothing
+# inline, no eval (htmx runs with allowEval off; polling and confirmations live in dashboard.js).
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; "
+       "base-uri 'self'; form-action 'self'; frame-ancestors 'self'")
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -75,10 +83,24 @@ def _base(request: HtmxHttpRequest, **context: Any) -> dict[str, Any]:
             "can_operate": getattr(request, "qc_can_operate", False), "states": STATES, **context}
 
 
+_CSRF_VALUE = re.compile(r'name="csrfmiddlewaretoken" value="[^"]*"')
+
+
 def _partial(request: HtmxHttpRequest, template: str, context: dict[str, Any], *, trigger: str | None = None,
              status: int = 200) -> HttpResponse:
-    """Render a fragment, with any pending messages swapped in out of band, and a client event."""
+    """Render a fragment, with any pending messages swapped in out of band, and a client event.
+
+    A polling fragment carries ``data-qc-hash`` (a digest of its HTML); a refresh that sends the hash
+    of what it shows (``X-QC-Have``) and finds nothing changed gets ``204 No Content``, which htmx
+    leaves in place: an idle dashboard re-downloads nothing."""
     html = render_to_string(P + template, context, request)
+    if "data-qc-poll=" in html:
+        stable = _CSRF_VALUE.sub("", html)  # the CSRF token is masked afresh in every render
+        digest = hashlib.blake2b(stable.encode(), digest_size=8).hexdigest()
+        if (status == 200 and not trigger and request.headers.get("X-QC-Have") == digest
+                and not len(messages.get_messages(request))):
+            return HttpResponse(status=204)
+        html = html.replace("data-qc-poll=", f'data-qc-hash="{digest}" data-qc-poll=', 1)
     pending = list(messages.get_messages(request))
     if pending:
         html += render_to_string(P + "partials/_messages.html", {"qc_messages": pending, "oob": True}, request)
@@ -143,14 +165,29 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapper
 
 
+def content_security_policy(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Send ``CSP`` with the view's response, unless the response already has a policy (a host's view
+    decorator set one: it stays). A host middleware that sets its own policy on the way out replaces
+    this one; the dashboard works under ``default-src 'self'`` (no unsafe-inline, no unsafe-eval)."""
+
+    @functools.wraps(view)
+    def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if "Content-Security-Policy" not in response:
+            response["Content-Security-Policy"] = CSP
+        return response
+
+    return wrapper
+
+
 def page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A read-only dashboard view: never cached, varies on HX-Request, viewers only."""
-    return never_cache(vary_on_headers("HX-Request")(dashboard_access()(core_errors(view))))
+    return content_security_policy(never_cache(vary_on_headers("HX-Request")(dashboard_access()(core_errors(view)))))
 
 
 def action(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """An operator action: POST only (CSRF-checked by the middleware), operators only."""
-    return require_POST(never_cache(dashboard_access(OPERATE)(core_errors(view))))
+    return content_security_policy(require_POST(never_cache(dashboard_access(OPERATE)(core_errors(view)))))
 
 
 def _totals(queues: list[Any]) -> dict[str, Any]:
@@ -214,16 +251,63 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
                           page=page_number) if page_number else None
 
     other = "oldest" if tasks.order == "newest" else "newest"
+    filtered = bool(type_name or search)
+    every = tasks.matched if filtered else tasks.total  # what "all" acts on (found again when it acts)
+    all_label = f"All {every or 0:,} match{'es' if every != 1 else ''}" if filtered else f"All {every:,}"
     return _base(request, qname=qname, state=state, tasks=tasks, type_filter=type_name or "", search=search or "",
                  sort=sort or "", order=tasks.order, default_order=default_order(state),
                  sort_toggle_url=_state_url(qname, state, type=type_name, search=search,
                                             sort=None if other == default_order(state) else other),
                  sort_toggle_to=other, unsearched=tasks.total - (tasks.scanned or 0),
-                 filtered=bool(type_name or search), actions=actions_for(state), scan_limit=FILTER_SCAN_LIMIT,
+                 filtered=filtered, actions=actions_for(state), scan_limit=FILTER_SCAN_LIMIT, all_label=all_label,
+                 bulk_buttons=_bulk_buttons(qname, state, every or 0, type_name, search),
                  table_url=url(number), first_url=url(1), last_url=url(tasks.pages),
                  prev_url=url(number - 1 if number > 1 else None),
                  next_url=url(number + 1 if number < tasks.pages else None),
                  first_url_unfiltered=_state_url(qname, state, sort=sort))
+
+
+def _matching_ids(ins: Inspector, qname: str, state: str, form: TaskFilterForm) -> list[str]:
+    """The ids of every task the filtered list shows (the same scan, in the same order, as its pages),
+    found again now: "all" in a filtered view acts on exactly the filtered set, decided here."""
+    type_name, search, _ = form.values()
+    order = {"order": form.order()} if hasattr(form, "order") else {}
+    ids: list[str] = []
+    number = 1
+    while True:
+        found = ins.list_tasks(qname, state, number, 1000, type=type_name, search=search, **order)
+        ids += [t.id for t in found.tasks]
+        if number >= found.pages:
+            return ids
+        number += 1
+
+
+BULK_LABELS = {"run": "Run now", "archive": "Archive", "delete": "Delete", "cancel": "Cancel"}
+BULK_TITLES = {"archive": "Archive (kill): the tasks will not run until someone runs them again",
+               "cancel": "Stop the running tasks; they are archived as cancelled"}
+
+
+def _bulk_buttons(qname: str, state: str, every: int, type_name: str | None,
+                  search: str | None) -> list[dict[str, Any]]:
+    """The bulk action buttons of a task list, each with the questions dashboard.js asks before it
+    acts: for "all" (with the count the page shows and the filter; the server finds the tasks again
+    when it acts) and for the ticked tasks (``{n}``: how many). Running ticked tasks is not asked."""
+    matching = []
+    if type_name:
+        matching.append(f"of type “{type_name}”")
+    if search:
+        matching.append(f"containing “{search}”")
+    scope = f" {' and '.join(matching)}" if matching else ""
+    buttons = []
+    for verb in actions_for(state):
+        word = "Run" if verb == "run" else BULK_LABELS[verb]
+        noun = "task" if every == 1 else "tasks"
+        buttons.append({
+            "verb": verb, "label": BULK_LABELS[verb], "title": BULK_TITLES.get(verb, ""),
+            "confirm_all": f"{word} all {every:,} {state} {noun}{scope} in queue {qname}?",
+            "confirm_some": "" if verb == "run" else f"{word} {{n}} selected {state} task(s) in queue {qname}?",
+        })
+    return buttons
 
 
 # -- overview ---------------------------------------------------------------------------------------
@@ -234,9 +318,39 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
     ins = inspector_for(request)
     queues = ins.all_queue_info()
     return render(request, P + "overview.html", _base(
-        request, queues=queues, totals=_totals(queues), **_capacity(ins.servers()),
+        request, queues=queues, totals=_totals(queues), **_queue_page(request, queues, request.GET),
+        **_capacity(ins.servers()),
         **_chart(ins, _range(request)), audit=ins.audit_log(limit=6), limits=ins.limits(), alerts=ins.alerts(),
         nav="overview"))
+
+
+def _queue_page(request: HtmxHttpRequest, queues: list[Any], data: Any) -> dict[str, Any]:
+    """One page (``QUEUE_PAGE_SIZE``) of the overview's queue table, filtered by name (``q``: a part of
+    the name, any case) and paged by ``qpage``: with hundreds of queues the page and each of its
+    refreshes carry 50 rows, not all of them."""
+    name = str(data.get("q", "")).strip()[:200]
+    try:
+        number = max(1, int(data.get("qpage", 1)))
+    except (TypeError, ValueError):
+        number = 1
+    shown = [q for q in queues if name.lower() in q.name.lower()] if name else queues
+    pages = max(1, -(-len(shown) // QUEUE_PAGE_SIZE))
+    number = min(number, pages)
+    base = reverse("queuecore_dashboard:overview_queues")
+    overview_url = reverse("queuecore_dashboard:overview")
+
+    def query(page_number: int) -> str:
+        params = {k: v for k, v in (("q", name), ("qpage", page_number)) if v and v != 1}
+        return f"?{urlencode(params)}" if params else ""
+
+    def links(page_number: int | None) -> tuple[str, str] | None:
+        return (overview_url + query(page_number), base + query(page_number)) if page_number else None
+
+    return {"queue_rows": shown[(number - 1) * QUEUE_PAGE_SIZE: number * QUEUE_PAGE_SIZE], "queue_filter": name,
+            "queue_matches": len(shown), "queue_page": number, "queue_pages": pages,
+            "queues_url": base + query(number), "queues_here_url": overview_url + query(number),
+            "queue_prev": links(number - 1 if number > 1 else None),
+            "queue_next": links(number + 1 if number < pages else None)}
 
 
 @page
@@ -249,8 +363,9 @@ def overview_stats(request: HtmxHttpRequest) -> HttpResponse:
 
 @page
 def overview_queues(request: HtmxHttpRequest) -> HttpResponse:
+    queues = inspector_for(request).all_queue_info()
     return _partial(request, "partials/_queue_table.html",
-                    _base(request, queues=inspector_for(request).all_queue_info()))
+                    _base(request, queues=queues, **_queue_page(request, queues, request.GET)))
 
 
 @page
@@ -261,6 +376,12 @@ def overview_limits(request: HtmxHttpRequest) -> HttpResponse:
 @page
 def overview_alerts(request: HtmxHttpRequest) -> HttpResponse:
     return _partial(request, "partials/_alerts.html", _base(request, alerts=inspector_for(request).alerts()))
+
+
+@page
+def overview_activity(request: HtmxHttpRequest) -> HttpResponse:
+    """Recent operator actions: refreshed after every action (the qc:*-changed events) and by polling."""
+    return _partial(request, "partials/_activity.html", _base(request, audit=inspector_for(request).audit_log(limit=6)))
 
 
 @page
@@ -314,7 +435,8 @@ def queue_pause(request: HtmxHttpRequest, qname: str) -> HttpResponse:
     for_ = PAUSE_CHOICES[choice]
     ins.pause_queue(qname, for_=for_)
     until = f" for {qc_duration(for_)}, then it resumes by itself" if for_ else ""
-    messages.success(request, f"Queue {qname} paused{until}: workers stop taking its tasks; running ones finish.")
+    messages.success(request, f"Queue {qname} paused{until}: workers stop taking its tasks; running ones finish.",
+                     _queue_subject(qname))
     return _queue_changed(request, ins, qname)
 
 
@@ -322,7 +444,7 @@ def queue_pause(request: HtmxHttpRequest, qname: str) -> HttpResponse:
 def queue_unpause(request: HtmxHttpRequest, qname: str) -> HttpResponse:
     ins = inspector_for(request)
     ins.unpause_queue(qname)
-    messages.success(request, f"Queue {qname} unpaused: workers take its tasks again.")
+    messages.success(request, f"Queue {qname} unpaused: workers take its tasks again.", _queue_subject(qname))
     return _queue_changed(request, ins, qname)
 
 
@@ -332,11 +454,16 @@ def queue_remove(request: HtmxHttpRequest, qname: str) -> HttpResponse:
     try:
         ins.remove_queue(qname)
     except QueueNotEmpty as exc:
-        messages.error(request, f"{exc}.")
+        messages.error(request, f"{exc}.", _queue_subject(qname))
         return _queue_changed(request, ins, qname)
-    messages.success(request, f"Queue {qname} removed.")
+    messages.success(request, f"Queue {qname} removed.", _queue_subject(qname))
     target = reverse("queuecore_dashboard:overview")
     return HttpResponseClientRedirect(target) if _fragment(request) else redirect(target)
+
+
+def _queue_subject(qname: str) -> str:
+    """The subject of a queue's messages: a newer one replaces the older ones on the page (dashboard.js)."""
+    return f"qc-subject-queue-{qname}"
 
 
 def _queue_changed(request: HtmxHttpRequest, ins: Inspector, qname: str) -> HttpResponse:
@@ -348,7 +475,9 @@ def _queue_changed(request: HtmxHttpRequest, ins: Inspector, qname: str) -> Http
         state = request.POST.get("state") if request.POST.get("state") in STATES else "pending"
         return _partial(request, "partials/_queue_header.html",
                         _base(request, info=ins.queue_info(qname), state=state, qname=qname), trigger=QUEUES_CHANGED)
-    return _partial(request, "partials/_queue_table.html", _base(request, queues=ins.all_queue_info()),
+    queues = ins.all_queue_info()
+    return _partial(request, "partials/_queue_table.html", _base(request, queues=queues,
+                                                                 **_queue_page(request, queues, request.POST)),
                     trigger=QUEUES_CHANGED)
 
 
@@ -364,20 +493,26 @@ def _safe_next(request: HtmxHttpRequest) -> bool:
 def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpResponse:
     ins = inspector_for(request)
     form = TaskActionForm(request.POST, state=state)
+    type_name, search, _ = TaskFilterForm(request.POST).values()
+    subject = f"qc-subject-tasks-{qname}-{state}"  # a newer message on this list replaces the older ones
     if not form.is_valid():
-        messages.error(request, " ".join(form.non_field_errors()) or "Choose an action.")
-    elif form.cleaned_data["all"]:
+        messages.error(request, " ".join(form.non_field_errors()) or "Choose an action.", subject)
+    elif form.cleaned_data["all"] and not (type_name or search):
         verb = form.cleaned_data["action"]
         result = ins.act_on_all(qname, verb, state)
-        messages.success(request, f"{result.count:,} {state} task(s) {ACTION_DONE[verb]}.")
+        messages.success(request, f"{result.count:,} {state} task(s) {ACTION_DONE[verb]}.", subject)
     else:
         verb = form.cleaned_data["action"]
-        batch = ins.act_on_tasks(qname, verb, form.cleaned_data["task_ids"])
-        if batch.done:
-            messages.success(request, f"{len(batch.done):,} task(s) {ACTION_DONE[verb]}.")
+        if form.cleaned_data["all"]:  # every task matching the filter, found again here (never a client's list)
+            ids = _matching_ids(ins, qname, state, TaskFilterForm(request.POST))
+        else:
+            ids = form.cleaned_data["task_ids"]
+        batch = ins.act_on_tasks(qname, verb, ids)
+        if batch.done or not batch.failed:
+            messages.success(request, f"{len(batch.done):,} task(s) {ACTION_DONE[verb]}.", subject)
         if batch.failed:
             reason = next(iter(batch.failed.values()))
-            messages.warning(request, f"{len(batch.failed):,} task(s) left as they were ({reason}).")
+            messages.warning(request, f"{len(batch.failed):,} task(s) left as they were ({reason}).", subject)
     if not _fragment(request):
         posted = TaskFilterForm(request.POST)
         type_name, search, page_number = posted.values()
@@ -414,11 +549,12 @@ def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -
     try:
         getattr(ins, f"{verb}_task")(qname, task_id)
     except InvalidTaskState as exc:
-        messages.error(request, f"{exc}.")
+        messages.error(request, f"{exc}.", f"qc-subject-task-{task_id}")
     else:
-        messages.success(request, f"Task {task_id} {ACTION_DONE[verb]}.")
-        if verb == "delete":
-            target = reverse("queuecore_dashboard:queue_redirect", args=[qname])
+        messages.success(request, f"Task {task_id} {ACTION_DONE[verb]}.", f"qc-subject-task-{task_id}")
+        if verb == "delete":  # back to the list the operator came from (a checked local URL)
+            target = _local_url(request, request.POST.get("next")) or reverse("queuecore_dashboard:queue_redirect",
+                                                                              args=[qname])
             return HttpResponseClientRedirect(target) if _fragment(request) else redirect(target)
     if not _fragment(request):
         return redirect("queuecore_dashboard:task", qname, task_id)
@@ -428,8 +564,37 @@ def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -
 
 def _task_context(request: HtmxHttpRequest, qname: str, task: Any) -> dict[str, Any]:
     ran = (task.completed_at - task.started_at).total_seconds() if task.completed_at and task.started_at else None
+    back = _back_url(request, qname)
+    task_url = reverse("queuecore_dashboard:task", args=[qname, task.id])
     return _base(request, task=task, qname=qname, terminal=task.state in FINAL_STATES, duration=ran,
-                 task_actions=actions_for(task.state), nav="queues")
+                 task_actions=actions_for(task.state), nav="queues", back_url=back,
+                 task_poll_url=f"{task_url}?{urlencode({'next': back})}" if back else task_url)
+
+
+def _local_url(request: HtmxHttpRequest, url: str | None) -> str | None:
+    """``url`` as a path (with its query) when it is a page of this dashboard on this host, else None."""
+    from urllib.parse import urlsplit
+
+    from django.utils.http import url_has_allowed_host_and_scheme
+
+    if not url or not url_has_allowed_host_and_scheme(url, allowed_hosts={request.get_host()},
+                                                      require_https=request.is_secure()):
+        return None
+    parts = urlsplit(url)
+    if not parts.path.startswith(reverse("queuecore_dashboard:overview")) or "\\" in parts.path:
+        return None
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def _back_url(request: HtmxHttpRequest, qname: str) -> str | None:
+    """The list of ``qname`` the operator opened the task from (``?next=``, else the Referer), so that
+    deleting the task returns there; None when unknown (the task's own state list is used)."""
+    prefix = reverse("queuecore_dashboard:queue_redirect", args=[qname])
+    for candidate in (request.GET.get("next"), request.headers.get("Referer")):
+        url = _local_url(request, candidate)
+        if url and url.startswith(prefix) and "/tasks/" not in url.split("?")[0]:
+            return url
+    return None
 
 
 # -- servers, Redis, audit --------------------------------------------------------------------------

@@ -31,17 +31,22 @@ PREVIEW_CHARS = 120
 
 
 @register.simple_tag(takes_context=True)
-def qc_poll(context: template.Context, url: str, *, every: Any = None, extra: str = "", events: str = "") -> SafeString:
-    """``hx-get``/``hx-trigger``/``hx-swap`` of a polling partial (every ``POLL_INTERVAL`` seconds while
-    the tab is visible and live refresh is on). ``extra`` adds a JS condition, ``events`` more triggers."""
+def qc_poll(context: template.Context, url: str, *, every: Any = None, events: str = "", sync: str = "",
+            extra: str = "") -> SafeString:
+    """``hx-get``/``hx-trigger``/``hx-swap`` of a polling partial.
+
+    No JavaScript expression in the trigger (that needs ``eval``, which a strict Content-Security-Policy
+    forbids): ``dashboard.js`` fires ``qc:poll`` on every ``[data-qc-poll]`` element each ``POLL_INTERVAL``
+    seconds while the tab is visible, live refresh is on and the element holds no selection or chosen
+    pause duration. ``events`` adds more triggers; ``sync`` is the ``hx-sync`` (a refresh is dropped while
+    another request of the same element runs). ``extra`` is accepted for old templates and ignored.
+    """
     seconds = every if every is not None else context.get("poll", 3)
-    condition = "document.visibilityState === 'visible' && !window.qcPaused"
-    if extra:
-        condition += f" && {extra}"
-    trigger = f"every {seconds}s [{condition}], qc:refresh from:body"
+    trigger = "qc:poll, qc:refresh from:body"
     if events:
         trigger += f", {events}"
-    return format_html('hx-get="{}" hx-trigger="{}" hx-swap="outerHTML"', url, trigger)
+    attrs = format_html('hx-get="{}" hx-trigger="{}" hx-swap="outerHTML" data-qc-poll="{}"', url, trigger, seconds)
+    return format_html('{} hx-sync="{}"', attrs, sync) if sync else attrs
 
 
 @register.filter

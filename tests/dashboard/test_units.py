@@ -76,11 +76,12 @@ def test_preview_and_error_filters_return_plain_text() -> None:
 
 
 def test_poll_tag_builds_the_polling_attributes() -> None:
-    attrs = tags.qc_poll({"poll": 5}, "/queues/_/stats/?a=1&b=2", extra="ok()", events="x from:body")
-    assert 'hx-get="/queues/_/stats/?a=1&amp;b=2"' in attrs
-    condition = "document.visibilityState === &#x27;visible&#x27; &amp;&amp; !window.qcPaused &amp;&amp; ok()"
-    assert f"every 5s [{condition}]" in attrs
-    assert "qc:refresh from:body, x from:body" in attrs and 'hx-swap="outerHTML"' in attrs
+    attrs = tags.qc_poll({"poll": 5}, "/queues/_/stats/?a=1&b=2", events="x from:body")
+    assert 'hx-get="/queues/_/stats/?a=1&amp;b=2"' in attrs and 'data-qc-poll="5"' in attrs
+    assert 'hx-trigger="qc:poll, qc:refresh from:body, x from:body"' in attrs and 'hx-swap="outerHTML"' in attrs
+    assert "hx-sync" not in attrs and "[" not in attrs  # no JavaScript condition: nothing to eval
+    synced = tags.qc_poll({"poll": 5}, "/x/", sync="#area:drop")
+    assert 'hx-sync="#area:drop"' in synced
 
 
 def test_filter_form_defaults_for_bad_input() -> None:
