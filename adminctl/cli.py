@@ -36,6 +36,7 @@ from .commands.queue import queue
 from .commands.server import server
 from .commands.stats import stats
 from .commands.task import task
+from .commands.task_edit import edit as task_edit
 from .commands.types import types
 from .commands.worker import worker
 from .terminal import Terminal
@@ -150,6 +151,7 @@ def cli(ctx: click.Context, redis_url: str | None, prefix: str | None, settings:
 for command in (stats, queue, task, failures, types, enqueue, server, worker, periodic, alerts):
     cli.add_command(command)
 task.add_command(export)
+task.add_command(task_edit)
 
 
 def main(argv: list[str] | None = None, *, prog_name: str = "adminctl", defaults: ConnectionDefaults | None = None,

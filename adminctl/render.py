@@ -29,6 +29,7 @@ from queuecore.core.message import (
     TaskInfo,
     WaitingTaskInfo,
     WorkerInfo,
+    seconds_to_datetime,
 )
 from queuecore.core.states import DUE_STATES, STATES
 
@@ -460,6 +461,10 @@ def task_detail(t: TaskInfo, now: float) -> RenderableType:
         parts += [Text(), Text("Decode error", style="bold red"), Text(escape(t.decode_error, keep_newlines=True))]
     if t.attempts:
         parts += [Text(), attempts_table(t.attempts, now)]
+    for e in t.edits:
+        when = seconds_to_datetime(e["at"]) if isinstance(e.get("at"), (int, float)) else None
+        parts += [Text(), Text(f"Payload edited by {e.get('actor', '?')} {timestamp(when, now)}; it was:", style=DIM),
+                  Text(escape(str(e.get("before", "")) + (" …" if e.get("cut") else "")))]
     if t.last_error:
         parts += [Text(), Text("Last error", style="bold red"), Text(escape(t.last_error, keep_newlines=True))]
     if t.result is not None:

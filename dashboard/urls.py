@@ -13,7 +13,7 @@ from django.urls import path, register_converter
 from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
 
-from . import export_views, failure_views, periodic_views, server_views, type_views, views
+from . import export_views, failure_views, periodic_views, server_views, task_edit_views, type_views, views
 
 _NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 
@@ -100,6 +100,7 @@ urlpatterns = [
     path("<qc_queue:qname>/failures/_/<slug:key>/<slug:verb>/", failure_views.failure_action,
          name="queue_failure_action"),
     path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/", views.task_detail, name="task"),
+    path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/edit/", task_edit_views.task_edit, name="task_edit"),
     path("<qc_queue:qname>/tasks/<qc_task_id:task_id>/<qc_task_verb:verb>/", views.task_action, name="task_action"),
     path("<qc_queue:qname>/<qc_state:state>/", views.queue_state, name="queue_state"),
     path("<qc_queue:qname>/<qc_state:state>/actions/", views.tasks_action, name="tasks_action"),

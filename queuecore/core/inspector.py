@@ -9,7 +9,7 @@ import difflib
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -60,6 +60,7 @@ from queuecore.core.message import (
     WaitingTaskInfo,
     WorkerInfo,
     dumps,
+    encode_payload,
     loads,
     ms_to_datetime,
     seconds_to_datetime,
@@ -70,6 +71,7 @@ from queuecore.core.redis_errors import broker_errors, is_wrong_type, translate
 from queuecore.core.scheduler import message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.states import (
+    ACTION_STATES,
     BULK_ACTION_STATES,
     DUE_STATES,
     STATES,
@@ -94,6 +96,8 @@ _TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since"
                 "result", "cancel", "archived_by")
 _DETAIL_FIELDS = (*_TASK_FIELDS, "attempts")  # one task read whole: with its attempt history (up to 8 KiB)
 _DETAIL_FIELDS = (*_DETAIL_FIELDS, "snoozed", "waiting")  # type: ignore[assignment]  # and its flow control
+_DETAIL_FIELDS = (*_DETAIL_FIELDS, "edits")  # type: ignore[assignment]  # and the operators' edits
+EDIT_BEFORE_CHARS = 2000  # of the payload an edit replaced, kept with the edit
 
 
 @dataclass(frozen=True)
@@ -241,6 +245,19 @@ def _human_bytes(value: int | None) -> str | None:
             return f"{size:.2f}{unit}" if unit != "B" else f"{int(size)}B"
         size /= 1024
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _edits(raw: Any) -> list[dict[str, Any]]:
+    """The ``edits`` field of a task hash: one JSON object per line, newest first; bad lines are skipped."""
+    out = []
+    for line in str(raw or "").splitlines():
+        try:
+            edit = loads(line)
+        except ValueError:
+            continue
+        if isinstance(edit, dict):
+            out.append(edit)
+    return out
 
 
 def _optional_int(value: Any) -> int | None:
@@ -733,6 +750,31 @@ class Inspector:
             self._audit(f"task.{action}", queue, task_ids=[task_id], outcome=str(exc))
             raise
         self._audit(f"task.{action}", queue, task_ids=[task_id], count=1)
+
+    @translate
+    def edit_and_run(self, queue: str, task_id: str, payload: dict[str, Any], *, force: bool = False) -> TaskInfo:
+        """Give a scheduled, retry or archived task a new payload and run it now (move it to pending),
+        in one step; the edit (when, who, the payload before) is kept in the task's ``edits`` and the
+        audit log. The payload is checked as at enqueue (a JSON object within the size and depth
+        limits) and, unless ``force``, against the handlers live workers publish (``check_task``)."""
+        q = self._queue(queue)
+        validate_task_id(task_id)
+        current = self.get_task(queue, task_id)
+        if current.state not in ACTION_STATES[TaskAction.RUN]:
+            raise InvalidTaskState(f"cannot edit and run task {task_id!r}: it is {current.state}")
+        payload_json = encode_payload(payload, self.connection.max_payload_bytes)
+        if not force:
+            self.require_runnable(current.type, payload, queue)
+        with self._expect(q.task(task_id), "hash", q):
+            raw = cast("str | None", self.redis.hget(q.task(task_id), "msg"))
+        message = TaskMessage.decode(task_id, queue, raw)
+        new_msg = replace(message, payload=loads(payload_json)).encode(payload_json)
+        before = dumps(current.payload)
+        record = dumps({"at": self.clock.now(), "actor": self.actor, "before": before[:EDIT_BEFORE_CHARS],
+                        "cut": len(before) > EDIT_BEFORE_CHARS})
+        self.scripts.admin_run_task(q, task_id, now_ms=to_ms(self.clock.now()), new_msg=new_msg, edit=record)
+        self._audit("task.edit_run", queue, task_ids=[task_id], count=1)
+        return self.get_task(queue, task_id)
 
     def run_task(self, queue: str, task_id: str) -> None:
         """Run a scheduled, retry or archived task now (move it to pending)."""
@@ -1262,6 +1304,7 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
         attempts=parse_attempts(h.get("attempts")), priority=m.priority, archived_by=h.get("archived_by") or None,
         snoozed=_int(h.get("snoozed")),
         waiting=(h.get("waiting") or None) if task_state is TaskState.SCHEDULED else None, progress=progress,
+        edits=_edits(h.get("edits")),
     )
 
 

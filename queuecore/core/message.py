@@ -245,6 +245,9 @@ class TaskInfo:
     snoozed: int = 0  # times its handler snoozed it (``Snooze``): never counted as retries
     waiting: str | None = None  # scheduled because a concurrency or rate limit held it back: which
     progress: Progress | None = None  # a running task: how far its handler said it has come (last heartbeat)
+    # Operators' edits of its payload (``Inspector.edit_and_run``), newest first: at (unix s), actor,
+    # before (the payload it replaced, compact JSON, cut to 2,000 characters), cut.
+    edits: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with a stable shape (datetimes as ISO 8601 strings)."""

@@ -506,10 +506,11 @@ class Scripts:
             raise InvalidTaskState(f"cannot {action} task {task_id!r}: it is {reply[1]}")
         raise RuntimeError(f"unexpected reply {reply!r}")  # pragma: no cover
 
-    def admin_run_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:
-        """Move a scheduled, retry or archived task to pending."""
+    def admin_run_task(self, q: QueueKeys, task_id: str, *, now_ms: int, new_msg: str = "", edit: str = "") -> None:
+        """Move a scheduled, retry or archived task to pending; with ``new_msg``, its message replaced
+        (an edit, recorded by the ``edit`` line in the task's ``edits``), in the same step."""
         keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived]
-        reply = self._call("admin_run_task", keys, [task_id, now_ms, self._wake(q)])
+        reply = self._call("admin_run_task", keys, [task_id, now_ms, self._wake(q), new_msg, edit])
         self._check_admin(reply, q, task_id, "run")
 
     def admin_archive_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:

@@ -32,7 +32,7 @@ def all_commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[t
 EXPECTED_COMMANDS = {
     "stats", "enqueue", "queue", "queue ls", "queue inspect", "queue history", "queue pause", "queue unpause",
     "queue limits", "queue remove", "task", "task ls", "task inspect", "task run", "task archive", "task kill",
-    "task delete", "task export",
+    "task delete", "task export", "task edit",
     "task cancel", "task run-all", "task archive-all", "task delete-all", "server", "server ls", "server quiet",
     "server stop", "worker",
     "worker ls", "periodic", "periodic ls", "periodic inspect", "periodic pause", "periodic resume", "periodic run",

@@ -60,8 +60,8 @@ def browser_path(url: str) -> str:
 
 def test_every_dashboard_route_with_a_queue_is_covered() -> None:
     assert ROUTE_NAMES == ["queue_failure_action", "queue_failures", "queue_header", "queue_pause", "queue_redirect",
-                           "queue_remove", "queue_state", "queue_unpause", "task", "task_action", "task_type",
-                           "task_types", "tasks_action", "tasks_export"]
+                           "queue_remove", "queue_state", "queue_unpause", "task", "task_action", "task_edit",
+                           "task_type", "task_types", "tasks_action", "tasks_export"]
 
 
 def test_the_browser_model_normalises_what_a_browser_does() -> None:
@@ -137,7 +137,7 @@ def test_each_row_of_the_overview_links_and_pauses_its_own_queue(operator: Djang
     for row_name, row in rows:
         name = html_lib.unescape(row_name)
         link = html_lib.unescape(re.search(r'class="qc-queue-link" href="([^"]+)"', row).group(1))
-        action = html_lib.unescape(re.search(r'<form method="post" action="([^"]+)"', row).group(1))
+        action = html_lib.unescape(re.search(r'formaction="([^"]+)"', row).group(1))  # the row's button
         assert resolve(browser_path(link)).kwargs["qname"] == name
         target = resolve(browser_path(action))
         assert (target.url_name, target.kwargs["qname"]) == ("queue_pause", name)

@@ -146,15 +146,16 @@ local function qc_move_to_pending(task_prefix, ids, zset, pending, now, wake)
     return #ids
 end
 
--- Attempt history (attempts.py): put line (one attempt, one line of JSON; "" = nothing to record) in
--- front of the "attempts" field of the task HASH at key, keeping at most max_lines lines and
--- max_bytes bytes (the oldest lines go first). Newest first, so trimming is a cut at the end.
-local function qc_push_attempt(key, line, max_lines, max_bytes)
+-- A history field of the task HASH at key (newest first): put line ("" = nothing to record) in front
+-- of field, keeping at most max_lines lines and max_bytes bytes (the oldest lines go first; the
+-- newest always stays), so trimming is a cut at the end. qc_push_attempt: the attempt history
+-- (attempts.py, one line of JSON per attempt); the operators' edits go to "edits".
+local function qc_push_line(key, field, line, max_lines, max_bytes)
     if line == nil or line == "" then
         return
     end
     local text = line
-    local old = redis.call("HGET", key, "attempts")
+    local old = redis.call("HGET", key, field)
     if old then
         text = line .. "\n" .. old
     end
@@ -171,7 +172,11 @@ local function qc_push_attempt(key, line, max_lines, max_bytes)
         end
         pos = nl
     end
-    redis.call("HSET", key, "attempts", string.sub(text, 1, keep))
+    redis.call("HSET", key, field, string.sub(text, 1, keep))
+end
+
+local function qc_push_attempt(key, line, max_lines, max_bytes)
+    qc_push_line(key, "attempts", line, max_lines, max_bytes)
 end
 
 -- Waiting for a result (results.py): a caller marks the task HASH it waits for as watched (its

@@ -1,4 +1,5 @@
--- admin_run_task: an operator runs a scheduled, retry or archived task now (moves it to pending).
+-- admin_run_task: an operator runs a scheduled, retry or archived task now (moves it to pending),
+-- optionally with a new message (its payload edited).
 --
 -- KEYS[1] <prefix>:{<q>}:t:<id>    task HASH
 -- KEYS[2] <prefix>:{<q>}:pending   LIST
@@ -8,6 +9,9 @@
 -- ARGV[1] task id
 -- ARGV[2] now, unix ms
 -- ARGV[3] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake")
+-- ARGV[4] the task's new message (JSON; "" = keep it): an operator's edit
+-- ARGV[5] the edit's record (one line of JSON; "" = none), put first in the hash's "edits" field,
+--         which keeps the last 10 edits and at most 8 KiB
 -- Returns 1 moved, -1 no such task, or -2 with the task's state when it cannot be run from there.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -22,6 +26,10 @@ if not source[state] then
     return {-2, state}
 end
 redis.call("ZREM", source[state], ARGV[1])
+if ARGV[4] ~= "" then
+    redis.call("HSET", KEYS[1], "msg", ARGV[4])
+    qc_push_line(KEYS[1], "edits", ARGV[5], 10, 8192)
+end
 redis.call("HSET", KEYS[1], "state", "pending", "pending_since", ARGV[2])
 if redis.call("LPUSH", KEYS[2], ARGV[1]) == 1 then
     qc_publish(ARGV[3], "1")
