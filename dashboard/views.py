@@ -168,7 +168,7 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
 def content_security_policy(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Send ``CSP`` with the view's response, unless the response already has a policy (a host's view
     decorator set one: it stays). A host middleware that sets its own policy on the way out replaces
-    this one; the dashboard works under ``default-src 'self'`` (no unsafe-inline, no unsafe-eval)."""
+    this one; the dashboard works under ``default-src 'self'`` (no inline code, no string evaluation)."""
 
     @functools.wraps(view)
     def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

@@ -35,11 +35,11 @@ def qc_poll(context: template.Context, url: str, *, every: Any = None, events: s
             extra: str = "") -> SafeString:
     """``hx-get``/``hx-trigger``/``hx-swap`` of a polling partial.
 
-    No JavaScript expression in the trigger (that needs ``eval``, which a strict Content-Security-Policy
+    No JavaScript expression in the trigger (that needs string evaluation, which a strict Content-Security-Policy
     forbids): ``dashboard.js`` fires ``qc:poll`` on every ``[data-qc-poll]`` element each ``POLL_INTERVAL``
     seconds while the tab is visible, live refresh is on and the element holds no selection or chosen
-    pause duration. ``events`` adds more triggers; ``sync`` is the ``hx-sync`` (a refresh is dropped while
-    another request of the same element runs). ``extra`` is accepted for old templates and ignored.
+    pause duration or typed filter. ``events`` adds more triggers; ``sync`` an ``hx-sync`` (``"#area:drop"``:
+    no refresh while another request on that area runs). ``extra`` is accepted for old templates and ignored.
     """
     seconds = every if every is not None else context.get("poll", 3)
     trigger = "qc:poll, qc:refresh from:body"
