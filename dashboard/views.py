@@ -264,7 +264,9 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
                  table_url=url(number), first_url=url(1), last_url=url(tasks.pages),
                  prev_url=url(number - 1 if number > 1 else None),
                  next_url=url(number + 1 if number < tasks.pages else None),
-                 first_url_unfiltered=_state_url(qname, state, sort=sort))
+                 first_url_unfiltered=_state_url(qname, state, sort=sort),
+                 export_query=urlencode({k: v for k, v in (("type", type_name), ("search", search), ("sort", sort))
+                                         if v}))
 
 
 def _matching_ids(ins: Inspector, qname: str, state: str, form: TaskFilterForm) -> list[str]:

@@ -30,3 +30,13 @@ def test_export_streams_the_filtered_list(viewer: DjangoClient, anon: DjangoClie
     assert [r[0] for r in rows[1:]] == [ids[3], ids[1]]
     for queue, fmt in (("default", "xml"), ("nope", "csv")):
         assert viewer.get(reverse("queuecore_dashboard:tasks_export", args=[queue, "pending", fmt])).status_code == 404
+
+
+def test_the_list_links_to_its_export_with_its_filter(viewer: DjangoClient, client: Client) -> None:
+    client.enqueue("t.a", {"n": 1})
+    page = viewer.get(reverse("queuecore_dashboard:queue_state", args=["default", "pending"]),
+                      {"type": "t.a", "sort": "newest"}).content.decode()
+    export = reverse("queuecore_dashboard:tasks_export", args=["default", "pending", "csv"])
+    assert f'href="{export}?type=t.a&amp;sort=newest" download>CSV</a>' in page
+    assert reverse("queuecore_dashboard:queue_failures", args=["default"]) in page
+    assert reverse("queuecore_dashboard:task_types", args=["default"]) in page
