@@ -529,15 +529,20 @@ def progress_text(p: Progress, *, short: bool = False) -> str:
 
 def worker_table(workers: Iterable[WorkerInfo], now: float, *, title: str | None = None) -> FitTable:
     """Tasks being processed right now: which process, which task, and for how long."""
+    workers = sorted(workers, key=lambda w: w.started_at)
+    reported = any(w.progress for w in workers)  # the progress column only when a handler reports it
     columns = [Column("server", shrink=2, min_width=8), Column("queue", shrink=2, min_width=5),
-               Column("type", shrink=2, min_width=6), Column("task id", shrink=0), Column("running", "right"),
-               Column("progress", shrink=2, min_width=4)]
+               Column("type", shrink=2, min_width=6), Column("task id", shrink=0), Column("running", "right")]
+    if reported:
+        columns.append(Column("progress", shrink=2, min_width=4))
     rows = []
-    for w in sorted(workers, key=lambda w: w.started_at):
+    for w in workers:
         overdue = w.deadline is not None and w.deadline.timestamp() < now
-        rows.append([_user(_server_label(w.server_id), 60), _user(w.queue, 40), _user(w.type, 60), Text(w.task_id),
-                     Text(human_duration(now - w.started_at.timestamp()), style="red" if overdue else ""),
-                     _user(progress_text(w.progress, short=True) if w.progress else "-", 60)])
+        row = [_user(_server_label(w.server_id), 60), _user(w.queue, 40), _user(w.type, 60), Text(w.task_id),
+               Text(human_duration(now - w.started_at.timestamp()), style="red" if overdue else "")]
+        if reported:
+            row.append(_user(progress_text(w.progress, short=True) if w.progress else "-", 60))
+        rows.append(row)
     return FitTable(columns, rows, title=title)
 
 

@@ -14,8 +14,8 @@ from tests.adminctl.conftest import widest_line
 from tests.conftest import wait_until
 
 SERVER_KEYS = {"id", "host", "pid", "concurrency", "queues", "strict_priority", "started_at", "status",
-               "heartbeat_at", "workers", "waiting", "task_types"}
-WORKER_KEYS = {"server_id", "task_id", "queue", "type", "started_at", "deadline"}
+               "heartbeat_at", "workers", "waiting", "task_types", "rss_bytes"}
+WORKER_KEYS = {"server_id", "task_id", "queue", "type", "started_at", "deadline", "progress"}
 
 
 def test_server_and_worker_ls_with_a_blocked_task(adminctl, client: Client, inspector: Inspector, registry,

@@ -18,6 +18,7 @@ TASK_KEYS = {"id", "queue", "type", "state", "payload", "retried", "max_retry", 
              "retention", "unique_key", "result", "cancel_requested", "decode_error", "worker", "fetched_at",
              "attempts"}
 TASK_KEYS |= {"snoozed", "waiting"}  # flow control: snoozes, and why a limit holds the task back
+TASK_KEYS |= {"progress", "edits"}  # what a running handler reported; the operators' payload edits
 TASK_KEYS |= {"priority", "archived_by"}  # results: its place in the queue, and who archived it
 PAGE_KEYS = {"tasks", "total", "page", "size", "pages", "matched", "scanned_all"}
 
