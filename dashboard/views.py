@@ -266,7 +266,21 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
                  next_url=url(number + 1 if number < tasks.pages else None),
                  first_url_unfiltered=_state_url(qname, state, sort=sort),
                  export_query=urlencode({k: v for k, v in (("type", type_name), ("search", search), ("sort", sort))
-                                         if v}))
+                                         if v}),
+                 filter_terms=_filter_terms(tasks.tasks))
+
+
+def _filter_terms(tasks: list[Any], limit: int = 50) -> list[str]:
+    """What the filter box suggests from the tasks shown: ``type:<type>`` of each, and ``payload.<path>:``
+    of their payload keys (and of nested objects' keys, one level down)."""
+    types = {f"type:{info.type}" for info in tasks}
+    keys: set[str] = set()
+    for info in tasks:
+        for key, value in info.payload.items():
+            keys.add(f"payload.{key}:")
+            if isinstance(value, dict):
+                keys.update(f"payload.{key}.{inner}:" for inner in value)
+    return sorted(types)[:limit] + sorted(keys)[:limit]
 
 
 def _matching_ids(ins: Inspector, qname: str, state: str, form: TaskFilterForm) -> list[str]:

@@ -21,12 +21,13 @@ from ..options import json_option
               help="jsonl: every field of each task; csv: a row per task for a spreadsheet.")
 @click.option("--type", "type_name", metavar="TYPE", help="Only tasks of this type.")
 @click.option("--search", metavar="TEXT", help="Only tasks whose id, payload or last error contains TEXT.")
+@click.option("--filter", "filter_text", metavar="FILTER", help="The filter language (see `task ls --help`).")
 @click.option("--sort", type=click.Choice(ORDERS), help="newest or oldest first (default: the state's order).")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N tasks.")
 @json_option
 @click.pass_obj
 def export(app: App, queue_name: str, state: str, fmt: str, type_name: str | None, search: str | None,
-           sort: str | None, limit: int | None) -> None:
+           filter_text: str | None, sort: str | None, limit: int | None) -> None:
     """Write the tasks of QUEUE in STATE to stdout, as JSON Lines or CSV.
 
     Streams any number of tasks, read 500 at a time; with --type or --search
@@ -46,6 +47,6 @@ def export(app: App, queue_name: str, state: str, fmt: str, type_name: str | Non
     ins.queue_info(queue_name)  # a missing queue is a clear error before anything is written
     out = sys.stdout
     for line in exports.lines(fmt, ins.iter_tasks(queue_name, state, type=type_name, search=search, order=sort,
-                                                  limit=limit)):
+                                                  limit=limit, filter=filter_text)):
         out.write(line)
     out.flush()

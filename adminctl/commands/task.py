@@ -45,13 +45,16 @@ def task() -> None:
 @click.option("--type", "-t", "type_name", metavar="TYPE", help="Only tasks of this type.")
 @click.option("--search", metavar="TEXT",
               help="Only tasks whose id, payload or last error contains TEXT (case-insensitive).")
+@click.option("--filter", "filter_text", metavar="FILTER",
+              help="The filter language: type:NAME (* wildcards) error:TEXT id:PREFIX payload.PATH:VALUE, words, "
+                   "-term to exclude; quote values with spaces.")
 @click.option("--sort", "order", type=click.Choice(ORDERS), default=None,
               help="newest or oldest first. [default: newest for retry, archived and completed; oldest "
                    "(the next to run, the soonest due) for the others]")
 @json_option
 @click.pass_obj
 def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_name: str | None,
-            search: str | None, order: str | None) -> None:
+            search: str | None, filter_text: str | None, order: str | None) -> None:
     """List the tasks of QUEUE in STATE, a page at a time.
 
     Newest first for retry, archived and completed (the latest failures
@@ -69,9 +72,11 @@ def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_na
       adminctl task ls default archived --page 2 --size 50
       adminctl task ls default archived --sort oldest
       adminctl task ls default retry --type emails.send --search SMTPError
+      adminctl task ls default archived --filter 'type:emails.* payload.plan:pro'
       adminctl task ls default scheduled --json | jq -r '.tasks[].id'
     """
-    result = app.inspector.list_tasks(queue_name, state, page, size, type=type_name, search=search, order=order)
+    result = app.inspector.list_tasks(queue_name, state, page, size, type=type_name, search=search, order=order,
+                                      filter=filter_text)
     term = app.terminal
     if app.json:
         term.json(result.to_dict())

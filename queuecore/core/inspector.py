@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import difflib
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import redis
 
-from queuecore.core import queue_metrics, typestats
+from queuecore.core import filters, queue_metrics, typestats
 from queuecore.core.alerts import Alert, active_alerts
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.clock import Clock, SystemClock, to_ms
@@ -638,15 +638,16 @@ class Inspector:
 
     @translate
     def list_tasks(self, queue: str, state: str, page: int = 1, size: int = 20, *, type: str | None = None,
-                   search: str | None = None, order: str | None = None) -> TaskPage:
+                   search: str | None = None, order: str | None = None, filter: str | None = None) -> TaskPage:
         """One page of the tasks of ``queue`` in ``state``.
 
         ``order``: ``"oldest"`` first (pending: the next to run; scored states: by ascending score, so
         scheduled and retry soonest due first) or ``"newest"`` first; ``None`` is the state's default
         (``default_order``: newest first for retry, archived and completed).
         ``type`` keeps tasks of that type; ``search`` keeps tasks whose id, payload or last error
-        contains the text. Filtered lists scan at most ``FILTER_SCAN_LIMIT`` tasks, from the start of
-        the order asked for.
+        contains the text; ``filter`` is the filter language (``filters.py``: ``type:... error:...
+        payload.<path>:... -term``). Filtered lists scan at most ``FILTER_SCAN_LIMIT`` tasks, from the
+        start of the order asked for.
         """
         state = self._check_state(state)
         order = default_order(state) if order is None else _one_of(order, ORDERS, "order")
@@ -654,14 +655,14 @@ class Inspector:
         check_page(page)
         if size < 1 or size > 1000:
             raise ConfigurationError("size must be between 1 and 1000")
+        keep = self._predicate(type, search, filter)
         q = self._require_queue(queue)
         total = self._count(q, state)
-        if not type and not search:
+        if keep is None:
             start = (page - 1) * size
             ids = self._ids(q, state, start, start + size - 1, newest)
             return TaskPage(self._infos(q, state, ids), total, page, size, order=order)
         wanted_from = (page - 1) * size
-        needles = search_needles(search) if search else ()
         matched: list[TaskInfo] = []
         matches = 0
         scanned = 0
@@ -672,12 +673,25 @@ class Inspector:
                 break
             scanned += len(ids)
             for info in self._infos(q, state, ids):
-                if self._matches(info, type, needles):
+                if keep(info):
                     if wanted_from <= matches < wanted_from + size:
                         matched.append(info)
                     matches += 1
         return TaskPage(matched, total, page, size, matched=matches, scanned_all=scanned >= total, order=order,
                         scanned=scanned)
+
+    def _predicate(self, type_name: str | None, search: str | None,
+                   filter_text: str | None) -> Callable[[TaskInfo], bool] | None:
+        """What a filtered list keeps (None: no filter); a bad ``filter_text`` raises ``ConfigurationError``.
+        A ``search`` written in the filter language (``filters.looks_like_filter``) is read as a filter."""
+        if search and filters.looks_like_filter(search):
+            filter_text, search = f"{filter_text or ''} {search}".strip(), None
+        needles = search_needles(search) if search else ()
+        terms = filters.parse(filter_text) if filter_text else []
+        if not type_name and not needles and not terms:
+            return None
+        by_terms = filters.matcher(terms, lambda info, text: self._matches(info, None, search_needles(text)))
+        return lambda info: self._matches(info, type_name, needles) and by_terms(info)
 
     @staticmethod
     def _matches(info: TaskInfo, type_name: str | None, needles: tuple[str, ...]) -> bool:
@@ -1165,7 +1179,8 @@ class Inspector:
         return BulkResult(queue, state, TaskAction.CANCEL.value, len(cancelled))
 
     def iter_tasks(self, queue: str, state: str, *, type: str | None = None, search: str | None = None,
-                   order: str | None = None, limit: int | None = None) -> Iterator[TaskInfo]:
+                   order: str | None = None, limit: int | None = None, filter: str | None = None
+                   ) -> Iterator[TaskInfo]:
         """Every task of ``queue`` in ``state`` that matches ``type`` and ``search`` (as ``list_tasks``,
         without its scan limit), in ``order``, read 500 at a time (for exports: ``export.py``); at most
         ``limit``. The list is read page by page while it may change: a task that moves meanwhile can
@@ -1173,7 +1188,7 @@ class Inspector:
         state = self._check_state(state)
         newest = (default_order(state) if order is None else _one_of(order, ORDERS, "order")) == "newest"
         q = self._require_queue(queue)
-        needles = search_needles(search) if search else ()
+        keep = self._predicate(type, search, filter) or (lambda _info: True)
         start, sent = 0, 0
         while limit is None or sent < limit:
             with broker_errors():
@@ -1183,7 +1198,7 @@ class Inspector:
                 return
             start += len(ids)
             for info in infos:
-                if self._matches(info, type, needles):
+                if keep(info):
                     yield info
                     sent += 1
                     if limit is not None and sent >= limit:

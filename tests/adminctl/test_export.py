@@ -23,3 +23,15 @@ def test_export_jsonl_csv_and_filters(adminctl, client: Client) -> None:
                                                   ).stdout.splitlines()] == [ids[3]]
     missing = adminctl("task", "export", "nope", "pending")
     assert missing.code == 1 and missing.stdout == "" and "nope" in missing.stderr
+
+
+def test_task_ls_and_export_take_the_filter_language(adminctl, client: Client) -> None:
+    a = client.enqueue("t.a", {"user": {"plan": "pro"}}).id
+    client.enqueue("t.a", {"user": {"plan": "free"}})
+    client.enqueue("t.b", {"user": {"plan": "pro"}})
+    listed = adminctl("task", "ls", "default", "pending", "--filter", "type:t.a payload.user.plan:pro", "--json")
+    assert [t["id"] for t in listed.json()["tasks"]] == [a]
+    exported = adminctl("task", "export", "default", "pending", "--filter", "-type:t.b", "--json")
+    assert len(exported.stdout.splitlines()) == 2
+    bad = adminctl("task", "ls", "default", "pending", "--filter", "colour:red")
+    assert bad.code == 2 and "unknown filter field 'colour'" in bad.stderr

@@ -31,3 +31,18 @@ def test_pasting_what_the_dashboard_shows_finds_the_task(viewer: DjangoClient, c
     for pasted in (shown, '"user_id": 5005,', block, two_lines):
         found = viewer.get("/queues/default/pending/?" + urlencode({"search": pasted}))
         assert rows(found) == [wanted], pasted
+
+
+def test_the_search_box_takes_the_filter_language_and_suggests_terms(viewer, client) -> None:
+    keep = client.enqueue("t.a", {"user": {"plan": "pro"}}).id
+    client.enqueue("t.a", {"user": {"plan": "free"}})
+    client.enqueue("t.b", {"user": {"plan": "pro"}})
+    url = "/queues/default/pending/"
+    page = viewer.get(url).content.decode()
+    assert '<option value="type:t.a">' in page and '<option value="payload.user.plan:">' in page
+    filtered = viewer.get(url, {"search": "type:t.a payload.user.plan:pro"}).content.decode()
+    assert re.findall(r'data-qc-task="([^"]+)"', filtered) == [keep]
+    plain = viewer.get(url, {"search": "colour:red"})  # not a field of the language: plain text, no match
+    assert plain.status_code == 200 and re.findall(r'data-qc-task="([^"]+)"', plain.content.decode()) == []
+    broken = viewer.get(url, {"search": 'error:"never closed'})
+    assert broken.status_code == 400 and "a quote is not closed" in broken.content.decode()
