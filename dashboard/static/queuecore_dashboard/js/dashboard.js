@@ -42,7 +42,8 @@
     if (!window.htmx || !due) { return; }
     var now = Date.now();
     document.querySelectorAll("[data-qc-poll]").forEach(function (el) {
-      var every = Math.max(0.5, parseFloat(el.getAttribute("data-qc-poll")) || 3) * 1000;
+      // the operator's chosen interval (shortcuts.js) wins over the page's
+      var every = Math.max(0.5, window.qcPollOverride || parseFloat(el.getAttribute("data-qc-poll")) || 3) * 1000;
       var next = due.get(el);
       if (next === undefined) { due.set(el, now + every); return; }
       if (now < next) { return; }
