@@ -38,3 +38,13 @@ def test_quiet_then_stop_one_worker(connection, registry, inspector, caplog: pyt
         ("server.stop", "ops:ann", [worker.server_id]), ("server.quiet", "ops:ann", [worker.server_id])]
     with pytest.raises(ServerNotFound):
         inspector.stop_server(worker.server_id)  # gone
+
+
+def test_a_control_key_of_another_type_is_dropped_not_fatal(scripts, redis_client, connection) -> None:
+    control = connection.keys.server_control("host:1:abc")
+    redis_client.hset(control, "x", "1")  # not what an Inspector writes
+    assert scripts.heartbeat("host:1:abc", "{}", ttl_ms=60_000) == ""
+    assert not redis_client.exists(control) and redis_client.get(connection.keys.server("host:1:abc")) == "{}"
+    redis_client.set(control, "quiet ops:ann")
+    assert scripts.heartbeat("host:1:abc", "{}", ttl_ms=60_000) == "quiet ops:ann"
+    assert scripts.heartbeat("host:1:abc", "{}", ttl_ms=60_000) == ""  # taken once

@@ -18,8 +18,8 @@
 -- one is about the same size (bounded: a heartbeat lists at most the tasks the process holds, and
 -- its task types change only when its code does).
 local control = ""
-if redis.call("TYPE", KEYS[3])["ok"] == "string" then
-    control = redis.call("GET", KEYS[3])
+if not qc_check_type(KEYS[3], "string") then  -- absent, or a string: taken; anything else is dropped
+    control = redis.call("GET", KEYS[3]) or ""
 end
 redis.call("DEL", KEYS[1], KEYS[2], KEYS[3])
 redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2])
