@@ -12,6 +12,7 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 
 from queuecore.conf import get_config
+from queuecore.core.client import Client
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.inspector import Inspector, RedisInfo
 
@@ -57,3 +58,9 @@ def _reset(*, setting: str, **kwargs: Any) -> None:
         # Forget the inspectors of the old settings. Their clients are not closed: a request may be
         # using one right now; redis-py closes a client's connections when it is garbage-collected.
         shared_inspector.cache_clear()
+
+
+@cache
+def shared_client(connection: ConnectionConfig) -> Client:
+    """The process's client for ``connection``, for what operators enqueue from the dashboard."""
+    return Client(connection=connection)

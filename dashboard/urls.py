@@ -13,7 +13,16 @@ from django.urls import path, register_converter
 from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_name
 from queuecore.core.states import STATES, TASK_ACTIONS
 
-from . import export_views, failure_views, periodic_views, server_views, task_edit_views, type_views, views
+from . import (
+    enqueue_views,
+    export_views,
+    failure_views,
+    periodic_views,
+    server_views,
+    task_edit_views,
+    type_views,
+    views,
+)
 
 _NOT_A_DOT_SEGMENT = r"(?!\.\.?/)"  # "./" and "../" would be a path step, not a name
 
@@ -92,6 +101,8 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("periodic/", periodic_views.periodic, name="periodic"),
     path("periodic/_/<str:name>/<str:verb>/", periodic_views.periodic_action, name="periodic_action"),
+    path("enqueue/", enqueue_views.enqueue_form, name="enqueue"),
+    path("enqueue/_/", enqueue_views.enqueue_task, name="enqueue_task"),
     path("failures/", failure_views.failures, name="failures"),
     path("failures/_/<slug:key>/<slug:verb>/", failure_views.failure_action, name="failure_action"),
     path("<qc_queue:qname>/failures/", failure_views.failures, name="queue_failures"),

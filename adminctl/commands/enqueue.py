@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from queuecore.core.errors import InvalidPayload, NoWorkerForTask
+from queuecore.core.errors import InvalidPayload
 from queuecore.core.limits import MAX_PAYLOAD_DEPTH
+from queuecore.core.operator_enqueue import enqueue_checked
 
 from ..app import App
 from ..fmt import ago, escape
@@ -90,17 +91,13 @@ def enqueue(app: App, type_name: str, payload: str | None, queue_name: str, proc
                                "retention": retention}
     options = {k: v for k, v in options.items() if v is not None}
     body = parse_payload(payload)
-    app.client.check(type_name, body, **options)  # bad input first: refused before Redis is asked anything
-    try:
-        check = app.inspector.require_runnable(type_name, body, queue_name)
-    except (NoWorkerForTask, InvalidPayload) as exc:
-        if not force:
-            raise type(exc)(f"{exc}; nothing was enqueued (--force enqueues it anyway)") from None
-        app.terminal.warning(f"enqueued anyway (--force): {exc}")
-    else:
-        for warning in check.warnings:
-            app.terminal.warning(warning)
-    info = app.client.enqueue(type_name, body, **options)
+    done = enqueue_checked(app.client, app.inspector, type_name, body, force=force,
+                           refused_hint=" (--force enqueues it anyway)", **options)
+    if done.forced:
+        app.terminal.warning(f"enqueued anyway (--force): {done.forced}")
+    for warning in done.warnings:
+        app.terminal.warning(warning)
+    info = done.task
     if app.json:
         app.terminal.json(info.to_dict())
         return
