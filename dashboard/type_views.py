@@ -25,8 +25,7 @@ def _window(request: HtmxHttpRequest) -> str:
 def task_types(request: HtmxHttpRequest, qname: str) -> HttpResponse:
     ins = inspector_for(request)
     window = _window(request)
-    span = timedelta(seconds=WINDOWS[window])
-    rows = [ins.type_report(qname, name, span) for name in ins.task_types(qname)]
+    rows = ins.type_reports(qname, timedelta(seconds=WINDOWS[window]))
     context = _base(request, qname=qname, rows=rows, window=window, windows=list(WINDOWS), nav="queues")
     if _fragment(request):
         return _partial(request, "partials/_task_types.html", context)

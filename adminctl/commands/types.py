@@ -66,9 +66,7 @@ def list_types(app: App, queue_name: str, window: str) -> None:
       adminctl type ls default
       adminctl type ls default --window 72h --json
     """
-    ins = app.inspector
-    span = timedelta(seconds=WINDOWS[window])
-    reports = [ins.type_report(queue_name, name, span) for name in ins.task_types(queue_name)]
+    reports = app.inspector.type_reports(queue_name, timedelta(seconds=WINDOWS[window]))
     if app.json:
         app.terminal.json({"queue": queue_name, "window": window, "types": [r.to_dict(tasks=0) for r in reports]})
         return

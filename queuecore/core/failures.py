@@ -156,11 +156,18 @@ class FailureReport:
     def group(self, key: str) -> FailureGroup | None:
         return next((g for g in self.groups if g.key == key), None)
 
+    def of_type(self, type_name: str) -> FailureReport:
+        """The same report with only the tasks of ``type_name`` (groups left without any dropped)."""
+        groups = []
+        for g in self.groups:
+            tasks = [t for t in g.tasks if t.type == type_name]
+            if tasks:
+                groups.append(FailureGroup(g.fingerprint, g.example, tasks))
+        return FailureReport(sorted(groups, key=lambda g: (-g.count, g.key)), self.scanned, self.scanned_all)
 
-def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = SCAN_LIMIT,
-                  task_type: str | None = None) -> FailureReport:
-    """Group the newest ``limit`` tasks of each queue's retry and archived lists by fingerprint (with
-    ``task_type``, only the tasks of that type)."""
+
+def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = SCAN_LIMIT) -> FailureReport:
+    """Group the newest ``limit`` tasks of each queue's retry and archived lists by fingerprint."""
     groups: dict[str, FailureGroup] = {}
     scanned, complete = 0, True
     for queue in queues:
@@ -182,8 +189,6 @@ def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = S
                         type_name = TaskMessage.decode(task_id, queue, msg).type
                     except TaskDecodeError:
                         type_name = "?"
-                    if task_type is not None and type_name != task_type:
-                        continue
                     text = error or "(no error recorded)"
                     found = fingerprint(text)
                     group = groups.get(found.key)

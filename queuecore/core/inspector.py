@@ -1207,14 +1207,13 @@ class Inspector:
     # -- failures grouped by error (failures.py) -----------------------------------------------------
 
     @translate
-    def failure_groups(self, queue: str | None = None, limit: int = FAILURE_SCAN_LIMIT, *,
-                       task_type: str | None = None) -> FailureReport:
+    def failure_groups(self, queue: str | None = None, limit: int = FAILURE_SCAN_LIMIT) -> FailureReport:
         """The failed tasks (retry and archived) of ``queue``, or of every queue, grouped by the
         fingerprint of their last error, the biggest group first (the newest ``limit`` tasks of each
-        list are read; ``FailureReport.scanned_all`` says whether that was all of them); with
-        ``task_type``, only that type's tasks."""
+        list are read; ``FailureReport.scanned_all`` says whether that was all of them);
+        ``FailureReport.of_type`` narrows it to one task type."""
         queues = [self._require_queue(queue).queue] if queue is not None else self.queues()
-        return read_failures(self.redis, self.keys, queues, limit, task_type)
+        return read_failures(self.redis, self.keys, queues, limit)
 
     def type_report(self, queue: str, type: str, window: float | timedelta = timedelta(hours=1)) -> TypeReport:
         """One task type in ``queue``: its statistics over ``window``, its limits and their use, and its
@@ -1222,8 +1221,18 @@ class Inspector:
         validate_type_name(type)
         if type not in self.task_types(queue):
             raise TaskTypeNotFound(f"no task of type {type!r} has run in queue {queue!r}")
-        limit = next((info for info in self.limits() if info.type == type), None)
-        return TypeReport(self.type_stats(queue, type, window), limit, self.failure_groups(queue, task_type=type))
+        return self._type_reports(queue, [type], window)[0]
+
+    def type_reports(self, queue: str, window: float | timedelta = timedelta(hours=1)) -> list[TypeReport]:
+        """``type_report`` of every task type that has run in ``queue``, in name order, with the limits
+        and the failed tasks read once for them all."""
+        return self._type_reports(queue, self.task_types(queue), window)
+
+    def _type_reports(self, queue: str, types: list[str], window: float | timedelta) -> list[TypeReport]:
+        limits = {info.type: info for info in self.limits()}
+        failures = self.failure_groups(queue)
+        return [TypeReport(self.type_stats(queue, name, window), limits.get(name), failures.of_type(name))
+                for name in types]
 
     def act_on_failure_group(self, key: str, action: str, queue: str | None = None) -> list[TaskBatchResult]:
         """Run, archive or delete every task of the failure group ``key`` (of ``queue``, or of every

@@ -78,6 +78,8 @@ def test_groups_of_real_failures_and_acting_on_a_whole_group(make_worker, regist
     assert lookups.by_state() == {"archived": 5}
     assert lookups.example.startswith("LookupError: user 100")
     assert [g.count for g in inspector.failure_groups("db").groups] == [3]
+    assert [(g.key, g.count) for g in report.of_type("t.connect").groups] == [(report.groups[1].key, 3)]
+    assert report.of_type("t.none").groups == [] and report.of_type("t.lookup").scanned == report.scanned
 
     results = inspector.as_actor("ops").act_on_failure_group(lookups.key, "run")
     assert [(r.queue, len(r.done), r.failed) for r in results] == [("default", 5, {})]

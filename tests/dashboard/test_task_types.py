@@ -51,3 +51,6 @@ def test_a_queues_types_and_one_type(viewer: DjangoClient, make_worker, registry
     report = inspector.type_report("default", "t.flaky")
     assert (report.stats.processed, report.stats.failed, report.failure_rate) == (4, 2, 0.5)
     assert [g.count for g in report.failures.groups] == [2] and report.limit is not None
+    every = inspector.type_reports("default")  # the list pages: limits and failures read once for all types
+    assert [(r.stats.type, r.stats.processed, r.stats.failed, len(r.failures.groups)) for r in every] == [
+        ("t.flaky", 4, 2, 1), ("t.ok", 6, 0, 0)]
