@@ -12,10 +12,15 @@ Phases, in order (each selected scenario; the drain's worker is reused for the l
 3. ``drain1``: start one worker process on the backlog; the rate is taken between the moment the
    first ``warmup_frac`` of the tasks are done (worker start-up and warm-up excluded) and the last
    one, or ``drain_timeout``. Redis commands, Redis CPU and the worker's CPU are taken over that
-   window; RSS at its end.
+   window; RSS at its end. With ``ceiling``, each drain is preceded by a ceiling run: the task's
+   body run ``drain_n`` times by ``concurrency`` bare threads in a fresh process, no queue
+   (``bench.ceiling``), measured the same way, so each drain has a ceiling taken under the
+   machine's conditions of that moment.
 4. ``latency_idle``, ``scheduled``, ``latency_load`` on that worker, now idle; then ``requests``:
    commands sent per task, counted with MONITOR (so never while anything is timed).
-5. ``drain2``: the same drain with two worker processes; ``procs2``: with the library's own
+5. ``drain_async``: the one-process drain with ``async def`` handlers (queuecore's async task
+   type; the only kind for taskiq and arq; n/a for libraries without async handlers).
+   ``drain2``: the same drain with two worker processes; ``procs2``: with the library's own
    multi-process mode set to two processes (one command: queuecore's supervisor, Celery's prefork
    pool, ``dramatiq --processes 2``, ...), where it has one.
 6. ``backlog``: ``backlog_n`` tasks with a 100-byte payload (bytes of Redis memory per task), then
@@ -27,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 import traceback
@@ -42,6 +48,7 @@ from bench.common import (
     ENV_COUNTER,
     ENV_VARIANT,
     LAT_KEY,
+    REPO_ROOT,
     CommandCounter,
     RedisSnapshot,
     machine_busy,
@@ -189,6 +196,23 @@ class Driver:
         self.counter.set(DONE_KEY, 0)
         spawned = time.monotonic()
         self.start_workers(workers, phase, processes)
+        run = self.measure(n, phase, spawned)
+        if not keep:
+            self.stop_workers()
+            self.flush()
+        elif run["timed_out"]:  # tasks are left: the latency phases need an empty queue and a warm, idle worker
+            self.stop_workers()
+            self.flush()
+            self.start_workers(workers, phase + "-idle")
+            self.counter.set(DONE_KEY, 0)
+            self.adapter.run_sequence(10, lambda i: {})
+            self.wait_done(10, self.cfg["startup_timeout"], phase + "-idle")
+        return run
+
+    def measure(self, n: int, phase: str, spawned: float) -> dict[str, Any]:
+        """Time the processes in ``self.procs`` (started at ``spawned``) as they complete ``n`` tasks:
+        from the first ``warmup_frac`` of them to the last one, or ``drain_timeout``. Redis commands
+        and CPU of both servers, the processes' CPU, the machine's other load; RSS at the end."""
         c0, t0, startup = self.warm_up(n, phase, spawned)
         pids = [p.pid for p in self.procs]
         b0, k0, cpu0 = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_seconds(pids)
@@ -198,26 +222,53 @@ class Driver:
         b1, k1, cpu1 = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_seconds(pids)
         seconds = max(t1 - t0, 1e-9)
         ours = (cpu1 - cpu0) + (b1.cpu - b0.cpu) + (k1.cpu - k0.cpu) + (me1 - me0)
-        run = {
-            "rate": (c1 - c0) / seconds, "tasks": c1 - c0, "seconds": seconds, "timed_out": c1 < n,
-            "startup_s": startup,
+        return {
+            "rate": (c1 - c0) / seconds, "tasks": c1 - c0, "warmup_tasks": c0, "seconds": seconds,
+            "timed_out": c1 < n, "startup_s": startup,
             "cost": b0.delta(b1, c1 - c0),
             "cpu_cores": {"workers": (cpu1 - cpu0) / seconds, "redis": (b1.cpu - b0.cpu) / seconds,
                           "counter_redis": (k1.cpu - k0.cpu) / seconds, "harness": (me1 - me0) / seconds,
                           "other_processes": max((m1 - m0) - ours, 0.0) / seconds},
             "memory": tree_memory(pids),
         }
-        if not keep:
+
+    def ceiling_run(self, n: int) -> dict[str, Any]:
+        """The task body alone: ``n`` runs of it on ``concurrency`` bare threads in a fresh process
+        (``bench.ceiling``, this library's interpreter), no queue; measured as a drain is. The
+        broker is left alone (a backlog waiting for the next drain stays)."""
+        self.counter.set(DONE_KEY, 0)
+        spawned = time.monotonic()
+        out = open(self.log_dir / f"{self.adapter.name}-ceiling.log.0", "ab")  # noqa: SIM115
+        try:
+            self.procs = [subprocess.Popen([sys.executable, "-m", "bench.ceiling", str(n)],
+                                           env=self.adapter.worker_env(), cwd=str(REPO_ROOT), stdout=out,
+                                           stderr=subprocess.STDOUT, start_new_session=True)]
+        finally:
+            out.close()
+        try:
+            run = self.measure(n, "ceiling", spawned)
+            run.pop("cost")  # no broker traffic
+        finally:
             self.stop_workers()
-            self.flush()
-        elif c1 < n:  # tasks are left: the latency phases need an empty queue and a warm, idle worker
-            self.stop_workers()
-            self.flush()
-            self.start_workers(workers, phase + "-idle")
-            self.counter.set(DONE_KEY, 0)
-            self.adapter.run_sequence(10, lambda i: {})
-            self.wait_done(10, self.cfg["startup_timeout"], phase + "-idle")
+        self.counter.set(DONE_KEY, 0)
         return run
+
+    def ceiling(self, runs: list[dict[str, Any]], interleaved_with: str | None) -> None:
+        n = self.cfg["drain_n"]
+        result = {"n": n, "rate": summarize([r["rate"] for r in runs]), "runs": runs,
+                  "threads": self.cfg["concurrency"], "interleaved_with": interleaved_with}
+        mid = _median_run(runs)
+        result["cpu_cores"] = mid["cpu_cores"]
+        result["memory"] = runs[-1]["memory"]
+        self.results["ceiling"] = result
+
+    def ceiling_alone(self) -> None:
+        """The ceiling on its own (no drain1 in this run): ``drain_reps`` runs in a row."""
+        runs = []
+        for rep in range(self.cfg["drain_reps"]):
+            runs.append(self.ceiling_run(self.cfg["drain_n"]))
+            log(f"ceiling rep {rep + 1}/{self.cfg['drain_reps']}: {runs[-1]['rate']:,.0f} tasks/s")
+        self.ceiling(runs, None)
 
     def warm_up(self, n: int, phase: str, spawned: float) -> tuple[int, float, float]:
         """Wait for the first completion, then for the first ``warmup_frac`` of ``n`` (at most 1 s).
@@ -232,18 +283,30 @@ class Driver:
         c, t = self.wait_done(max(1, int(n * self.cfg["warmup_frac"])), 1.0, phase)
         return c, t, startup
 
-    def drain(self, workers: int, keep_last: bool, processes: int | None = None) -> None:
-        key = f"drain{workers}" if processes is None else f"procs{processes}"
+    def drain(self, workers: int, keep_last: bool, processes: int | None = None, key: str | None = None,
+              with_ceiling: bool = False) -> None:
+        """``drain_reps`` drains; with ``with_ceiling``, a ceiling run right before each of them, so
+        that each pair shares the machine's conditions (the ``ceiling`` scenario)."""
+        key = key or (f"drain{workers}" if processes is None else f"procs{processes}")
         if processes is not None and self.adapter.processes_argv(processes) is None:
             self.results[key] = {"n/a": "no multi-process mode"}
             return
         n, reps = self.cfg["drain_n"], self.cfg["drain_reps"]
-        runs = []
+        runs, ceilings = [], []
         for rep in range(reps):
             keep = keep_last and rep == reps - 1
+            if with_ceiling:
+                try:
+                    ceilings.append(self.ceiling_run(n))
+                    log(f"ceiling rep {rep + 1}/{reps}: {ceilings[-1]['rate']:,.0f} tasks/s")
+                except Exception as exc:  # the drain is measured anyway
+                    self.errors["ceiling"] = f"{type(exc).__name__}: {exc}"
+                    log(f"ceiling: FAILED {self.errors['ceiling']}")
             runs.append(self.drain_run(workers, key, n, keep=keep, processes=processes))
             log(f"{key} rep {rep + 1}/{reps}: {runs[-1]['rate']:,.0f} tasks/s"
                 + (" (timed out)" if runs[-1]["timed_out"] else ""))
+        if ceilings:
+            self.ceiling(ceilings, key)
         result = _with_summary(runs, n)
         result["workers"] = workers
         if processes is not None:
@@ -253,6 +316,19 @@ class Driver:
         result["cpu_cores"] = mid["cpu_cores"]
         result["memory"] = runs[-1]["memory"]
         self.results[key] = result
+
+    def drain_async(self) -> None:
+        """The one-process drain with ``async def`` handlers (``drain_async``): the library's async
+        task type where it has both kinds, its only one where all its handlers are coroutines."""
+        if not self.adapter.async_handlers:
+            self.results["drain_async"] = {"n/a": "no async handlers"}
+            return
+        self.adapter.use_async = True
+        try:
+            self.drain(1, False, key="drain_async")
+        finally:
+            self.adapter.use_async = False
+        self.results["drain_async"]["handlers"] = self.adapter.async_handlers
 
     def latency_idle(self) -> None:
         capacity = self.results.get("drain1", {}).get("rate", {}).get("median", math.inf)
@@ -374,7 +450,10 @@ class Driver:
             if "enqueue_batch" in scenarios:
                 self.step("enqueue_batch", self.enqueue_batch, need_drain1)
             follow = bool(scenarios & {"latency_idle", "latency_load", "scheduled", "requests"})
-            if need_drain1 and self.step("drain1", self.drain, 1, follow) and follow:
+            with_ceiling = "ceiling" in scenarios
+            if with_ceiling and not need_drain1:
+                self.step("ceiling", self.ceiling_alone)
+            if need_drain1 and self.step("drain1", self.drain, 1, follow, None, None, with_ceiling) and follow:
                 try:
                     if "latency_idle" in scenarios:
                         self.step("latency_idle", self.latency_idle)
@@ -387,6 +466,8 @@ class Driver:
                 finally:
                     self.stop_workers()
                     self.flush()
+            if "drain_async" in scenarios:
+                self.step("drain_async", self.drain_async)
             if "drain2" in scenarios:
                 self.step("drain2", self.drain, 2, False)
             if "procs2" in scenarios:

@@ -28,8 +28,8 @@ import redis
 from bench.adapters import LIBS
 from bench.common import REPO_ROOT, PrivateRedis
 
-SCENARIOS = ("enqueue_one", "enqueue_batch", "drain1", "latency_idle", "scheduled", "latency_load", "requests",
-             "drain2", "procs2", "backlog")
+SCENARIOS = ("enqueue_one", "enqueue_batch", "ceiling", "drain1", "latency_idle", "scheduled", "latency_load",
+             "requests", "drain_async", "drain2", "procs2", "backlog")
 DEFAULT_LIBS = tuple(LIBS)
 
 # Settings of one run. ``drain_n`` tasks are pre-enqueued for each drain; ``*_reps`` measured

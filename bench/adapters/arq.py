@@ -39,6 +39,7 @@ class ArqAdapter(AsyncAdapter):
     config = "`run_worker(WorkerSettings)` with `max_jobs=N`, defaults otherwise (polls every 0.5 s, keeps results 1 h)"
     supports_scheduled = True
     batch_api = "`asyncio.gather(enqueue_job …)`, 100 at a time (no bulk call)"
+    async_handlers = "native"
 
     async def asetup(self) -> None:
         self.pool = await create_pool(RedisSettings.from_dsn(self.broker_url))

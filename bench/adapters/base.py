@@ -45,12 +45,17 @@ class Adapter:
     batch_api = ""
     #: how the library's own multi-process mode is run (``processes_argv``), "" when it has none
     processes_config = ""
+    #: ``async def`` handlers (the ``drain_async`` scenario): "native" when every handler of the
+    #: library is a coroutine, "yes" when it runs both kinds (``use_async`` picks the async task
+    #: type), "" when it has none
+    async_handlers = ""
 
     def __init__(self, broker_url: str, counter_url: str, concurrency: int, variant: str = "") -> None:
         self.broker_url = broker_url
         self.counter_url = counter_url
         self.concurrency = concurrency
         self.variant = variant
+        self.use_async = False  # set by the driver while it measures ``drain_async``
 
     # -- the library's version, the worker's command line ------------------------------------------
 

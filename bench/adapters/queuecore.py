@@ -14,17 +14,23 @@ import os
 import sys
 
 from bench.adapters.base import Adapter, Payload
-from bench.common import ENV_BROKER, ENV_CONCURRENCY, QUEUE, TASK_NAME, record
+from bench.common import ENV_BROKER, ENV_CONCURRENCY, QUEUE, TASK_NAME, arecord, record
 from queuecore import Client, TaskRegistry, Worker, task
 from queuecore.core.supervisor import Supervisor, run_worker
 
 KEY_PREFIX = "qcbench"
+ASYNC_TASK_NAME = TASK_NAME + "_async"  # the drain_async scenario's task: the same body, awaited
 registry = TaskRegistry()
 
 
 @task(name=TASK_NAME, registry=registry)
 def bench_noop(t: float | None = None, pad: str | None = None) -> None:
     record(t)
+
+
+@task(name=ASYNC_TASK_NAME, registry=registry)
+async def bench_noop_async(t: float | None = None, pad: str | None = None) -> None:
+    await arecord(t)
 
 
 class QueuecoreAdapter(Adapter):
@@ -39,6 +45,11 @@ class QueuecoreAdapter(Adapter):
     batch_api = "`Client.enqueue_many` (one pipeline)"
     processes_config = ("`Supervisor` (what `runworker --processes P` runs) over P `Worker(concurrency=N)` "
                         "processes: N threads each")
+    async_handlers = "yes"  # drain_async: `async def` handlers on the worker's event loop, at most N at once
+
+    @property
+    def task_name(self) -> str:
+        return ASYNC_TASK_NAME if self.use_async else TASK_NAME
 
     def setup(self) -> None:
         self.client = Client(redis_url=self.broker_url, key_prefix=KEY_PREFIX, registry=registry)
@@ -47,13 +58,13 @@ class QueuecoreAdapter(Adapter):
         self.client.close()
 
     def enqueue_one(self, payload: Payload) -> None:
-        self.client.enqueue(TASK_NAME, payload, queue=QUEUE)
+        self.client.enqueue(self.task_name, payload, queue=QUEUE)
 
     def enqueue_batch(self, payloads: list[Payload]) -> None:
-        self.client.enqueue_many([(TASK_NAME, p) for p in payloads], queue=QUEUE)
+        self.client.enqueue_many([(self.task_name, p) for p in payloads], queue=QUEUE)
 
     def enqueue_in(self, payload: Payload, delay: float) -> None:
-        self.client.enqueue(TASK_NAME, payload, queue=QUEUE, process_in=delay)
+        self.client.enqueue(self.task_name, payload, queue=QUEUE, process_in=delay)
 
     def worker_argv(self) -> list[str]:
         return [sys.executable, "-m", "bench.adapters.queuecore"]

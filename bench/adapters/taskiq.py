@@ -30,6 +30,7 @@ class TaskiqAdapter(AsyncAdapter):
     package = "taskiq"
     processes_config = "`taskiq worker --workers P --max-async-tasks N`: P processes of N async slots each"
     batch_api = "`asyncio.gather(task.kiq() …)`, 100 at a time (no bulk call)"
+    async_handlers = "native"
 
     @property
     def survives_kill(self) -> bool:  # type: ignore[override]

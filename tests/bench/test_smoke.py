@@ -19,8 +19,9 @@ TINY = {
     "drain_n": 200, "drain_reps": 1, "drain_timeout": 10,
     "idle_n": 20, "idle_max_seconds": 0.5, "load_seconds": 0.3,
     "sched_n": 3, "sched_delay": 0.3, "sched_gap": 0.01,
-    "backlog_n": 300, "backlog_window": 5, "driver_timeout": 120,
+    "backlog_n": 300, "backlog_window": 5, "driver_timeout": 120, "concurrency": 4,
 }
+TINY_CONCURRENCY = TINY["concurrency"]
 
 
 @pytest.mark.slow
@@ -45,6 +46,14 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert s["drain1"]["memory"]["rss_mb"] > 0
     assert s["drain2"]["workers"] == 2
     assert s["procs2"]["workers"] == 1 and s["procs2"]["processes"] == 2  # one supervisor, two children
+    # The ceiling: one bare-thread run right before each drain1 run, measured like a drain.
+    ceiling = s["ceiling"]
+    assert ceiling["interleaved_with"] == "drain1" and ceiling["threads"] == TINY_CONCURRENCY
+    assert len(ceiling["runs"]) == len(s["drain1"]["runs"]) == 1
+    assert ceiling["rate"]["median"] > 0 and ceiling["runs"][0]["tasks"] > 0
+    assert "cost" not in ceiling["runs"][0]  # no broker traffic to count
+    # async def handlers, on the worker's event loop.
+    assert s["drain_async"]["handlers"] == "yes" and s["drain_async"]["rate"]["median"] > 0
     for key in ("latency_idle", "latency_load"):
         assert s[key]["n"] > 0 and s[key]["missing"] == 0
         assert 0 <= s[key]["p50_ms"] <= s[key]["p99_ms"]
@@ -55,11 +64,19 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert saved["machine"]["cores"] >= 1 and saved["machine"]["redis"]
     targets = {t["target"]: t for t in saved["targets"]}
     assert targets["enqueue, batch (tasks/s)"]["queuecore"] > 0
-    assert all(t["best_peer"] is None for t in saved["targets"])  # no peer ran
+    by_key = {(t["key"], t["best_peer"]): t for t in saved["targets"]}
+    # Held against references of queuecore's own (the ceiling beside its drain, its one process):
+    assert by_key[("drain1", "ceiling")]["ratio"] > 0
+    assert by_key[("procs2", "queuecore, 1 process")]["ratio"] > 0
+    referenced = {("drain1", "ceiling"), ("procs2", "queuecore, 1 process")}
+    assert all(t["best_peer"] is None for t in saved["targets"]
+               if (t["key"], t["best_peer"]) not in referenced)  # no peer ran
+    assert {t["key"] for t in saved["targets"]} >= {"drain_async", "procs2", "cpu_us", "bytes_per_task"}
 
     md = (tmp_path / "results.md").read_text()
     assert "| queuecore 0.1.0 |" in md or "| queuecore " in md
     assert "When a worker is killed" in md
+    assert "| ceiling: " in md and "of its ceiling" in md
     assert not (tmp_path / "chart.png").exists()
     assert results["files"]["json"].endswith("results.json")
     assert not math.isnan(s["latency_idle"]["p99_ms"])
