@@ -28,6 +28,7 @@ from queuecore.core.redis_errors import is_connection_error
 from . import __version__
 from .app import App, ConnectionDefaults, GlobalOptions
 from .commands.alerts import alerts
+from .commands.bulk import bulk
 from .commands.enqueue import enqueue
 from .commands.export import export
 from .commands.failures import failures
@@ -148,7 +149,7 @@ def cli(ctx: click.Context, redis_url: str | None, prefix: str | None, settings:
     ctx.call_on_close(app.close)
 
 
-for command in (stats, queue, task, failures, types, enqueue, server, worker, periodic, alerts):
+for command in (stats, queue, task, failures, types, enqueue, server, worker, periodic, alerts, bulk):
     cli.add_command(command)
 task.add_command(export)
 task.add_command(task_edit)

@@ -1,6 +1,6 @@
 """The dashboard's Failures page: failed tasks (retry and archived) grouped by the fingerprint of
 their last error (``queuecore.core.failures``), across queues or in one; run, archive or delete a
-whole group (POST with CSRF, operators only), each through the Inspector."""
+whole group (POST with CSRF, operators only) as a bulk job, through the Inspector."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from django.shortcuts import redirect, render
 from queuecore.core.errors import FailureGroupNotFound
 from queuecore.core.failures import GROUP_ACTIONS
 
+from .bulk import start_job, with_job_panel
 from .inspector import inspector_for
 from .views import HtmxHttpRequest, P, _base, _error, _fragment, _partial, action, page
 
-DONE_WORDS = {"run": "moved to pending", "archive": "archived", "delete": "deleted"}
 TASKS_SHOWN = 5  # of each group, newest first
 
 
@@ -37,18 +37,17 @@ def failures(request: HtmxHttpRequest, qname: str | None = None) -> HttpResponse
 def failure_action(request: HtmxHttpRequest, key: str, verb: str, qname: str | None = None) -> HttpResponse:
     if verb not in GROUP_ACTIONS:
         return _error(request, 404, "Not found", f"no failure group action {verb!r}")
+    job = None
     try:
-        results = inspector_for(request).act_on_failure_group(key, verb, qname)
+        job = start_job(inspector_for(request), verb, queue=qname, group=key)
     except FailureGroupNotFound as exc:
         if not _fragment(request):
             return _error(request, 404, "Not found", f"{exc}: it may have been acted on already.")
         messages.error(request, f"{exc}: it may have been acted on already.")
-    else:
-        done = sum(len(r.done) for r in results)
-        skipped = sum(len(r.failed) for r in results)
-        note = f"; {skipped} left as they were (gone, or not in a state for it)" if skipped else ""
-        messages.success(request, f"Failure group {key}: {done} task(s) {DONE_WORDS[verb]}{note}.")
     if not _fragment(request):
+        if job is not None:
+            return redirect("queuecore_dashboard:bulk_job", job.id)
         return redirect("queuecore_dashboard:failures") if qname is None else redirect(
             "queuecore_dashboard:queue_failures", qname)
-    return _partial(request, "partials/_failure_groups.html", _context(request, qname))
+    response = _partial(request, "partials/_failure_groups.html", _context(request, qname))
+    return with_job_panel(request, response, job) if job is not None else response

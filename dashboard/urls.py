@@ -14,6 +14,7 @@ from queuecore.core.keys import NAME_CHARACTER_CLASS, NAME_MAX_LENGTH, is_valid_
 from queuecore.core.states import STATES, TASK_ACTIONS
 
 from . import (
+    bulk_views,
     enqueue_views,
     export_views,
     failure_views,
@@ -99,6 +100,9 @@ urlpatterns = [
     path("servers/_/<str:server_id>/<slug:verb>/", server_views.server_action, name="server_action"),
     path("redis/", views.redis_page, name="redis"),
     path("audit/", views.audit, name="audit"),
+    path("bulk/", bulk_views.bulk_jobs, name="bulk_jobs"),
+    path("bulk/_/<slug:job_id>/", bulk_views.bulk_job, name="bulk_job"),
+    path("bulk/_/<slug:job_id>/cancel/", bulk_views.bulk_cancel, name="bulk_cancel"),
     path("periodic/", periodic_views.periodic, name="periodic"),
     path("periodic/_/<str:name>/<str:verb>/", periodic_views.periodic_action, name="periodic_action"),
     path("enqueue/", enqueue_views.enqueue_form, name="enqueue"),

@@ -43,6 +43,7 @@ from queuecore.core.inspector import FILTER_SCAN_LIMIT, Inspector, default_order
 from queuecore.core.states import FINAL_STATES, STATES, actions_for
 
 from .access import OPERATE, dashboard_access
+from .bulk import open_jobs, start_job, with_job_panel
 from .charts import RANGES, build_chart, sum_series
 from .forms import ACTION_DONE, TaskActionForm, TaskFilterForm
 from .inspector import inspector_for, redis_info_for
@@ -80,7 +81,13 @@ def _fragment(request: HtmxHttpRequest) -> bool:
 def _base(request: HtmxHttpRequest, **context: Any) -> dict[str, Any]:
     dash = get_config().dashboard
     return {"request": request, "qc_messages": messages.get_messages(request), "poll": dash["POLL_INTERVAL"],
-            "can_operate": getattr(request, "qc_can_operate", False), "states": STATES, **context}
+            "can_operate": getattr(request, "qc_can_operate", False), "states": STATES,
+            "qc_open_bulk_jobs": functools.partial(_open_bulk_jobs, request), **context}
+
+
+def _open_bulk_jobs(request: HtmxHttpRequest) -> list[Any]:
+    """The open bulk jobs, for the strip on every page (read only when a whole page renders)."""
+    return open_jobs(inspector_for(request))
 
 
 _CSRF_VALUE = re.compile(r'name="csrfmiddlewaretoken" value="[^"]*"')
@@ -281,21 +288,6 @@ def _filter_terms(tasks: list[Any], limit: int = 50) -> list[str]:
             if isinstance(value, dict):
                 keys.update(f"payload.{key}.{inner}:" for inner in value)
     return sorted(types)[:limit] + sorted(keys)[:limit]
-
-
-def _matching_ids(ins: Inspector, qname: str, state: str, form: TaskFilterForm) -> list[str]:
-    """The ids of every task the filtered list shows (the same scan, in the same order, as its pages),
-    found again now: "all" in a filtered view acts on exactly the filtered set, decided here."""
-    type_name, search, _ = form.values()
-    order = {"order": form.order()} if hasattr(form, "order") else {}
-    ids: list[str] = []
-    number = 1
-    while True:
-        found = ins.list_tasks(qname, state, number, 1000, type=type_name, search=search, **order)
-        ids += [t.id for t in found.tasks]
-        if number >= found.pages:
-            return ids
-        number += 1
 
 
 BULK_LABELS = {"run": "Run now", "archive": "Archive", "delete": "Delete", "cancel": "Cancel"}
@@ -510,20 +502,16 @@ def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpRespon
     ins = inspector_for(request)
     form = TaskActionForm(request.POST, state=state)
     type_name, search, _ = TaskFilterForm(request.POST).values()
+    job = None
     subject = f"qc-subject-tasks-{qname}-{state}"  # a newer message on this list replaces the older ones
     if not form.is_valid():
         messages.error(request, " ".join(form.non_field_errors()) or "Choose an action.", subject)
-    elif form.cleaned_data["all"] and not (type_name or search):
-        verb = form.cleaned_data["action"]
-        result = ins.act_on_all(qname, verb, state)
-        messages.success(request, f"{result.count:,} {state} task(s) {ACTION_DONE[verb]}.", subject)
+    elif form.cleaned_data["all"]:  # a bulk job: the whole state, or exactly what the filter finds, on the server
+        job = start_job(ins, form.cleaned_data["action"], queue=qname, state=state, type=type_name or None,
+                        search=search or None)
     else:
         verb = form.cleaned_data["action"]
-        if form.cleaned_data["all"]:  # every task matching the filter, found again here (never a client's list)
-            ids = _matching_ids(ins, qname, state, TaskFilterForm(request.POST))
-        else:
-            ids = form.cleaned_data["task_ids"]
-        batch = ins.act_on_tasks(qname, verb, ids)
+        batch = ins.act_on_tasks(qname, verb, form.cleaned_data["task_ids"])
         if batch.done or not batch.failed:
             messages.success(request, f"{len(batch.done):,} task(s) {ACTION_DONE[verb]}.", subject)
         if batch.failed:
@@ -535,10 +523,15 @@ def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpRespon
         if page_number > 1:  # back to the same page, or the last one when the action emptied it
             page_number = min(page_number, ins.list_tasks(qname, state, page_number, int(get_config().dashboard[
                 "PAGE_SIZE"]), type=type_name, search=search, order=posted.order()).pages)
+        if job is not None:
+            return redirect("queuecore_dashboard:bulk_job", job.id)
         return redirect(_state_url(qname, state, type=type_name, search=search, sort=posted.order(),
                                    page=page_number))
-    return _partial(request, "partials/_task_table.html", _task_list(request, ins, qname, state, request.POST),
-                    trigger=TASKS_CHANGED)
+    response = _partial(request, "partials/_task_table.html", _task_list(request, ins, qname, state, request.POST),
+                        trigger=TASKS_CHANGED)
+    if job is not None:
+        return with_job_panel(request, response, job)
+    return response
 
 
 # -- tasks ------------------------------------------------------------------------------------------

@@ -15,8 +15,7 @@ from queuecore.core.failures import GROUP_ACTIONS, FailureGroup, FailureReport
 from ..app import App
 from ..fmt import ago, escape, human_count
 from ..options import json_option, yes_option
-
-DONE_WORDS = {"run": "moved to pending", "archive": "archived", "delete": "deleted"}
+from .bulk import drive
 
 
 def groups_table(report: FailureReport, now: float) -> Table:
@@ -138,10 +137,11 @@ def _action_command(action: str) -> click.Command:
     @click.command(action)
     @click.argument("key", metavar="GROUP")
     @click.option("--queue", "queue_name", metavar="QUEUE", help="Only the group's tasks in this queue.")
+    @click.option("--background", is_flag=True, help="Queue it as a bulk job for the workers and return at once.")
     @yes_option
     @json_option
     @click.pass_obj
-    def command(app: App, key: str, queue_name: str | None, yes: bool) -> None:
+    def command(app: App, key: str, queue_name: str | None, background: bool, yes: bool) -> None:
         ins, term = app.inspector, app.terminal
         group = ins.failure_groups(queue_name).group(key)
         if group is None:
@@ -153,18 +153,11 @@ def _action_command(action: str) -> click.Command:
             if not term.confirm("Continue?"):
                 term.error("aborted: nothing was changed")
                 raise click.exceptions.Exit(1)
-        results = ins.act_on_failure_group(key, action, queue_name)
-        done = sum(len(r.done) for r in results)
-        skipped = sum(len(r.failed) for r in results)
-        if app.json:
-            term.json({"group": key, "action": action, "done": done, "skipped": skipped,
-                       "batches": [r.to_dict() for r in results]})
-            return
-        note = f"; {skipped} left as they were (gone, or not in a state for it)" if skipped else ""
-        term.success(f"{DONE_WORDS[action]} {human_count(done)} task(s) of group {key}{note}")
+        drive(app, ins.start_bulk_job(action, queue=queue_name, group=key), background=background)
 
     command.help = (f"{action.capitalize()} every task of a failure group.\n\n    Asks first unless --yes "
-                    "(or --json). One audited batch per queue.\n\n    \b\n    Examples:\n"
+                    "(or --json). Runs as a bulk job with a progress bar (Ctrl-C stops it), or with --background "
+                    "left to the workers; one audit entry records its count.\n\n    \b\n    Examples:\n"
                     f"      adminctl failures {action} 3fa2c1d09e7b\n"
                     f"      adminctl failures {action} 3fa2c1d09e7b --queue emails --yes --json")
     return command

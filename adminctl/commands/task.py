@@ -14,9 +14,10 @@ from queuecore.core.message import TaskInfo
 from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, TaskAction
 
 from ..app import App
-from ..fmt import escape, human_count, human_duration
+from ..fmt import escape, human_count
 from ..options import json_option, yes_option
 from ..render import page_footer, task_detail, task_table
+from .bulk import drive
 
 
 @click.group()
@@ -251,12 +252,19 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
     @click.command(bulk.name)
     @click.argument("queue_name", metavar="QUEUE")
     @click.argument("state", type=click.Choice(bulk.states), metavar="STATE")
+    @click.option("--filter", "filter_text", metavar="FILTER",
+                  help="Only the tasks matching this filter (as `task ls --filter`); found first, then acted on.")
+    @click.option("--type", "type_name", metavar="TYPE", help="Only tasks of this type.")
+    @click.option("--search", metavar="TEXT", help="Only tasks whose id, payload or last error contains TEXT.")
+    @click.option("--background", is_flag=True, help="Queue it as a bulk job for the workers and return at once.")
     @yes_option
     @json_option
     @click.pass_obj
-    def command(app: App, queue_name: str, state: str, yes: bool) -> None:
+    def command(app: App, queue_name: str, state: str, filter_text: str | None, type_name: str | None,
+                search: str | None, background: bool, yes: bool) -> None:
         ins = app.inspector
         term = app.terminal
+        filtered = bool(filter_text or type_name or search)
         count = ins.count(queue_name, state)
         if count == 0:
             if app.json:
@@ -265,24 +273,25 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
                 term.info(f"no {state} tasks in queue {escape(queue_name)}: nothing to do")
             return
         if not yes:
-            term.info(f"This will {bulk.verb} {human_count(count)} {state} task(s) of queue {escape(queue_name)}.")
+            which = (f"every {state} task of queue {escape(queue_name)} that matches (among {human_count(count)})"
+                     if filtered else f"{human_count(count)} {state} task(s) of queue {escape(queue_name)}")
+            term.info(f"This will {bulk.verb} {which}.")
             if not term.confirm("Continue?"):
                 term.error("aborted: nothing was changed")
                 raise click.exceptions.Exit(1)
-        started = time.monotonic()
-        with term.status(f"{bulk.verb} {human_count(count)} {state} tasks… (in chunks of 500)"):
-            result = ins.act_on_all(queue_name, bulk.verb, state)
-        if app.json:
-            term.json(result.to_dict())
-        else:
-            done = bulk.done.format(count=human_count(result.count), state=state, queue=escape(queue_name))
-            term.success(f"{done} in {human_duration(time.monotonic() - started)}")
+        job = ins.start_bulk_job(bulk.verb, queue=queue_name, state=state, type=type_name, search=search,
+                                 filter=filter_text)
+        drive(app, job, background=background)
 
     allowed = ", ".join(bulk.states)
     command.help = (f"{bulk.summary}\n\n    STATE is one of: {allowed}. Shows how many tasks it will touch and asks "
-                    f"first unless --yes. Works in chunks of 500 tasks per Redis call, so even 100,000 tasks never "
-                    f"block Redis.\n\n    \b\n    Examples:\n      adminctl task {bulk.name} default {bulk.states[-1]}"
-                    f"\n      adminctl task {bulk.name} default {bulk.states[0]} --yes --json")
+                    f"first unless --yes. Runs as a bulk job: 500 tasks per Redis call, so even a million never "
+                    f"block Redis, with a progress bar (Ctrl-C stops it after the chunk it is on), or with "
+                    f"--background left to the workers (`adminctl bulk`). With --filter, --type or --search, "
+                    f"it first finds the matching tasks, then acts on exactly those."
+                    f"\n\n    \b\n    Examples:\n      adminctl task {bulk.name} default {bulk.states[-1]}"
+                    f"\n      adminctl task {bulk.name} default {bulk.states[0]} --filter 'type:emails.send' --yes"
+                    f"\n      adminctl task {bulk.name} default {bulk.states[0]} --yes --background --json")
     return command
 
 

@@ -59,6 +59,14 @@ class ServerNotFound(QueuecoreError, LookupError):
     """No live worker process has that server id."""
 
 
+class BulkJobNotFound(QueuecoreError, LookupError):
+    """No bulk job has that id (or it finished more than a week ago)."""
+
+
+class TooManyBulkJobs(QueuecoreError):
+    """As many bulk jobs as allowed are queued or running; wait for one to finish, or cancel one."""
+
+
 class TaskIdConflict(QueuecoreError):
     """A task with the caller-chosen id already exists in the queue."""
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import random
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ import redis
 from queuecore.core import filters, queue_metrics, typestats
 from queuecore.core.alerts import Alert, active_alerts
 from queuecore.core.attempts import parse_attempts
+from queuecore.core.bulkjobs import CHUNK, BulkJob, BulkJobStore, BulkScope, run_job
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.context import Progress
@@ -85,7 +87,8 @@ from queuecore.core.topology import info_of_every_master
 from queuecore.core.typereport import TypeReport
 from queuecore.core.typestats import TypeStats
 
-BULK_CHUNK = 500
+BULK_CHUNK = CHUNK  # tasks per call of a state's bulk script
+MAX_BULK_TEXT = 1000  # characters of a bulk job's search or filter
 AUDIT_MAX_ENTRIES = 10_000
 AUDIT_MAX_IDS = 100
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
@@ -817,18 +820,10 @@ class Inspector:
             raise ConfigurationError(f"cannot {action} all {state} tasks; allowed states: {', '.join(allowed)}")
         return state
 
-    def _bulk(self, queue: str, state: str, action: str) -> BulkResult:
-        state = self._check_bulk_state(action, state)
-        with broker_errors():
-            q = self._require_queue(queue)
-            total = 0
-            while True:
-                n = self._admin_all_script(action, q, state)
-                total += n
-                if n < BULK_CHUNK:
-                    break
-        self._audit(f"tasks.{action}_all", queue, state=state, count=total)
-        return BulkResult(queue, state, action, total)
+    def _bulk(self, queue: str, state: str, action: str, **filters: str | None) -> BulkResult:
+        """A bulk job on ``queue``'s ``state``, driven here until it ends (``run_bulk_job``)."""
+        job = self.run_bulk_job(self.start_bulk_job(action, queue=queue, state=state, **filters).id)
+        return BulkResult(queue, state, action, job.done)
 
     def run_all(self, queue: str, state: str) -> BulkResult:
         """Move every scheduled, retry or archived task of the queue to pending, in chunks."""
@@ -842,17 +837,96 @@ class Inspector:
         """Delete every task of the queue in a state other than active, in chunks."""
         return self._bulk(queue, state, TaskAction.DELETE.value)
 
-    def act_on_all(self, queue: str, action: str, state: str) -> BulkResult:
-        """Run, archive, delete or cancel every task of ``queue`` in ``state``.
+    def act_on_all(self, queue: str, action: str, state: str, *, type: str | None = None, search: str | None = None,
+                   filter: str | None = None) -> BulkResult:
+        """Run, archive, delete or cancel every task of ``queue`` in ``state`` (that matches ``type``,
+        ``search`` and ``filter``, when given: the same match as ``list_tasks``), as a bulk job driven
+        here until it ends (``start_bulk_job`` and ``run_bulk_job``: the job and its audit entry are
+        the same as a background one's).
 
         The states each action takes are ``states.BULK_ACTION_STATES``; any other is a
-        ``ConfigurationError``. Cancelling all is ``cancel_all`` (the state must be active).
+        ``ConfigurationError``.
         """
+        return self._bulk(queue, state, self._check_action(action), type=type, search=search, filter=filter)
+
+    # -- bulk jobs (bulkjobs.py) ---------------------------------------------------------------------
+
+    @property
+    def _bulk_store(self) -> BulkJobStore:
+        return BulkJobStore(self.scripts, self.keys, self.clock)
+
+    @translate
+    def start_bulk_job(self, action: str, *, queue: str | None = None, state: str | None = None,
+                       type: str | None = None, search: str | None = None, filter: str | None = None,
+                       group: str | None = None) -> BulkJob:
+        """Queue a bulk job: ``action`` on every task of ``queue`` in ``state`` that matches ``type``,
+        ``search`` and ``filter`` (none: the whole state), or on every task of failure group ``group`` (of
+        ``queue``, or of every queue). It does nothing until a driver runs it: ``run_bulk_job`` here, or
+        a worker's bulk-job runner within a second or so. Checked first: the action fits the state (or
+        the group), the queue, type and filter are valid, the group exists; ``TooManyBulkJobs`` when
+        ``bulkjobs.MAX_OPEN`` are open."""
         action = self._check_action(action)
-        if action == TaskAction.CANCEL:
-            self._check_bulk_state(action, state)
-            return self.cancel_all(queue)
-        return self._bulk(queue, state, action)
+        for text, what in ((search, "search"), (filter, "filter")):
+            if text is not None and len(text) > MAX_BULK_TEXT:
+                raise ConfigurationError(f"{what} must be at most {MAX_BULK_TEXT:,} characters")
+        if group is not None:
+            if action not in GROUP_ACTIONS:
+                raise ConfigurationError(f"invalid action {action!r}: one of {', '.join(GROUP_ACTIONS)}")
+            if state is not None or type or search or filter:
+                raise ConfigurationError("a failure group's job takes no state or filter")
+            found = self.failure_groups(queue).group(group)
+            if found is None:
+                raise FailureGroupNotFound(f"no failure group {group!r}" + (f" in queue {queue!r}" if queue else ""))
+            scope = BulkScope(queue, group=group)
+            return self._bulk_store.create(action, scope, self.actor, len(found.tasks), exact_total=True)
+        if queue is None or state is None:
+            raise ConfigurationError("a bulk job needs a queue and a state, or a failure group")
+        state = self._check_bulk_state(action, state)
+        if type:
+            validate_type_name(type)
+        self._predicate(type, search, filter)  # a bad filter is refused here, before anything is queued
+        scope = BulkScope(queue, state, type or None, search or None, filter or None)
+        size = self._count(self._require_queue(queue), state)
+        whole = not scope.filtered and action != TaskAction.CANCEL
+        return self._bulk_store.create(action, scope, self.actor, size if whole else None, exact_total=False,
+                                       state_size=size)
+
+    def run_bulk_job(self, job_id: str, *, stop: threading.Event | None = None, holder: str | None = None,
+                     on_progress: Callable[[BulkJob], None] | None = None) -> BulkJob:
+        """Drive bulk job ``job_id`` in this thread until it ends (done, cancelled or failed) or ``stop``
+        is set (the lease is then given up for another driver); ``on_progress`` gets the job after each
+        chunk; ``holder`` names this driver (a driver calling again after an interruption keeps its
+        lease). A job another driver holds is returned as it is. ``RedisUnavailable`` or ``RedisFull``
+        stop it without ending it: another driver goes on once Redis answers."""
+        with broker_errors():
+            return run_job(self._bulk_store, InspectorBulkOperations(self), job_id, stop=stop, holder=holder,
+                           on_progress=on_progress)
+
+    @translate
+    def bulk_job(self, job_id: str) -> BulkJob:
+        """One bulk job and its progress; ``BulkJobNotFound`` when there is none of that id."""
+        return self._bulk_store.get(job_id)
+
+    @translate
+    def bulk_jobs(self, limit: int = 50) -> list[BulkJob]:
+        """The recent bulk jobs, newest first (open ones and those finished in the last week)."""
+        if not 1 <= limit <= 1000:
+            raise ConfigurationError("limit must be between 1 and 1000")
+        return self._bulk_store.recent(limit)
+
+    @translate
+    def open_bulk_job_ids(self) -> list[str]:
+        """The ids of the queued and running bulk jobs, oldest first."""
+        return self._bulk_store.open_ids()
+
+    @translate
+    def cancel_bulk_job(self, job_id: str) -> BulkJob:
+        """Ask bulk job ``job_id`` to stop: it ends ``cancelled`` after the chunk it is on, with what it
+        did (a queued job no driver holds ends at once); a finished job is returned as it is."""
+        job = self._bulk_store.request_cancel(job_id)
+        self._audit("bulk.cancel", job.scope.queue, state=job.scope.state, count=job.done,
+                    outcome=f"bulk job {job.id}: {job.describe()}")
+        return job
 
     @translate
     def count(self, queue: str, state: str) -> int:
@@ -1165,18 +1239,7 @@ class Inspector:
         Tasks that finish before the request reaches them are not counted.
         """
         (state,) = BULK_ACTION_STATES[TaskAction.CANCEL]  # active
-        with broker_errors():
-            q = self._require_queue(queue)
-            ids = cast("list[str]", self.redis.zrange(q.state_key(state), 0, -1))
-            cancelled = []
-            for task_id in ids:
-                try:
-                    self.scripts.admin_cancel_task(q, task_id)
-                except (TaskNotFound, InvalidTaskState):
-                    continue  # finished meanwhile
-                cancelled.append(task_id)
-        self._audit(f"tasks.{TaskAction.CANCEL}_all", queue, task_ids=cancelled, state=state, count=len(cancelled))
-        return BulkResult(queue, state, TaskAction.CANCEL.value, len(cancelled))
+        return self._bulk(queue, state, TaskAction.CANCEL.value)
 
     def iter_tasks(self, queue: str, state: str, *, type: str | None = None, search: str | None = None,
                    order: str | None = None, limit: int | None = None, filter: str | None = None
@@ -1234,19 +1297,62 @@ class Inspector:
         return [TypeReport(self.type_stats(queue, name, window), limits.get(name), failures.of_type(name))
                 for name in types]
 
-    def act_on_failure_group(self, key: str, action: str, queue: str | None = None) -> list[TaskBatchResult]:
+    def act_on_failure_group(self, key: str, action: str, queue: str | None = None) -> BulkJob:
         """Run, archive or delete every task of the failure group ``key`` (of ``queue``, or of every
-        queue), as one audited batch per queue and thousand tasks (``act_on_tasks``)."""
-        if action not in GROUP_ACTIONS:
-            raise ConfigurationError(f"invalid action {action!r}: one of {', '.join(GROUP_ACTIONS)}")
-        group = self.failure_groups(queue).group(key)
-        if group is None:
-            raise FailureGroupNotFound(f"no failure group {key!r}" + (f" in queue {queue!r}" if queue else ""))
-        by_queue: dict[str, list[str]] = {}
-        for failed in group.tasks:
-            by_queue.setdefault(failed.queue, []).append(failed.id)
-        return [self.act_on_tasks(name, action, ids[start:start + 1000])
-                for name, ids in sorted(by_queue.items()) for start in range(0, len(ids), 1000)]
+        queue), as a bulk job driven here until it ends; the finished job says how many were done and
+        how many had left the group's state meanwhile (``skipped``)."""
+        return self.run_bulk_job(self.start_bulk_job(action, queue=queue, group=key).id)
+
+
+class InspectorBulkOperations:
+    """What a bulk job's driver does to tasks (``bulkjobs.BulkOperations``), through an Inspector: the
+    same scripts, scan and match as its one-request actions."""
+
+    def __init__(self, inspector: Inspector) -> None:
+        self.inspector = inspector
+
+    def state_chunk(self, queue: str, state: str, action: str) -> int:
+        ins = self.inspector
+        return ins._admin_all_script(action, ins._require_queue(queue), state)
+
+    def scan(self, scope: BulkScope, start: int, count: int) -> tuple[list[tuple[str, str]], int]:
+        ins = self.inspector
+        assert scope.queue is not None and scope.state is not None
+        q = ins._require_queue(scope.queue)
+        keep = ins._predicate(scope.type, scope.search, scope.filter) or (lambda _info: True)
+        ids = ins._ids(q, scope.state, start, start + count - 1, default_order(scope.state) == "newest")
+        return [(scope.queue, info.id) for info in ins._infos(q, scope.state, ids) if keep(info)], len(ids)
+
+    def group_targets(self, scope: BulkScope) -> list[tuple[str, str]]:
+        assert scope.group is not None
+        group = self.inspector.failure_groups(scope.queue).group(scope.group)
+        return [(failed.queue, failed.id) for failed in group.tasks] if group is not None else []
+
+    def act(self, action: str, queue: str, task_ids: list[str], states: tuple[str, ...]) -> tuple[list[str], int]:
+        ins = self.inspector
+        if not is_valid_name(queue):
+            return [], len(task_ids)
+        q = ins._queue(queue)
+        pipe = ins.redis.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hget(q.task(task_id), "state")
+        now = pipe.execute(raise_on_error=False)
+        done = []
+        for task_id, state in zip(task_ids, now, strict=True):
+            if state not in states:
+                continue  # gone, or moved on since it was found
+            try:
+                ins._admin_script(action, q, task_id)
+            except (TaskNotFound, InvalidTaskState):
+                continue
+            done.append(task_id)
+        return done, len(task_ids) - len(done)
+
+    def audit(self, job: BulkJob, outcome: str) -> None:
+        action = f"tasks.{job.action}_all" if job.scope.group is None else f"failures.{job.action}"
+        self.inspector.as_actor(job.actor)._audit(action, job.scope.queue, task_ids=list(job.sample),
+                                                  state=job.scope.state, count=job.done,
+                                                  outcome=f"{outcome}; {job.describe()}")
 
 
 @dataclass(frozen=True)

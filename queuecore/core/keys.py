@@ -323,6 +323,27 @@ class Keys:
         """LIST of operator actions (JSON, newest first), capped."""
         return self.global_base + "audit"
 
+    @property
+    def bulk_jobs(self) -> str:
+        """ZSET of the recent bulk jobs' ids scored by when each was created (unix ms), trimmed to the newest."""
+        return self.global_base + "bulk"
+
+    @property
+    def open_bulk_jobs(self) -> str:
+        """ZSET of the ids of the bulk jobs not finished (queued or running), scored by creation (unix ms):
+        what workers poll to carry them out (bulkjobs.py)."""
+        return self.global_base + "bulk:open"
+
+    def bulk_job(self, job_id: str) -> str:
+        """HASH of one bulk job: what it does, who started it, its progress and its driver's lease; kept
+        a week after it finished."""
+        return self.global_base + "bulk:" + job_id
+
+    def bulk_job_targets(self, job_id: str) -> str:
+        """LIST of the tasks a filtered or failure-group bulk job acts on (``<queue> <task id>``), found
+        before it acts, so it acts on exactly that set; deleted when the job finishes."""
+        return self.global_base + "bulk:" + job_id + ":targets"
+
     def legacy_globals(self) -> list[tuple[str, str]]:
         """(old name, name now) of the keys that belonged to no queue before they shared a hash tag
         (``<prefix>:queues`` ... ``<prefix>:audit``): ``upgrade.py`` moves them."""

@@ -53,6 +53,8 @@ PERIODIC_INDEX_SCRIPTS = ("periodic_register",)  # the periodic entries' index <
 SCRIPT_NAMES += ("park", "limit_wake", "admin_pause", "limit_acquire", "limit_wait", "limit_release",
                  "limit_extend")
 LIMIT_SCRIPTS = ("limit_acquire", "limit_wait", "limit_release", "limit_extend")  # keys of a limit: {lim:<type>}
+SCRIPT_NAMES += ("bulk_job_create", "bulk_job_step")
+BULK_SCRIPTS = ("bulk_job_create", "bulk_job_step")  # the bulk jobs' keys, no queue's: <prefix>:{/}:bulk...
 SERVER_SCRIPTS = ("heartbeat", "heartbeat_index", "audit")  # keys of no queue: a worker's own, the audit log
 PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
 
@@ -647,6 +649,27 @@ class Scripts:
         held, fired, resolved = self._call("alerts_apply", [self.keys.alerts], args)
         pairs = [(str(resolved[i]), str(resolved[i + 1])) for i in range(0, len(resolved), 2)]
         return bool(held), [str(f) for f in fired], pairs
+
+    def bulk_job_create(self, job_id: str, *, now_ms: int, max_open: int, keep: int, fields: dict[str, Any]) -> bool:
+        """Record a new queued bulk job unless ``max_open`` are queued or running; False then."""
+        keys = [self.keys.bulk_job(job_id), self.keys.open_bulk_jobs, self.keys.bulk_jobs]
+        args: list[Any] = [job_id, now_ms, max_open, keep]
+        for name, value in fields.items():
+            args += [name, value]
+        return bool(self._call("bulk_job_create", keys, args))
+
+    def bulk_job_step(self, job_id: str, holder: str, *, now_ms: int, lease_until_ms: int, finish_ttl_ms: int,
+                      reset_targets: bool, fields: dict[str, Any], targets: list[str]) -> tuple[bool, bool]:
+        """Take or renew a bulk job's lease as ``holder`` (until ``lease_until_ms``; 0: give it up after)
+        and record ``fields`` and push ``targets``; with ``finish_ttl_ms`` the job is finished. Returns
+        (held, cancel requested); nothing is written unless held."""
+        keys = [self.keys.bulk_job(job_id), self.keys.open_bulk_jobs, self.keys.bulk_job_targets(job_id)]
+        args: list[Any] = [job_id, holder, now_ms, lease_until_ms, int(finish_ttl_ms > 0), finish_ttl_ms,
+                           int(reset_targets), len(fields)]
+        for name, value in fields.items():
+            args += [name, value]
+        held, cancel = self._call("bulk_job_step", keys, args + targets)
+        return bool(held), bool(cancel)
 
 
 def _pairs(reply: Any) -> dict[str, Any]:

@@ -21,11 +21,13 @@ from typing import Any, cast
 import redis
 
 from queuecore.core.alerts import AlertMonitor, build_monitor, parse_alerts
+from queuecore.core.bulkrunner import BulkJobRunner
 from queuecore.core.clock import Clock, RedisTimeClock
 from queuecore.core.config import ConnectionConfig, WorkerConfig, redact_url
 from queuecore.core.forwarder import Forwarder
 from queuecore.core.health import RedisHealth
 from queuecore.core.heartbeat import Heartbeater, ServerState, redis_time
+from queuecore.core.inspector import Inspector
 from queuecore.core.janitor import Janitor
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.liveness import LivenessFile
@@ -111,6 +113,8 @@ class Worker:
                                    message_builder(self.connection), self.health,
                                    declare_interval=config.heartbeat_interval)
         self.alerts = self._alert_monitor(alerts)
+        self.bulk_jobs = BulkJobRunner(Inspector(connection=self.connection, redis_client=self.redis, clock=self.clock,
+                                                 actor="worker"), self.health)
         self.stopped = threading.Event()
         self._force = threading.Event()
         self._shutdown_requested = threading.Event()
@@ -156,7 +160,8 @@ class Worker:
                     dict(self.config.queues), self.config.concurrency, redact_url(self.connection.redis_url),
                     self.keys.prefix)
         self.warn_on_eviction_policy()
-        for component in (self.heartbeater, self.subscriber, self.forwarder, self.recoverer, self.janitor):
+        for component in (self.heartbeater, self.subscriber, self.forwarder, self.recoverer, self.janitor,
+                          self.bulk_jobs):
             component.start()
         if self.scheduler.entries:
             self.scheduler.start()
@@ -205,8 +210,6 @@ class Worker:
 
     def _alert_monitor(self, spec: Any) -> AlertMonitor | None:
         """The alert component when ``spec`` (``{"RULES": ..., "SENDERS": ..., "INTERVAL": ...}``) has rules."""
-        from queuecore.core.inspector import Inspector
-
         settings = parse_alerts(spec)
         if not settings.rules:
             return None
@@ -252,8 +255,8 @@ class Worker:
                 logger.warning("handed %d unfinished task(s) back to pending", self.handed_back)
             if self.alerts is not None:
                 self.alerts.shutdown()
-            for component in (self.scheduler, self.subscriber, self.forwarder, self.recoverer, self.janitor,
-                              self.heartbeater):
+            for component in (self.bulk_jobs, self.scheduler, self.subscriber, self.forwarder, self.recoverer,
+                              self.janitor, self.heartbeater):
                 component.shutdown()
             try:
                 self.heartbeater.clear()

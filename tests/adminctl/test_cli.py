@@ -37,7 +37,7 @@ EXPECTED_COMMANDS = {
     "server stop", "worker",
     "worker ls", "periodic", "periodic ls", "periodic inspect", "periodic pause", "periodic resume", "periodic run",
     "alerts", "failures", "failures ls", "failures show", "failures run", "failures archive", "failures delete",
-    "type", "type ls", "type show",
+    "type", "type ls", "type show", "bulk", "bulk ls", "bulk show", "bulk cancel",
 }
 
 

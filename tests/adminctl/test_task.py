@@ -196,7 +196,9 @@ def test_run_all_with_yes_and_json(adminctl, client: Client, inspector: Inspecto
     client.enqueue_many([("bulk.t", {"i": i}) for i in range(n)], queue="again", process_in=3600)
     inspector.archive_all("again", "scheduled")
     data = adminctl("task", "run-all", "again", "archived", "--yes", "--json").json()
-    assert data == {"queue": "again", "state": "archived", "action": "run", "count": n}
+    assert {k: data[k] for k in ("queue", "state", "action", "count", "status", "done")} == {
+        "queue": "again", "state": "archived", "action": "run", "count": n, "status": "done", "done": n}
+    assert inspector.bulk_job(data["id"]).done == n
     assert inspector.count("again", "pending") == n
     assert adminctl("task", "run-all", "again", "archived", "--json").json()["count"] == 0
     assert adminctl("task", "run-all", "nope", "archived", "--yes").code == 1

@@ -166,6 +166,17 @@ CASES = [
          lambda s, q: s.periodic_register(["e/default"], now_ms=NOW, until_ms=NOW + 1)),
     Case("alerts_apply/alerts", lambda q: Keys(q.prefix).alerts,
          lambda s, q: s.alerts_apply("w", now_ms=NOW, lease_until_ms=NOW + 1, fire=[("r/q", "{}")])),
+    *[Case(f"bulk_job_create/{name}", key, lambda s, q: s.bulk_job_create(
+        "j1", now_ms=NOW, max_open=5, keep=10, fields={"action": "delete", "status": "queued"}))
+      for name, key in (("job", lambda q: Keys(q.prefix).bulk_job("j1")),
+                        ("open", lambda q: Keys(q.prefix).open_bulk_jobs),
+                        ("index", lambda q: Keys(q.prefix).bulk_jobs))],
+    *[Case(f"bulk_job_step/{name}", key, lambda s, q: s.bulk_job_step(
+        "j1", "me", now_ms=NOW, lease_until_ms=NOW + 1, finish_ttl_ms=0, reset_targets=True, fields={"done": 1},
+        targets=["default p1"]))
+      for name, key in (("job", lambda q: Keys(q.prefix).bulk_job("j1")),
+                        ("open", lambda q: Keys(q.prefix).open_bulk_jobs),
+                        ("targets", lambda q: Keys(q.prefix).bulk_job_targets("j1")))],
     Case("result/task-hash", lambda q: q.task("p1"), lambda s, q: s.result(q, "p1", watch=True)),
     Case("result/wake-list", lambda q: q.done("p1"), lambda s, q: s.result(q, "p1", watch=True)),
 ]

@@ -117,7 +117,7 @@ def test_a_slow_filter_is_never_replaced_by_an_unfiltered_refresh(operator_page:
     page.on("dialog", lambda dialog: questions.append(dialog.message))
     table.locator("[data-qc-select-all]").check()
     table.get_by_role("button", name="Delete").click()
-    expect(page.locator(".qc-message-success")).to_contain_text("2 task(s) deleted")
+    expect(page.locator("[data-qc-bulk-job] [data-qc-bulk-summary]")).to_contain_text("Deleted 2 task(s)")
     assert questions == ["Delete all 2 pending tasks containing “needle” in queue big?"]
     assert inspector.count("big", "pending") == 30
     assert not needles & {t.id for t in inspector.list_tasks("big", "pending", 1, 100).tasks}
@@ -232,7 +232,7 @@ def test_run_all_asks_with_the_count_and_the_queue_and_shows_a_busy_state(operat
     page = operator_page
     for n in range(3):
         client.enqueue("browser.noop", {"n": n}, queue="mail", process_in=3600)
-    entered, release = gate(monkeypatch, "act_on_all", lambda *a, **kw: True)
+    entered, release = gate(monkeypatch, "start_bulk_job", lambda *a, **kw: True)
     questions: list[str] = []
     page.on("dialog", lambda dialog: questions.append(dialog.message))
     page.goto("/queues/mail/scheduled/")
@@ -247,7 +247,7 @@ def test_run_all_asks_with_the_count_and_the_queue_and_shows_a_busy_state(operat
     expect(run).to_be_disabled()
     expect(table.get_by_role("button", name="Delete")).to_be_disabled()
     release.set()
-    expect(page.locator(".qc-message-success")).to_contain_text("3 scheduled task(s) moved to pending")
+    expect(page.locator("[data-qc-bulk-job] [data-qc-bulk-summary]")).to_contain_text("Moved to pending 3 task(s)")
     assert inspector.count("mail", "pending") == 3
 
 

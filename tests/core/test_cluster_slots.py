@@ -174,10 +174,11 @@ def test_every_wrapper_call_keeps_its_keys_in_one_slot(redis_client: redis.Redis
     q = connection.keys.queue("emails")
     call_every_wrapper(s, redis_client, q)
     called = {name for name, _ in s.calls}
-    from queuecore.core.scripts import ALERT_SCRIPTS, PERIODIC_INDEX_SCRIPTS
+    from queuecore.core.scripts import ALERT_SCRIPTS, BULK_SCRIPTS, PERIODIC_INDEX_SCRIPTS
 
     called |= set(PERIODIC_INDEX_SCRIPTS)  # keys of no queue: test_periodic_index_script_keeps_one_slot
     called |= set(ALERT_SCRIPTS)  # the alerts' one key: test_alert_script_keeps_one_slot
+    called |= set(BULK_SCRIPTS)  # the bulk jobs' keys: test_bulk_job_scripts_keep_one_slot
     expected = set(SCRIPT_NAMES) - set(SERVER_SCRIPTS) - set(LIMIT_SCRIPTS)
     assert called == expected, f"not exercised: {expected - called}"
     queue_slot = crc16_xmodem(b"emails") % SLOTS
@@ -200,6 +201,20 @@ def test_every_server_script_call_keeps_its_keys_in_one_slot(redis_client: redis
         assert keys and len({key_slot(k) for k in keys}) == 1, (name, keys)
         assert all(k.startswith(connection.keys.prefix + ":servers:") or k in (connection.keys.audit,
                    connection.keys.servers) for k in keys), (name, keys)
+
+
+def test_bulk_job_scripts_keep_one_slot(redis_client: redis.Redis, connection) -> None:
+    """A bulk job's record, the open set and its targets share the global hash tag: one slot per call."""
+    from queuecore.core.scripts import BULK_SCRIPTS
+
+    s = RecordingScripts(redis_client, connection.keys)
+    assert s.bulk_job_create("abc123", now_ms=NOW, max_open=2, keep=10, fields={"action": "delete", "status": "queued"})
+    assert s.bulk_job_step("abc123", "me", now_ms=NOW, lease_until_ms=NOW + 1000, finish_ttl_ms=0, reset_targets=True,
+                           fields={"done": 1}, targets=["emails t1"]) == (True, False)
+    assert {name for name, _ in s.calls} == set(BULK_SCRIPTS)
+    for name, keys in s.calls:
+        assert len({key_slot(k) for k in keys}) == 1 and all(k.startswith(connection.keys.global_base) for k in keys), (
+            name, keys)
 
 
 def test_periodic_index_script_keeps_one_slot(redis_client: redis.Redis, connection) -> None:

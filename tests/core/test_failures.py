@@ -81,14 +81,17 @@ def test_groups_of_real_failures_and_acting_on_a_whole_group(make_worker, regist
     assert [(g.key, g.count) for g in report.of_type("t.connect").groups] == [(report.groups[1].key, 3)]
     assert report.of_type("t.none").groups == [] and report.of_type("t.lookup").scanned == report.scanned
 
-    results = inspector.as_actor("ops").act_on_failure_group(lookups.key, "run")
-    assert [(r.queue, len(r.done), r.failed) for r in results] == [("default", 5, {})]
+    job = inspector.as_actor("ops").act_on_failure_group(lookups.key, "run")
+    assert (job.status, job.done, job.skipped, job.total, job.actor) == ("done", 5, 0, 5, "ops")
     wait_until(lambda: inspector.count("default", "archived") == 5 and inspector.count("default", "pending") == 0,
                15, message="the five to run and fail again")
-    results = inspector.act_on_failure_group(lookups.key, "delete")
-    assert [(r.queue, len(r.done)) for r in results] == [("default", 5)]
+    job = inspector.act_on_failure_group(lookups.key, "delete")
+    assert (job.status, job.done, job.scope.group) == ("done", 5, lookups.key)
     assert inspector.count("default", "archived") == 0 and inspector.count("db", "archived") == 3
-    assert [e.action for e in inspector.audit_log()[:2]] == ["tasks.delete", "tasks.run"]
+    entries = inspector.audit_log()[:2]
+    assert [(e.action, e.count, e.actor) for e in entries] == [
+        ("failures.delete", 5, "api"), ("failures.run", 5, "ops")]
+    assert len(entries[0].task_ids) == 5 and f"bulk job {job.id}: ok" in entries[0].outcome
     with pytest.raises(FailureGroupNotFound):
         inspector.act_on_failure_group(lookups.key, "delete")
     with pytest.raises(ConfigurationError, match="one of run, archive, delete"):

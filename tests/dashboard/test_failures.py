@@ -4,12 +4,14 @@ archive and delete a whole group (POST + CSRF + the operate permission, through 
 from __future__ import annotations
 
 import html as htmllib
+import re
 
 from django.test import Client as DjangoClient
 from django.urls import reverse
 
 from queuecore import Client, Inspector
 from tests.adminctl.test_failures import seed_failures
+from tests.conftest import wait_until
 from tests.dashboard.conftest import HX
 
 URL = reverse("queuecore_dashboard:failures")
@@ -47,13 +49,18 @@ def test_operators_act_on_a_group_viewers_cannot(operator: DjangoClient, viewer:
     assert operator.get(delete).status_code == 405  # POST only
     assert inspector.count("billing", "archived") == 4
     done = operator.post(delete, headers=HX)
-    assert done.status_code == 200 and f"Failure group {key}: 5 task(s) deleted." in done.content.decode()
+    job_id = re.search(r'data-qc-bulk-job="(\w+)"', done.content.decode()).group(1)  # type: ignore[union-attr]
+    assert done.status_code == 200 and f"Delete tasks of failure group {key} in every queue" in done.content.decode()
+    wait_until(lambda: inspector.bulk_job(job_id).finished, message="the group's bulk job to finish")
+    assert (inspector.bulk_job(job_id).status, inspector.bulk_job(job_id).done) == ("done", 5)
     assert (inspector.count("billing", "archived"), inspector.count("mail", "retry")) == (0, 0)
     assert inspector.audit_log()[0].actor.startswith("dashboard:")
     again = operator.post(delete)
     assert again.status_code == 404 and "it may have been acted on already" in again.content.decode()
     run = reverse("queuecore_dashboard:queue_failure_action", args=["mail", inspector.failure_groups().groups[0].key,
                                                                     "run"])
-    assert operator.post(run).status_code == 302
+    ran = operator.post(run)
+    assert ran.status_code == 302 and ran.url.startswith("/queues/bulk/_/")
+    wait_until(lambda: inspector.bulk_job(ran.url.rstrip("/").rsplit("/", 1)[1]).finished, message="the run")
     assert (inspector.count("mail", "archived"), inspector.count("mail", "pending")) == (0, 2)  # and the seed one
     assert operator.post(reverse("queuecore_dashboard:failure_action", args=[key, "cancel"])).status_code == 404

@@ -363,18 +363,31 @@ def test_bulk_action_reports_tasks_left_alone(operator: DjangoClient, client: Cl
     assert "1 task(s) moved to pending." in body and "1 task(s) left as they were" in body
 
 
+def _finished_job(inspector: Inspector, job_id: str) -> Any:
+    wait_until(lambda: inspector.bulk_job(job_id).finished, message="the bulk job to finish")
+    return inspector.bulk_job(job_id)
+
+
 def test_bulk_action_on_every_task_in_the_state(operator: DjangoClient, client: Client,
                                                 inspector: Inspector) -> None:
     for n in range(5):
         client.enqueue("x", {"n": n})
     r = operator.post("/queues/default/pending/actions/", {"action": "archive", "all": "1", "type": "", "search": "",
                                                            "page": "1"})
-    assert r.status_code == 302 and r.url == "/queues/default/pending/"
+    assert r.status_code == 302 and r.url.startswith("/queues/bulk/_/")  # without htmx: to the job's page
+    job = _finished_job(inspector, r.url.rstrip("/").rsplit("/", 1)[1])
+    assert (job.status, job.done, job.actor) == ("done", 5, "dashboard:olga")
     assert inspector.count("default", "pending") == 0 and inspector.count("default", "archived") == 5
-    assert "5 pending task(s) archived." in html(operator.get(r.url))
+    assert "Archived 5 task(s)." in html(operator.get(r.url))
     r = operator.post("/queues/default/archived/actions/", {"action": "delete", "all": "1"}, headers=HX)
-    assert "5 archived task(s) deleted." in html(r) and inspector.count("default", "archived") == 0
+    body = html(r)
+    job_id = re.search(r'data-qc-bulk-job="(\w+)"', body).group(1)  # type: ignore[union-attr]
+    assert '<div id="qc-bulk-jobs" hx-swap-oob="afterbegin">' in body and 'data-qc-bulk-cancel' in body
+    assert _finished_job(inspector, job_id).done == 5 and inspector.count("default", "archived") == 0
     assert [e.action for e in inspector.audit_log()[:2]] == ["tasks.delete_all", "tasks.archive_all"]
+    panel = operator.get(f"/queues/bulk/_/{job_id}/", headers=HX)
+    assert "Deleted 5 task(s)." in html(panel) and "hx-trigger" not in html(panel).split(">", 3)[2]  # stops polling
+    assert "qc:tasks-changed" in panel["HX-Trigger"] and "qc:queues-changed" in panel["HX-Trigger"]
 
 
 def test_bulk_cancel_every_active_task(operator: DjangoClient, client: Client, redis_client: Any,
@@ -383,10 +396,29 @@ def test_bulk_cancel_every_active_task(operator: DjangoClient, client: Client, r
     client.enqueue("x")
     for n in range(2):
         seed_task(redis_client, q, f"busy-{n}", "active", score=to_ms(time.time() + 30), lease=1)
-    r = operator.post("/queues/default/active/actions/", {"action": "cancel", "all": "1"}, follow=True)
-    assert "2 active task(s) asked to stop." in html(r)
+    r = operator.post("/queues/default/active/actions/", {"action": "cancel", "all": "1"})
+    job = _finished_job(inspector, r.url.rstrip("/").rsplit("/", 1)[1])
+    assert "Asked to stop 2 task(s)." in html(operator.get(r.url)) and job.done == 2
     assert redis_client.hget(q.task("busy-0"), "cancel") == "1"
     assert inspector.audit_log()[0].action == "tasks.cancel_all"
+
+
+def test_bulk_jobs_page_lists_them_and_cancel_is_for_operators(operator: DjangoClient, viewer: DjangoClient,
+                                                               client: Client, inspector: Inspector) -> None:
+    client.enqueue("x", process_in=3600)
+    queued = inspector.as_actor("cli:ops").start_bulk_job("delete", queue="default", state="scheduled")
+    page = html(operator.get("/queues/bulk/"))
+    assert f'data-qc-bulk-job="{queued.id}"' in page and "Delete scheduled tasks of queue default" in page
+    assert "started by cli:ops" in page and "data-qc-bulk-cancel" in page
+    assert "data-qc-bulk-cancel" not in html(viewer.get("/queues/bulk/"))
+    assert f'data-qc-bulk-job="{queued.id}"' in html(operator.get("/queues/"))  # open jobs show on every page
+    assert viewer.post(f"/queues/bulk/_/{queued.id}/cancel/").status_code == 403
+    assert operator.get(f"/queues/bulk/_/{queued.id}/cancel/").status_code == 405
+    r = operator.post(f"/queues/bulk/_/{queued.id}/cancel/", headers=HX)
+    assert 'data-qc-bulk-status="cancelled"' in html(r) and inspector.count("default", "scheduled") == 1
+    assert inspector.audit_log()[0].action == "bulk.cancel"
+    assert operator.get("/queues/bulk/_/nosuchjob/").status_code == 404
+    assert operator.post("/queues/bulk/_/nosuchjob/cancel/").status_code == 404
 
 
 @pytest.mark.parametrize(("state", "data", "message"), [

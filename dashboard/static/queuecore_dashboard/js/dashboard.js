@@ -119,7 +119,7 @@
       return;
     }
     var dismiss = event.target.closest("[data-qc-dismiss]");
-    if (dismiss) { dismiss.closest(".qc-message").remove(); return; }
+    if (dismiss) { dismiss.closest(".qc-message, .qc-bulk-job").remove(); return; }
     var copy = event.target.closest("[data-qc-copy]");
     if (copy && navigator.clipboard) {
       var source = document.querySelector(copy.getAttribute("data-qc-copy"));

@@ -1,0 +1,185 @@
+"""``adminctl bulk ls|show|cancel``: bulk jobs (an action on a whole state, a filter or a failure group),
+and ``drive``, how ``task run-all|archive-all|delete-all`` and ``failures run|archive|delete`` carry one out."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import click
+from rich import box
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from queuecore.core.bulkjobs import BulkJob, new_holder
+
+from ..app import App
+from ..fmt import ago, escape, human_count, human_duration
+from ..options import json_option
+
+STATUS_STYLES = {"queued": "yellow", "running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}
+
+
+def drive(app: App, job: BulkJob, *, background: bool) -> BulkJob:
+    """Carry ``job`` out here with a progress bar on stderr (Ctrl-C asks it to stop, then it ends
+    ``cancelled`` after its chunk), or with ``background`` leave it to the workers; prints the outcome
+    (``--json``: the job) and returns it. A job that failed exits 1."""
+    ins, term = app.inspector, app.terminal
+    if background:
+        if app.json:
+            term.json(job.to_dict())
+        else:
+            term.success(f"queued bulk job {job.id}: {escape(job.describe())}")
+            term.info(f"a worker (runworker) carries it out within a second or so; follow it with "
+                      f"`adminctl bulk show {job.id} --watch`, stop it with `adminctl bulk cancel {job.id}`")
+        return job
+    started = time.monotonic()
+    interactive = not app.json and _stderr_is_terminal(app)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=app.terminal.err, disable=not interactive, transient=True) as bar:
+        shown = bar.add_task(escape(job.describe()), total=job.total)
+
+        def update(now: BulkJob) -> None:
+            if now.phase == "find":
+                bar.update(shown, description=f"finding ({human_count(now.scanned)} looked at)", total=None,
+                           completed=0)
+            else:
+                bar.update(shown, description=escape(now.describe()), total=now.total,
+                           completed=now.done + now.skipped)
+
+        holder = new_holder()  # the same driver again after a Ctrl-C: it still holds the lease
+        while True:
+            try:
+                job = ins.run_bulk_job(job.id, holder=holder, on_progress=update)
+            except KeyboardInterrupt:
+                term.warning("cancelling: it stops after the chunk it is on...")
+                ins.cancel_bulk_job(job.id)
+                continue
+            break
+    if not job.finished:  # another driver holds it (a worker took it up): follow it
+        job = _follow(app, job)
+    if app.json:
+        term.json(job.to_dict())
+    elif job.status == "failed":
+        term.error(job.summary())
+    else:
+        say = term.success if job.status == "done" else term.warning
+        say(f"{job.summary()} in {human_duration(time.monotonic() - started)} (bulk job {job.id})")
+    if job.status == "failed":
+        raise click.exceptions.Exit(1)
+    return job
+
+
+def _stderr_is_terminal(app: App) -> bool:
+    try:
+        return bool(app.terminal.err.file.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _follow(app: App, job: BulkJob, interval: float = 0.5) -> BulkJob:
+    """Wait for a job another driver carries out to finish (polling its record)."""
+    with app.terminal.status(f"bulk job {job.id} is carried out by {job.holder or 'a worker'}..."):
+        while not job.finished:
+            time.sleep(interval)
+            job = app.inspector.bulk_job(job.id)
+    return job
+
+
+def jobs_table(jobs: list[BulkJob], now: float) -> Table:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    table.add_column("Job", no_wrap=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("What", overflow="fold", min_width=30)
+    table.add_column("Progress", overflow="fold")
+    table.add_column("By", overflow="fold")
+    table.add_column("Started", no_wrap=True)
+    for job in jobs:
+        table.add_row(job.id, Text(job.status, style=STATUS_STYLES.get(job.status, "")), Text(escape(job.describe())),
+                      job.progress_text() if not job.finished else job.summary(), Text(escape(job.actor)),
+                      ago(job.created_at, now))
+    return table
+
+
+@click.group()
+def bulk() -> None:
+    """Bulk jobs: run, archive, delete or cancel every task of a state, a filter or a failure group.
+
+    `adminctl task delete-all QUEUE STATE [--filter ...]` and `adminctl failures delete GROUP`
+    start one and carry it out with a progress bar (Ctrl-C stops it), or with --background
+    leave it to the workers; the dashboard's "all" actions start one too. Each job's progress
+    is in Redis; one audit entry records its final count.
+
+    \b
+    Examples:
+      adminctl bulk ls
+      adminctl bulk show 3fa2c1d09e7b4a11 --watch
+      adminctl bulk cancel 3fa2c1d09e7b4a11
+    """
+
+
+@bulk.command("ls")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True, help="Jobs to list.")
+@json_option
+@click.pass_obj
+def bulk_ls(app: App, limit: int) -> None:
+    """The recent bulk jobs, newest first (finished ones are kept a week)."""
+    jobs = app.inspector.bulk_jobs(limit)
+    if app.json:
+        app.terminal.json([job.to_dict() for job in jobs])
+    elif not jobs:
+        app.terminal.info("no bulk jobs in the last week")
+    else:
+        app.terminal.print(jobs_table(jobs, time.time()))
+
+
+@bulk.command("show")
+@click.argument("job_id", metavar="JOB")
+@click.option("--watch", is_flag=True, help="Follow it until it finishes.")
+@json_option
+@click.pass_obj
+def bulk_show(app: App, job_id: str, watch: bool) -> None:
+    """One bulk job: what it does, who started it, how far it is."""
+    job = app.inspector.bulk_job(job_id)
+    if watch and not job.finished:
+        job = _follow(app, job)
+    if app.json:
+        app.terminal.json(job.to_dict())
+        return
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column(overflow="fold")
+    rows: list[tuple[str, Any]] = [
+        ("Job", job.id), ("What", job.describe()), ("Status", job.status), ("Progress", job.progress_text()),
+        ("Done", human_count(job.done)), ("Skipped", human_count(job.skipped)), ("By", job.actor),
+        ("Created", ago(job.created_at, time.time())),
+        ("Finished", ago(job.finished_at, time.time()) if job.finished_at else "-"),
+    ]
+    if job.error:
+        rows.append(("Error", job.error))
+    if job.cancel_requested and not job.finished:
+        rows.append(("Cancel", "requested: it stops after the chunk it is on"))
+    for label, value in rows:
+        facts.add_row(label, Text(escape(str(value))))
+    app.terminal.print(facts)
+
+
+@bulk.command("cancel")
+@click.argument("job_id", metavar="JOB")
+@json_option
+@click.pass_obj
+def bulk_cancel(app: App, job_id: str) -> None:
+    """Stop a bulk job after the chunk it is on; what it did stays done."""
+    job = app.inspector.cancel_bulk_job(job_id)
+    if app.json:
+        app.terminal.json(job.to_dict())
+    elif job.finished and not job.cancel_requested:
+        app.terminal.info(f"bulk job {job.id} had already finished: {job.summary()}")
+    elif job.finished:
+        app.terminal.success(f"bulk job {job.id} cancelled: {job.summary()}")
+    else:
+        app.terminal.success(f"asked bulk job {job.id} to stop; it ends after the chunk it is on")
+
+
+__all__ = ["bulk", "drive"]

@@ -1,0 +1,55 @@
+"""The dashboard's bulk jobs (``queuecore.core.bulkjobs``): an action on every task of a state, a
+filter or a failure group runs as a job, driven by a thread of this process (a worker takes it up if
+this process goes away); its panel shows the progress, live, with a Cancel button. The Bulk jobs page
+lists the recent ones."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django_htmx.http import trigger_client_event
+
+from queuecore.core.bulkjobs import BulkJob
+from queuecore.core.errors import BulkJobNotFound
+
+from .bulk import JOBS_LISTED
+from .inspector import inspector_for
+from .views import QUEUES_CHANGED, TASKS_CHANGED, HtmxHttpRequest, P, _base, _error, _fragment, _partial, action, page
+
+
+@page
+def bulk_jobs(request: HtmxHttpRequest) -> HttpResponse:
+    jobs = inspector_for(request).bulk_jobs(limit=JOBS_LISTED)
+    return render(request, P + "bulk.html", _base(request, jobs=jobs, nav="bulk", listed=JOBS_LISTED))
+
+
+def _job_or_404(request: HtmxHttpRequest, job_id: str) -> BulkJob | HttpResponse:
+    try:
+        return inspector_for(request).bulk_job(job_id)
+    except BulkJobNotFound as exc:
+        return _error(request, 404, "Not found", str(exc))
+
+
+@page
+def bulk_job(request: HtmxHttpRequest, job_id: str) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    if isinstance(job, HttpResponse):
+        return job
+    if _fragment(request):  # its panel's refresh: when it has just finished, the lists refresh too
+        response = _partial(request, "partials/_bulk_job.html", _base(request, job=job),
+                            trigger=TASKS_CHANGED if job.finished else None)
+        if job.finished:
+            trigger_client_event(response, QUEUES_CHANGED)
+        return response
+    return render(request, P + "bulk.html", _base(request, jobs=[job], nav="bulk", one=True))
+
+
+@action
+def bulk_cancel(request: HtmxHttpRequest, job_id: str) -> HttpResponse:
+    try:
+        job = inspector_for(request).cancel_bulk_job(job_id)
+    except BulkJobNotFound as exc:
+        return _error(request, 404, "Not found", str(exc))
+    if not _fragment(request):
+        return redirect("queuecore_dashboard:bulk_job", job.id)
+    return _partial(request, "partials/_bulk_job.html", _base(request, job=job))

@@ -1,0 +1,237 @@
+"""Bulk jobs (bulkjobs.py): an action on a whole state, a filter or a failure group, carried out in
+chunks by one driver at a time, with its progress in Redis, cancellable, resumable and audited."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import redis
+
+from queuecore.core import bulkjobs
+from queuecore.core.bulkjobs import BulkJob
+from queuecore.core.clock import FakeClock
+from queuecore.core.config import ConnectionConfig
+from queuecore.core.errors import (
+    BulkJobNotFound,
+    ConfigurationError,
+    FailureGroupNotFound,
+    QueueNotFound,
+    TooManyBulkJobs,
+    WrongKeyType,
+)
+from queuecore.core.inspector import Inspector
+from queuecore.core.keys import QueueKeys
+from tests.conftest import wait_until
+from tests.core.test_processes import spawn  # noqa: F401 - the worker-process fixture
+from tests.helpers.state import seed_task
+
+NOW_MS = 1_700_000_000_000
+
+
+def seed(r: redis.Redis, q: QueueKeys, state: str, count: int, *, type: str = "t.a", start: int = 0,
+         error: str | None = None) -> list[str]:
+    pipe = r.pipeline(transaction=False)
+    ids = [f"{type}-{state}-{n}" for n in range(start, start + count)]
+    for n, task_id in enumerate(ids):
+        score = None if state == "pending" else NOW_MS + n
+        seed_task(pipe, q, task_id, state, score=score, type=type, payload={"n": n}, error=error,  # type: ignore[arg-type]
+                  failed_at=NOW_MS if error else None)
+    pipe.execute()
+    return ids
+
+
+@pytest.fixture
+def q(redis_client: redis.Redis, connection: ConnectionConfig, client) -> QueueKeys:
+    q = connection.keys.queue("bulkq")
+    info = client.enqueue("t.register", queue="bulkq")  # makes the queue known
+    redis_client.delete(q.pending, q.task(info.id))
+    return q
+
+
+def test_a_whole_state_is_acted_on_in_chunks_and_audited_once(inspector, redis_client, q) -> None:
+    seed(redis_client, q, "archived", 1_234)
+    seen: list[BulkJob] = []
+    job = inspector.as_actor("ops").start_bulk_job("run", queue="bulkq", state="archived")
+    assert (job.status, job.phase, job.total, job.exact_total, job.done) == ("queued", "act", 1_234, False, 0)
+    assert job.fraction == 0.0
+    job = inspector.run_bulk_job(job.id, on_progress=seen.append)
+    assert (job.status, job.done, job.skipped, job.actor) == ("done", 1_234, 0, "ops")
+    assert [j.done for j in seen] == [500, 1_000, 1_234]  # one record per chunk of 500
+    assert 0 < seen[0].fraction < seen[1].fraction < seen[2].fraction == 1.0
+    assert inspector.count("bulkq", "pending") == 1_234 and inspector.count("bulkq", "archived") == 0
+    entries = [e for e in inspector.audit_log() if job.id in e.outcome]
+    assert [(e.action, e.actor, e.count, e.state) for e in entries] == [("tasks.run_all", "ops", 1_234, "archived")]
+    assert job.id not in inspector.open_bulk_job_ids() and inspector.bulk_jobs()[0].id == job.id
+    assert redis_client.ttl(inspector.keys.bulk_job(job.id)) > 6 * 86400  # kept a week
+
+
+def test_a_filter_acts_on_exactly_the_tasks_it_found(inspector, redis_client, q) -> None:
+    wanted = seed(redis_client, q, "archived", 700, type="t.a")
+    seed(redis_client, q, "archived", 600, type="t.b")
+    job = inspector.run_bulk_job(inspector.start_bulk_job("delete", queue="bulkq", state="archived",
+                                                          filter="type:t.a").id)
+    assert (job.status, job.done, job.skipped, job.total, job.exact_total, job.scanned) == (
+        "done", 700, 0, 700, True, 1_300)
+    assert inspector.count("bulkq", "archived") == 600
+    assert {t.type for t in inspector.list_tasks("bulkq", "archived", 1, 1000).tasks} == {"t.b"}
+    entry = next(e for e in inspector.audit_log() if job.id in e.outcome)
+    assert entry.action == "tasks.delete_all" and entry.count == 700 and set(entry.task_ids) <= set(wanted)
+    assert len(entry.task_ids) == 100 and "matching type:t.a" in entry.outcome
+    assert redis_client.exists(inspector.keys.bulk_job_targets(job.id)) == 0  # the found list goes with the job
+
+
+def test_tasks_that_left_the_state_after_the_find_are_skipped_not_touched(inspector, redis_client, q) -> None:
+    ids = seed(redis_client, q, "retry", 900, type="t.a")
+    moved: list[str] = []
+
+    def meanwhile(job: BulkJob) -> None:  # between the find and the first chunk acted on
+        if job.phase == "act" and job.done == 0 and not moved:
+            moved.extend(ids[:50])
+            inspector.act_on_tasks("bulkq", "run", moved)
+
+    job = inspector.start_bulk_job("archive", queue="bulkq", state="retry", search="t.a")
+    job = inspector.run_bulk_job(job.id, on_progress=meanwhile)
+    assert (job.status, job.total, job.done, job.skipped) == ("done", 900, 850, 50)
+    assert inspector.count("bulkq", "pending") == 50 and inspector.count("bulkq", "archived") == 850
+
+
+def test_cancel_stops_the_job_after_the_chunk_it_is_on(inspector, redis_client, q) -> None:
+    seed(redis_client, q, "pending", 2_000)
+    job = inspector.start_bulk_job("delete", queue="bulkq", state="pending")
+
+    def cancel_after_first_chunk(progress: BulkJob) -> None:
+        if progress.done == 500:
+            inspector.as_actor("ops").cancel_bulk_job(job.id)
+
+    job = inspector.run_bulk_job(job.id, on_progress=cancel_after_first_chunk)
+    assert (job.status, job.done, job.cancel_requested) == ("cancelled", 500, True)
+    assert inspector.count("bulkq", "pending") == 1_500
+    actions = [(e.action, e.actor) for e in inspector.audit_log()[:2]]
+    assert actions == [("tasks.delete_all", "api"), ("bulk.cancel", "ops")]
+    assert "cancelled after 500" in inspector.audit_log()[0].outcome
+    assert inspector.cancel_bulk_job(job.id).status == "cancelled"  # a finished job stays as it is
+
+
+def test_a_queued_job_no_driver_holds_ends_at_once_when_cancelled(inspector, redis_client, q) -> None:
+    seed(redis_client, q, "scheduled", 10)
+    job = inspector.cancel_bulk_job(inspector.start_bulk_job("delete", queue="bulkq", state="scheduled").id)
+    assert (job.status, job.done) == ("cancelled", 0) and job.id not in inspector.open_bulk_job_ids()
+    assert inspector.run_bulk_job(job.id).status == "cancelled" and inspector.count("bulkq", "scheduled") == 10
+
+
+def test_a_stopped_driver_leaves_the_job_to_the_next_which_goes_on_where_it_was(inspector, redis_client, q) -> None:
+    seed(redis_client, q, "archived", 1_800, type="t.a")
+    seed(redis_client, q, "archived", 200, type="t.b")
+    stop = threading.Event()
+    job = inspector.start_bulk_job("delete", queue="bulkq", state="archived", type="t.a")
+
+    def stop_after_the_first_chunk_acted_on(progress: BulkJob) -> None:
+        if progress.phase == "act" and progress.done == 500:
+            stop.set()
+
+    first = inspector.run_bulk_job(job.id, stop=stop, on_progress=stop_after_the_first_chunk_acted_on)
+    assert (first.status, first.done, first.holder) == ("running", 500, None)  # lease given up
+    assert job.id in inspector.open_bulk_job_ids()
+    done = inspector.run_bulk_job(job.id)
+    assert (done.status, done.total, done.done, done.skipped) == ("done", 1_800, 1_800, 0)
+    assert inspector.count("bulkq", "archived") == 200
+
+
+def test_one_driver_at_a_time_and_another_takes_over_when_its_lease_lapses(connection, redis_client, q) -> None:
+    seed(redis_client, q, "completed", 30)
+    clock = FakeClock(NOW_MS / 1000)
+    inspector = Inspector(connection=connection, clock=clock)
+    try:
+        job = inspector.start_bulk_job("delete", queue="bulkq", state="completed")
+        store = inspector._bulk_store
+        assert store.step(job.id, "other-driver", {"status": "running"}) == (True, False)
+        untouched = inspector.run_bulk_job(job.id)
+        assert (untouched.status, untouched.done, untouched.holder) == ("running", 0, "other-driver")
+        assert inspector.count("bulkq", "completed") == 30
+        clock.advance(bulkjobs.LEASE_SECONDS + 1)  # the other driver died: its lease lapses
+        taken = inspector.run_bulk_job(job.id)
+        assert (taken.status, taken.done) == ("done", 30)
+        assert store.step(job.id, "other-driver", {"done": 0}) == (False, False)  # a late driver writes nothing
+        assert inspector.bulk_job(job.id).done == 30
+    finally:
+        inspector.close()
+
+
+def test_a_failure_group_job_and_cancelling_every_running_task(inspector, redis_client, q) -> None:
+    seed(redis_client, q, "archived", 30, type="t.a", error="ValueError: bad row 7")
+    seed(redis_client, q, "archived", 5, type="t.b", error="KeyError: 'x'")
+    group = max(inspector.failure_groups("bulkq").groups, key=lambda g: g.count)
+    job = inspector.act_on_failure_group(group.key, "delete", "bulkq")
+    assert (job.status, job.total, job.done, job.scope.group) == ("done", 30, 30, group.key)
+    assert inspector.count("bulkq", "archived") == 5
+    with pytest.raises(FailureGroupNotFound):
+        inspector.start_bulk_job("delete", group=group.key)
+    for n in range(3):
+        seed_task(redis_client, q, f"run-{n}", "active", score=NOW_MS + 30_000, lease=1)
+    result = inspector.cancel_all("bulkq")
+    assert (result.state, result.count) == ("active", 3)
+    assert inspector.audit_log()[0].action == "tasks.cancel_all"
+
+
+def test_input_is_checked_before_anything_is_queued(inspector, redis_client, q) -> None:
+    with pytest.raises(ConfigurationError, match="cannot run all pending"):
+        inspector.start_bulk_job("run", queue="bulkq", state="pending")
+    with pytest.raises(ConfigurationError, match="unknown filter field"):
+        inspector.start_bulk_job("delete", queue="bulkq", state="archived", filter="colour:red")
+    with pytest.raises(ConfigurationError, match="at most 1,000"):
+        inspector.start_bulk_job("delete", queue="bulkq", state="archived", search="x" * 1001)
+    with pytest.raises(ConfigurationError, match="invalid action"):
+        inspector.start_bulk_job("explode", queue="bulkq", state="archived")
+    with pytest.raises(ConfigurationError, match="needs a queue and a state"):
+        inspector.start_bulk_job("delete", queue="bulkq")
+    with pytest.raises(QueueNotFound):
+        inspector.start_bulk_job("delete", queue="nope", state="archived")
+    assert inspector.bulk_jobs() == []
+    for bad in ("", "../x", "a" * 65, "abc"):
+        with pytest.raises(BulkJobNotFound):
+            inspector.bulk_job(bad)
+        with pytest.raises(BulkJobNotFound):
+            inspector.cancel_bulk_job(bad)
+
+
+def test_at_most_twenty_jobs_open_at_once(inspector, redis_client, q) -> None:
+    jobs = [inspector.start_bulk_job("delete", queue="bulkq", state="archived") for _ in range(bulkjobs.MAX_OPEN)]
+    with pytest.raises(TooManyBulkJobs, match="20 bulk jobs"):
+        inspector.start_bulk_job("delete", queue="bulkq", state="archived")
+    inspector.cancel_bulk_job(jobs[0].id)
+    assert inspector.start_bulk_job("delete", queue="bulkq", state="archived").status == "queued"
+    assert len(inspector.bulk_jobs()) == bulkjobs.MAX_OPEN + 1
+
+
+def test_a_corrupt_state_key_fails_the_job_saying_which_key(inspector, redis_client, q) -> None:
+    seed(redis_client, q, "archived", 3)
+    job = inspector.start_bulk_job("delete", queue="bulkq", state="archived", type="t.a")
+    redis_client.delete(q.archived)
+    redis_client.set(q.archived, "garbage")
+    job = inspector.run_bulk_job(job.id)
+    assert job.status == "failed" and q.archived in (job.error or "")
+    assert "failed" in inspector.audit_log()[0].outcome
+    redis_client.delete(inspector.keys.bulk_jobs)
+    redis_client.set(inspector.keys.bulk_jobs, "garbage")
+    with pytest.raises(WrongKeyType):
+        inspector.start_bulk_job("delete", queue="bulkq", state="pending")
+
+
+def test_two_worker_processes_carry_out_a_queued_job_once(spawn, inspector, redis_client, q,  # noqa: F811
+                                                           tmp_path: Path) -> None:
+    """A job queued with no driver (``adminctl --background``) is taken up by one of two worker
+    processes, done once, and logged by the one that ran it."""
+    seed(redis_client, q, "archived", 2_500, type="t.a")
+    seed(redis_client, q, "archived", 700, type="t.b")
+    job = inspector.start_bulk_job("delete", queue="bulkq", state="archived", filter="type:t.a")
+    procs = [spawn() for _ in range(2)]
+    wait_until(lambda: inspector.bulk_job(job.id).finished, timeout=30, message="a worker to carry out the job")
+    done = inspector.bulk_job(job.id)
+    assert (done.status, done.done, done.skipped, done.total) == ("done", 2_500, 0, 2_500)
+    assert inspector.count("bulkq", "archived") == 700
+    assert len([e for e in inspector.audit_log() if job.id in e.outcome]) == 1
+    logs = "".join(p.stderr() for p in procs)
+    assert logs.count(f"bulk job {job.id} (delete archived tasks of queue bulkq matching type:t.a by api) started") == 1
+    assert logs.count(f"bulk job {job.id} (") == 2  # started, then done
