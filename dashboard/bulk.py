@@ -34,7 +34,8 @@ def start_job(ins: Inspector, action: str, **scope: str | None) -> BulkJob:
 
 def with_job_panel(request: HttpRequest, response: HttpResponse, job: BulkJob) -> HttpResponse:
     """``response`` with the job's panel put at the top of the page's bulk-job strip (out of band)."""
-    panel = render_to_string(PANEL, {"job": job, "can_operate": getattr(request, "qc_can_operate", False)}, request)
+    panel = render_to_string(PANEL, {"job": job, "strip": True,
+                                    "can_operate": getattr(request, "qc_can_operate", False)}, request)
     response.content += f'<div id="qc-bulk-jobs" hx-swap-oob="afterbegin">{panel}</div>'.encode()
     return response
 

@@ -36,10 +36,12 @@ def bulk_job(request: HtmxHttpRequest, job_id: str) -> HttpResponse:
     if isinstance(job, HttpResponse):
         return job
     if _fragment(request):  # its panel's refresh: when it has just finished, the lists refresh too
-        response = _partial(request, "partials/_bulk_job.html", _base(request, job=job),
+        response = _partial(request, "partials/_bulk_job.html", _base(request, job=job,
+                                                                       strip=request.GET.get("strip") == "1"),
                             trigger=TASKS_CHANGED if job.finished else None)
-        if job.finished:
+        if job.finished:  # and every panel that refreshes itself (the failures, the queue's counts)
             trigger_client_event(response, QUEUES_CHANGED)
+            trigger_client_event(response, "qc:refresh")
         return response
     return render(request, P + "bulk.html", _base(request, jobs=[job], nav="bulk", one=True))
 
@@ -52,4 +54,4 @@ def bulk_cancel(request: HtmxHttpRequest, job_id: str) -> HttpResponse:
         return _error(request, 404, "Not found", str(exc))
     if not _fragment(request):
         return redirect("queuecore_dashboard:bulk_job", job.id)
-    return _partial(request, "partials/_bulk_job.html", _base(request, job=job))
+    return _partial(request, "partials/_bulk_job.html", _base(request, job=job, strip=request.GET.get("strip") == "1"))

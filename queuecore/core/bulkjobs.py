@@ -157,7 +157,8 @@ class BulkJob:
         if self.skipped:
             text += f" ({self.skipped:,} skipped: gone or moved on since they were found)"
         if self.status == CANCELLED:
-            return f"cancelled: {text} before it stopped"
+            return f"cancelled: {text} before it stopped" if self.done or self.skipped else (
+                "cancelled before it acted on any task")
         if self.status == FAILED:
             return f"failed after it {text}: {self.error}"
         return text

@@ -49,10 +49,13 @@ def test_a_bulk_job_shows_its_progress_and_stops_when_cancelled(operator_page: A
     expect(panel).to_contain_text("stopping after this chunk")
     release.set()
     expect(panel).to_have_attribute("data-qc-bulk-status", "cancelled")
-    expect(panel.locator("[data-qc-bulk-summary]")).to_contain_text("Cancelled: deleted 1,000 task(s) before it stopped")
+    summary = panel.locator("[data-qc-bulk-summary]")
+    expect(summary).to_contain_text("Cancelled: deleted 1,000 task(s) before it stopped")
     assert questions[-1] == "Stop this bulk job? What it has done stays done."
     assert inspector.count("big", "scheduled") == 500
     expect(table.locator("[data-qc-table-count]")).to_contain_text("500")  # the list refreshed when it ended
+    panel.locator("[data-qc-dismiss]").click()  # the strip's finished panel can be put away
+    expect(panel).to_have_count(0)
     entry = inspector.audit_log()[0]
     assert entry.action == "tasks.delete_all" and entry.count == 1_000 and "cancelled after 1,000" in entry.outcome
 

@@ -223,6 +223,27 @@ def test_a_390px_phone_never_scrolls_sideways(browser: Any, live_server: Any, ma
         context.close()
 
 
+@pytest.mark.parametrize("width", [768, 1024, 1200])
+def test_tablets_and_small_laptops_never_scroll_sideways(width: int, browser: Any, live_server: Any,
+                                                         make_operator: Any, client: Client) -> None:
+    """Between a phone and a wide screen the top bar (brand, eight links, the controls) is wider than
+    the window: its links take a row of their own instead of pushing the page sideways."""
+    client.enqueue("browser.noop", queue="mail")
+    make_operator("olga")
+    context = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": 900})
+    page = context.new_page()
+    try:
+        log_in(page, "olga")
+        for path in ("/queues/", "/queues/mail/pending/", "/queues/bulk/", "/queues/failures/"):
+            page.goto(path)
+            expect(page.locator(".qc-main")).to_be_visible()
+            size = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert size[0] <= size[1], f"{path}: {size[0]} px wide on a {size[1]} px screen"
+            expect(page.locator(".qc-nav a[data-qc-nav='bulk']")).to_be_visible()
+    finally:
+        context.close()
+
+
 # -- 4. feedback ---------------------------------------------------------------------------------------
 
 

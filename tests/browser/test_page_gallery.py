@@ -41,12 +41,16 @@ def test_every_page_at_1440_and_390(operator_page: Any, client: Client, redis_cl
     make_worker(queues={"critical": 1}, concurrency=4)
     wait_until(lambda: len(inspector.workers()) == 2 and inspector.count("critical", "archived") == 3,
                message="two reconciles running, in the heartbeat, and the pings done")
+    ops = inspector.as_actor("dashboard:olga")
+    ops.act_on_all("default", "delete", "archived", filter="type:reports.nothing-of-this-type")
+    ops.cancel_bulk_job(ops.start_bulk_job("run", queue="default", state="retry").id)  # cancelled before it ran
     pages = {
         "overview": "/queues/", "queue-pending": "/queues/default/pending/",
         "queue-archived": "/queues/default/archived/", "task": f"/queues/default/tasks/{ids['archived'][0]}/",
         "failures": "/queues/failures/", "task-types": "/queues/critical/types/",
         "task-type": "/queues/critical/types/billing.ping/", "servers": "/queues/servers/",
-        "periodic": "/queues/periodic/", "redis": "/queues/redis/", "audit": "/queues/audit/",
+        "periodic": "/queues/periodic/", "redis": "/queues/redis/", "bulk": "/queues/bulk/",
+        "audit": "/queues/audit/",
     }
     folder = DOCS if os.environ.get("QUEUECORE_UPDATE_SCREENSHOTS") == "1" else ARTIFACTS
     folder.mkdir(parents=True, exist_ok=True)

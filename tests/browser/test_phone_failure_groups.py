@@ -49,7 +49,9 @@ def fail_in_several_ways(client: Client, make_worker: Any, registry: Any, inspec
 def within_screen(page: Any, locator: Any, what: str) -> None:
     """``locator`` is shown and lies between the screen's left and right edges."""
     expect(locator).to_be_visible()
-    box = locator.bounding_box()
+    # Measured in the page in one step: a live refresh may swap the element between two protocol calls.
+    box = locator.evaluate("""(el) => { const r = el.getBoundingClientRect();
+      return {x: r.x, width: r.width}; }""")
     width = page.viewport_size["width"]
     assert box is not None and box["width"] > 0, what
     assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"{what} is at {box}, outside 0-{width} px"
@@ -67,7 +69,16 @@ def no_sideways_scroll(page: Any) -> None:
     tables_fit(page)
 
 
+def hold_still(page: Any) -> None:
+    """Pause the live refresh and let any refresh in flight land: the checks then measure a page that
+    no swap changes under them."""
+    if not page.evaluate("window.qcPaused === true"):
+        page.locator("[data-qc-live-toggle]").click()
+    page.wait_for_load_state("networkidle")
+
+
 def check_groups(page: Any, actions: bool) -> None:
+    hold_still(page)
     rows = page.locator("tr[data-qc-failure-group]")
     expect(rows).to_have_count(len(ERRORS))
     for i in range(len(ERRORS)):
@@ -108,6 +119,7 @@ def test_a_task_type_at_390_px(operator_page: Any, client: Client, make_worker: 
     expect(page.locator(".qc-group-table").first).to_contain_text("postcode_lookup_table is required")
     within_screen(page, page.get_by_role("link", name="Act on them on the queue's Failures page"), "the link")
     screenshot(page, "phone-task-type-failures")
+    page.locator("[data-qc-live-toggle]").click()  # live again
     with page.expect_response(lambda r: r.request.headers.get("x-qc-refresh") == "1"):
         pass  # a refresh (every second here) keeps the blocks as they are
     check_groups(page, actions=False)
