@@ -92,3 +92,27 @@ def test_operator_actions_are_audited_while_redis_is_full(full_redis) -> None:  
         client.close()
         inspector.close()
         r.close()
+
+
+def test_a_filtered_bulk_delete_makes_room_while_redis_is_full(full_redis) -> None:  # noqa: F811
+    """A bulk job that finds its tasks first writes its record and the list of what it found while Redis
+    refuses writes: its scripts free memory first, so the delete that makes room goes through."""
+    conn = ConnectionConfig(redis_url=full_redis.url, key_prefix="qct-oombulk")
+    client, inspector = Client(connection=conn), Inspector(connection=conn, actor="ops")
+    r: redis.Redis = conn.connect()
+    try:
+        fill(client)
+        stay_full(r)
+        with pytest.raises(RedisFull):
+            client.enqueue("t.fill", {}, queue="other")
+        before = inspector.count("other", "pending")
+        result = inspector.act_on_all("other", "delete", "pending", type="t.fill")
+        job = inspector.bulk_jobs(limit=1)[0]
+        assert (job.status, job.done, job.total, result.count) == ("done", before, before, before)
+        assert inspector.count("other", "pending") == 0
+        assert inspector.audit_log(limit=1)[0].action == "tasks.delete_all"
+        client.enqueue("t.fill", {}, queue="other")  # room again
+    finally:
+        client.close()
+        inspector.close()
+        r.close()

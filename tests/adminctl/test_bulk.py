@@ -1,0 +1,81 @@
+"""``adminctl task *-all`` and ``failures run|archive|delete`` as bulk jobs, and ``adminctl bulk``."""
+
+from __future__ import annotations
+
+from queuecore import Client, Inspector
+from tests.adminctl.test_failures import seed_failures
+
+
+def enqueue_archived(client: Client, inspector: Inspector, queue: str, **types: int) -> None:
+    for type_name, count in types.items():
+        client.enqueue_many([(type_name, {"n": n}) for n in range(count)], queue=queue, process_in=3600)
+    inspector.archive_all(queue, "scheduled")
+
+
+def test_a_filtered_delete_all_acts_on_exactly_the_matches(adminctl, client: Client, inspector: Inspector) -> None:
+    enqueue_archived(client, inspector, "reports", **{"t.a": 30, "t.b": 20})
+    run = adminctl("task", "delete-all", "reports", "archived", "--filter", "type:t.a", "--yes", "--json")
+    assert run.code == 0, run.stderr
+    data = run.json()
+    assert (data["status"], data["count"], data["skipped"], data["total"], data["scope"]["filter"]) == (
+        "done", 30, 0, 30, "type:t.a")
+    assert inspector.count("reports", "archived") == 20
+    assert {t.type for t in inspector.list_tasks("reports", "archived", 1, 100).tasks} == {"t.b"}
+    human = adminctl("task", "delete-all", "reports", "archived", "--type", "t.b", "--yes")
+    assert human.code == 0 and "deleted 20 task(s) in" in human.stderr and "(bulk job " in human.stderr
+    asked = adminctl("task", "archive-all", "reports", "pending", "--search", "x", input="n\n")
+    assert "no pending tasks in queue reports" in asked.stderr  # nothing to do: nothing asked
+
+
+def test_confirmation_says_a_filter_finds_the_tasks_first(adminctl, client: Client, inspector: Inspector) -> None:
+    enqueue_archived(client, inspector, "reports", **{"t.a": 3})
+    refused = adminctl("task", "delete-all", "reports", "archived", "--filter", "type:t.a", input="n\n")
+    assert refused.code == 1 and "every archived task of queue reports that matches (among 3)" in refused.stderr
+    assert inspector.count("reports", "archived") == 3 and len(inspector.bulk_jobs()) == 1  # the seed's archive
+
+
+def test_background_queues_a_job_that_bulk_shows_and_cancels(adminctl, client: Client, inspector: Inspector) -> None:
+    enqueue_archived(client, inspector, "reports", **{"t.a": 5})
+    queued = adminctl("task", "run-all", "reports", "archived", "--yes", "--background", "--json").json()
+    assert (queued["status"], queued["done"], queued["description"]) == (
+        "queued", 0, "run archived tasks of queue reports")
+    listed = adminctl("bulk", "ls", "--json").json()
+    assert [(j["id"], j["status"]) for j in listed][0] == (queued["id"], "queued")  # newest first
+    assert [j["status"] for j in listed[1:]] == ["done"]  # the seed's archive-all
+    table = adminctl("bulk", "ls")
+    assert queued["id"] in table.stdout and "queued" in table.stdout and "run archived tasks" in table.stdout
+    shown = adminctl("bulk", "show", queued["id"])
+    assert shown.code == 0 and "0 of ~5" in shown.stdout
+    cancelled = adminctl("bulk", "cancel", queued["id"])
+    assert cancelled.code == 0 and f"bulk job {queued['id']} cancelled" in cancelled.stderr
+    assert adminctl("bulk", "show", queued["id"], "--json").json()["status"] == "cancelled"
+    assert inspector.count("reports", "archived") == 5  # a cancelled job that never ran did nothing
+    again = adminctl("bulk", "cancel", queued["id"])
+    assert again.code == 0 and "had already finished" not in again.stderr  # it was cancelled: it says so
+    assert inspector.audit_log()[0].action == "bulk.cancel"
+
+
+def test_failure_group_in_the_background_and_in_the_foreground(adminctl, redis_client, connection,
+                                                                client: Client, inspector: Inspector) -> None:
+    seed_failures(redis_client, connection, client)
+    key = inspector.failure_groups().groups[0].key
+    queued = adminctl("failures", "archive", key, "--background", "--yes", "--json").json()
+    assert queued["scope"]["group"] == key and queued["status"] == "queued" and queued["total"] == 5
+    assert adminctl("bulk", "cancel", queued["id"], "--json").json()["status"] == "cancelled"
+    done = adminctl("failures", "run", key, "--queue", "billing", "--yes", "--json").json()
+    assert (done["status"], done["done"], done["scope"]["queue"]) == ("done", 4, "billing")
+    assert inspector.count("billing", "pending") == 4 + 1  # and the task that registered the queue
+
+
+def test_bad_input_exits_with_a_clear_error_and_queues_nothing(adminctl, client: Client,
+                                                               inspector: Inspector) -> None:
+    enqueue_archived(client, inspector, "reports", **{"t.a": 2})
+    bad = adminctl("task", "delete-all", "reports", "archived", "--filter", "colour:red", "--yes")
+    assert bad.code == 2 and "unknown filter field 'colour'" in bad.stderr
+    long = adminctl("task", "delete-all", "reports", "archived", "--search", "x" * 1001, "--yes")
+    assert long.code == 2 and "at most 1,000 characters" in long.stderr
+    assert len(inspector.bulk_jobs()) == 1  # the seed's archive-all only
+    for args in (("bulk", "show", "nope"), ("bulk", "cancel", "nope"), ("bulk", "show", "../../x")):
+        run = adminctl(*args)
+        assert run.code == 1 and "no bulk job" in run.stderr and "Traceback" not in run.stderr, args
+    assert adminctl("bulk", "ls", "--limit", "0").code == 2
