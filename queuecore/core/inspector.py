@@ -1336,16 +1336,10 @@ class InspectorBulkOperations:
         pipe = ins.redis.pipeline(transaction=False)
         for task_id in task_ids:
             pipe.hget(q.task(task_id), "state")
-        now = pipe.execute(raise_on_error=False)
-        done = []
-        for task_id, state in zip(task_ids, now, strict=True):
-            if state not in states:
-                continue  # gone, or moved on since it was found
-            try:
-                ins._admin_script(action, q, task_id)
-            except (TaskNotFound, InvalidTaskState):
-                continue
-            done.append(task_id)
+        still = [task_id for task_id, state in zip(task_ids, pipe.execute(raise_on_error=False), strict=True)
+                 if state in states]  # the others are gone, or moved on since they were found
+        outcomes = ins.scripts.admin_tasks(action, q, still, now_ms=to_ms(ins.clock.now()))
+        done = [task_id for task_id, why in zip(still, outcomes, strict=True) if why is None]
         return done, len(task_ids) - len(done)
 
     def audit(self, job: BulkJob, outcome: str) -> None:

@@ -58,6 +58,10 @@ BULK_SCRIPTS = ("bulk_job_create", "bulk_job_step")  # the bulk jobs' keys, no q
 SERVER_SCRIPTS = ("heartbeat", "heartbeat_index", "audit")  # keys of no queue: a worker's own, the audit log
 PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
 
+# The operator's script for each action on one task.
+ADMIN_TASK_SCRIPTS = {"run": "admin_run_task", "archive": "admin_archive_task", "delete": "admin_delete_task",
+                      "cancel": "admin_cancel_task"}
+
 # Reply codes shared by the scripts.
 OK = 1
 LEASE_LOST = 0
@@ -508,30 +512,67 @@ class Scripts:
             raise InvalidTaskState(f"cannot {action} task {task_id!r}: it is {reply[1]}")
         raise RuntimeError(f"unexpected reply {reply!r}")  # pragma: no cover
 
+    def _admin_request(self, name: str, q: QueueKeys, task_id: str, now_ms: int, new_msg: str = "",
+                       edit: str = "") -> tuple[str, list[str], list[Any]]:
+        """The script, KEYS and ARGV of an operator's script on one task (``ADMIN_TASK_SCRIPTS``): the one
+        place that knows them, for one call or a pipeline of many."""
+        if name == "admin_run_task":
+            return (name, [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived],
+                    [task_id, now_ms, self._wake(q), new_msg, edit])
+        if name == "admin_archive_task":
+            return (name, [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.done(task_id)],
+                    [task_id, now_ms, WAKE_TTL_MS])
+        if name == "admin_delete_task":
+            return (name, [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.completed,
+                           q.done(task_id)], [task_id, q.base, WAKE_TTL_MS])
+        if name == "admin_cancel_task":
+            return (name, [q.task(task_id)], [f"{self.publish_command} {q.cancel_channel}", f"{q.queue} {task_id}"])
+        raise ValueError(f"no operator script {name!r}")  # pragma: no cover - callers name one
+
     def admin_run_task(self, q: QueueKeys, task_id: str, *, now_ms: int, new_msg: str = "", edit: str = "") -> None:
         """Move a scheduled, retry or archived task to pending; with ``new_msg``, its message replaced
         (an edit, recorded by the ``edit`` line in the task's ``edits``), in the same step."""
-        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived]
-        reply = self._call("admin_run_task", keys, [task_id, now_ms, self._wake(q), new_msg, edit])
-        self._check_admin(reply, q, task_id, "run")
+        request = self._admin_request("admin_run_task", q, task_id, now_ms, new_msg, edit)
+        self._check_admin(self._call(*request), q, task_id, "run")
 
     def admin_archive_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:
         """Archive a pending, scheduled or retry task."""
-        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.done(task_id)]
-        self._check_admin(self._call("admin_archive_task", keys, [task_id, now_ms, WAKE_TTL_MS]), q, task_id,
-                          "archive")
+        request = self._admin_request("admin_archive_task", q, task_id, now_ms)
+        self._check_admin(self._call(*request), q, task_id, "archive")
 
     def admin_delete_task(self, q: QueueKeys, task_id: str) -> None:
         """Delete a task that is not active, releasing its unique lock."""
-        keys = [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.completed, q.done(task_id)]
-        self._check_admin(self._call("admin_delete_task", keys, [task_id, q.base, WAKE_TTL_MS]), q, task_id,
-                          "delete")
+        self._check_admin(self._call(*self._admin_request("admin_delete_task", q, task_id, 0)), q, task_id, "delete")
 
     def admin_cancel_task(self, q: QueueKeys, task_id: str) -> None:
         """Flag an active task as cancelled and tell workers on the cancel channel."""
-        reply = self._call("admin_cancel_task", [q.task(task_id)],
-                           [f"{self.publish_command} {q.cancel_channel}", f"{q.queue} {task_id}"])
-        self._check_admin(reply, q, task_id, "cancel")
+        self._check_admin(self._call(*self._admin_request("admin_cancel_task", q, task_id, 0)), q, task_id, "cancel")
+
+    def admin_tasks(self, action: str, q: QueueKeys, task_ids: list[str], *, now_ms: int) -> list[str | None]:
+        """The operator's ``action`` on each of ``task_ids`` of one queue, one script call each, sent in
+        one round trip (a pipeline; each call is atomic, the batch is not). Per task: None when done,
+        else why not ("no task ...", "cannot ... it is active"). A key of the wrong type raises
+        ``WrongKeyType``; Redis refusing writes, ``RedisFull``."""
+        if not task_ids:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id in task_ids:
+            self._call(*self._admin_request(ADMIN_TASK_SCRIPTS[action], q, task_id, now_ms), client=pipe)
+        out: list[str | None] = []
+        for task_id, reply in zip(task_ids, pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(reply, redis.ResponseError):
+                if is_wrong_type(str(reply)):
+                    raise WrongKeyType(wrong_type_message(str(reply)))
+                if is_out_of_memory(str(reply)):
+                    raise RedisFull(full_message(str(reply)))
+                raise reply
+            try:
+                self._check_admin(reply, q, task_id, action)
+            except (TaskNotFound, InvalidTaskState) as exc:
+                out.append(str(exc))
+            else:
+                out.append(None)
+        return out
 
     def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
         """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending."""

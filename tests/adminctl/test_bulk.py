@@ -40,7 +40,7 @@ def test_background_queues_a_job_that_bulk_shows_and_cancels(adminctl, client: C
     assert (queued["status"], queued["done"], queued["description"]) == (
         "queued", 0, "run archived tasks of queue reports")
     listed = adminctl("bulk", "ls", "--json").json()
-    assert [(j["id"], j["status"]) for j in listed][0] == (queued["id"], "queued")  # newest first
+    assert (listed[0]["id"], listed[0]["status"]) == (queued["id"], "queued")  # newest first
     assert [j["status"] for j in listed[1:]] == ["done"]  # the seed's archive-all
     table = adminctl("bulk", "ls")
     assert queued["id"] in table.stdout and "queued" in table.stdout and "run archived tasks" in table.stdout
