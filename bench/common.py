@@ -34,8 +34,19 @@ ENV_BROKER = "BENCH_BROKER_URL"
 ENV_COUNTER = "BENCH_COUNTER_URL"
 ENV_CONCURRENCY = "BENCH_CONCURRENCY"
 ENV_VARIANT = "BENCH_VARIANT"
+ENV_TREE = "BENCH_QUEUECORE_TREE"  # a directory holding another queuecore package (``--tree``)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def work_dir() -> str:
+    """Where the driver and the worker processes run: this checkout, or a ``--tree`` directory.
+
+    ``python -m`` puts the working directory first on ``sys.path``, so the queuecore package of a
+    tree directory (say, ``git archive <commit> queuecore``) is the one imported there, while
+    ``bench`` comes from this checkout through ``PYTHONPATH``.
+    """
+    return os.environ.get(ENV_TREE) or str(REPO_ROOT)
 
 
 def pad_payload() -> dict[str, Any]:

@@ -48,7 +48,6 @@ from bench.common import (
     ENV_COUNTER,
     ENV_VARIANT,
     LAT_KEY,
-    REPO_ROOT,
     CommandCounter,
     RedisSnapshot,
     machine_busy,
@@ -57,6 +56,7 @@ from bench.common import (
     summarize,
     tree_cpu_seconds,
     tree_memory,
+    work_dir,
 )
 
 POLL = 0.002  # seconds between reads of the completion counter
@@ -73,9 +73,9 @@ class Driver:
         os.environ[ENV_BROKER] = cfg["broker_url"]
         os.environ[ENV_COUNTER] = cfg["counter_url"]
         os.environ[ENV_CONCURRENCY] = str(cfg["concurrency"])
-        from bench.adapters import LIBS, load
+        from bench.adapters import load, spec_of
 
-        os.environ[ENV_VARIANT] = LIBS[cfg["lib"]].variant
+        os.environ[ENV_VARIANT] = spec_of(cfg["lib"]).variant
         self.adapter = load(cfg["lib"], cfg["broker_url"], cfg["counter_url"], cfg["concurrency"])
         self.broker = redis.Redis.from_url(cfg["broker_url"])
         self.counter = redis.Redis.from_url(cfg["counter_url"])
@@ -241,7 +241,7 @@ class Driver:
         out = open(self.log_dir / f"{self.adapter.name}-ceiling.log.0", "ab")  # noqa: SIM115
         try:
             self.procs = [subprocess.Popen([sys.executable, "-m", "bench.ceiling", str(n)],
-                                           env=self.adapter.worker_env(), cwd=str(REPO_ROOT), stdout=out,
+                                           env=self.adapter.worker_env(), cwd=work_dir(), stdout=out,
                                            stderr=subprocess.STDOUT, start_new_session=True)]
         finally:
             out.close()
@@ -478,7 +478,7 @@ class Driver:
             self.stop_workers()
             a.close()
         return {
-            "lib": a.name, "package": a.package, "version": a.version(), "variant": a.variant,
+            "lib": a.name, "package": a.package, "version": a.version(), "variant": a.variant, "work_dir": work_dir(),
             "load_avg_at_start": self.load_avg,
             "python": sys.version.split()[0], "config": a.config, "on_kill": a.on_kill,
             "survives_kill": a.survives_kill, "batch_api": a.batch_api,

@@ -25,8 +25,8 @@ from typing import Any
 
 import redis
 
-from bench.adapters import LIBS
-from bench.common import REPO_ROOT, PrivateRedis
+from bench.adapters import LIBS, spec_of
+from bench.common import ENV_TREE, REPO_ROOT, PrivateRedis
 
 SCENARIOS = ("enqueue_one", "enqueue_batch", "ceiling", "drain1", "latency_idle", "scheduled", "latency_load",
              "requests", "drain_async", "drain2", "procs2", "backlog")
@@ -59,7 +59,7 @@ def python_for(lib: str, overrides: dict[str, str] | None = None) -> str:
     """The interpreter that has ``lib``'s pinned version: its virtualenv's, else this one."""
     if overrides and lib in overrides:
         return overrides[lib]
-    candidate = REPO_ROOT / LIBS[lib].venv / "bin" / "python"
+    candidate = REPO_ROOT / spec_of(lib).venv / "bin" / "python"
     return str(candidate) if candidate.exists() else sys.executable
 
 
@@ -98,17 +98,22 @@ def queuecore_commit() -> str | None:
     return f"{head}-dirty" if head and dirty else head or None
 
 
-def run_lib(lib: str, cfg: dict[str, Any], python: str, work: Path) -> dict[str, Any]:
-    """Run one library's driver; its result, or an ``error`` entry if it failed."""
+def run_lib(lib: str, cfg: dict[str, Any], python: str, work: Path, tree: str | None = None) -> dict[str, Any]:
+    """Run one library's driver (in ``tree``, a directory holding another queuecore package, when
+    given); its result, or an ``error`` entry if it failed."""
     cfg_path = work / f"{lib}.config.json"
     out_path = work / f"{lib}.result.json"
     cfg_path.write_text(json.dumps(cfg | {"lib": lib}))
     out_path.unlink(missing_ok=True)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.pop(ENV_TREE, None)
+    if tree:
+        env[ENV_TREE] = tree
     started = time.monotonic()
     try:
-        proc = subprocess.run([python, "-m", "bench.driver", str(cfg_path), str(out_path)], cwd=REPO_ROOT, env=env,
+        proc = subprocess.run([python, "-m", "bench.driver", str(cfg_path), str(out_path)], cwd=tree or REPO_ROOT,
+                              env=env,
                               timeout=cfg["driver_timeout"], stdout=subprocess.PIPE, stderr=None, text=True)
         code: int | str = proc.returncode
     except subprocess.TimeoutExpired:
@@ -122,9 +127,13 @@ def run_lib(lib: str, cfg: dict[str, Any], python: str, work: Path) -> dict[str,
 def run_benchmark(libs: list[str] | tuple[str, ...] = DEFAULT_LIBS, scenarios: list[str] | tuple[str, ...] = SCENARIOS,
                   quick: bool = False, out: str | Path = REPO_ROOT / "bench" / "results",
                   overrides: dict[str, Any] | None = None, chart: bool = True,
-                  pythons: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run the benchmark and write its report; returns the results (the JSON file's content)."""
-    unknown = [lib for lib in libs if lib not in LIBS]
+                  pythons: dict[str, str] | None = None, trees: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run the benchmark and write its report; returns the results (the JSON file's content).
+
+    ``trees`` (label -> directory holding a ``queuecore`` package) adds the libraries
+    ``queuecore@LABEL``: queuecore's adapter with that package, to compare versions in one run."""
+    trees = trees or {}
+    unknown = [lib for lib in libs if lib not in LIBS and lib.removeprefix("queuecore@") not in trees]
     if unknown:
         raise ValueError(f"unknown libraries: {', '.join(unknown)} (known: {', '.join(LIBS)})")
     bad = [s for s in scenarios if s not in SCENARIOS]
@@ -152,7 +161,8 @@ def run_benchmark(libs: list[str] | tuple[str, ...] = DEFAULT_LIBS, scenarios: l
             print(f"==> {lib} ({python})", file=sys.stderr, flush=True)
             lib_cfg = cfg | {"broker_url": broker.url, "counter_url": counter.url, "scenarios": list(scenarios),
                              "log_dir": str(work)}
-            res = run_lib(lib, lib_cfg, python, work)
+            tree = trees.get(lib.removeprefix("queuecore@")) if lib.startswith("queuecore@") else None
+            res = run_lib(lib, lib_cfg, python, work, tree)
             results["libs"][lib] = res
             print(f"    {lib}: {res.get('seconds', 0):.1f} s" + (f" — {res['error']}" if "error" in res else ""),
                   file=sys.stderr, flush=True)
@@ -180,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG (no matplotlib needed)")
     parser.add_argument("--python", action="append", default=[], metavar="LIB=PATH",
                         help="the interpreter for one library (default: its virtualenv's, else this one)")
+    parser.add_argument("--tree", action="append", default=[], metavar="LABEL=DIR",
+                        help="a directory holding another queuecore package (e.g. `git archive REV queuecore` "
+                             "unpacked there), run as the library queuecore@LABEL: compare versions in one run")
     args = parser.parse_args(argv)
     overrides: dict[str, Any] = {}
     if args.tasks:
@@ -191,10 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.concurrency:
         overrides["concurrency"] = args.concurrency
     pythons = dict(item.split("=", 1) for item in args.python)
+    trees = {label: str(Path(path).resolve()) for label, path in (item.split("=", 1) for item in args.tree)}
     libs = [x.strip() for x in args.libs.split(",") if x.strip()]
     scenarios = [x.strip() for x in args.scenarios.split(",") if x.strip()]
     results = run_benchmark(libs, scenarios, quick=args.quick, out=args.out, overrides=overrides,
-                            chart=not args.no_chart, pythons=pythons)
+                            chart=not args.no_chart, pythons=pythons, trees=trees)
     print(Path(results["files"]["markdown"]).read_text())
     print(f"==> {results['seconds']:.0f} s; wrote {', '.join(results['files'].values())}", file=sys.stderr)
     failed = [lib for lib, r in results["libs"].items() if "error" in r]

@@ -36,9 +36,14 @@ LIBS: dict[str, LibSpec] = {spec.name: spec for spec in (
 )}
 
 
+def spec_of(name: str) -> LibSpec:
+    """``name``'s spec; ``queuecore@LABEL`` (another tree of queuecore, ``--tree``) is queuecore's."""
+    return LIBS[name.split("@", 1)[0] if name.startswith("queuecore@") else name]
+
+
 def load(name: str, broker_url: str, counter_url: str, concurrency: int) -> Adapter:
     """Import the adapter of library ``name`` (and so the library) and build it."""
-    spec = LIBS[name]
+    spec = spec_of(name)
     module = importlib.import_module(spec.module)
     adapter: Adapter = getattr(module, spec.cls)(broker_url, counter_url, concurrency, spec.variant)
     adapter.name = name

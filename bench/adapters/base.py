@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.common import ENV_BROKER, ENV_CONCURRENCY, ENV_COUNTER, ENV_VARIANT, REPO_ROOT, process_tree
+from bench.common import ENV_BROKER, ENV_CONCURRENCY, ENV_COUNTER, ENV_VARIANT, REPO_ROOT, process_tree, work_dir
 
 Payload = dict[str, Any]
 MakePayload = Callable[[int], Payload]
@@ -96,7 +96,7 @@ class Adapter:
             raise RuntimeError(f"{self.name} has no multi-process mode")
         for i in range(n):
             out = open(f"{log_path}.{i}", "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
-            procs.append(subprocess.Popen(argv, env=self.worker_env(), cwd=str(REPO_ROOT),
+            procs.append(subprocess.Popen(argv, env=self.worker_env(), cwd=work_dir(),
                                           stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
             if log_path:
                 out.close()  # type: ignore[union-attr]

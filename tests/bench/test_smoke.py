@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from bench.common import REPO_ROOT
 from bench.run import SCENARIOS, run_benchmark
 
 TINY = {
@@ -80,3 +81,21 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert not (tmp_path / "chart.png").exists()
     assert results["files"]["json"].endswith("results.json")
     assert not math.isnan(s["latency_idle"]["p99_ms"])
+
+
+@pytest.mark.slow
+def test_a_tree_of_queuecore_runs_as_its_own_library(tmp_path):
+    """``--tree LABEL=DIR``: the library ``queuecore@LABEL`` runs its driver and workers in DIR, whose
+    ``queuecore`` package is the one imported there."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "queuecore").symlink_to(REPO_ROOT / "queuecore", target_is_directory=True)
+    results = run_benchmark(["queuecore@other"], ["enqueue_one", "drain1"], quick=True, out=tmp_path / "out",
+                            overrides=TINY, chart=False, pythons={"queuecore@other": sys.executable},
+                            trees={"other": str(tree)})
+    lib = results["libs"]["queuecore@other"]
+    assert "error" not in lib and lib["errors"] == {}, lib
+    assert lib["work_dir"] == str(tree)
+    assert lib["scenarios"]["drain1"]["rate"]["median"] > 0
+    with pytest.raises(ValueError, match="unknown libraries"):
+        run_benchmark(["queuecore@nowhere"], ["enqueue_one"], out=tmp_path / "none", trees={"other": str(tree)})
