@@ -124,7 +124,13 @@ def bulk() -> None:
 @json_option
 @click.pass_obj
 def bulk_ls(app: App, limit: int) -> None:
-    """The recent bulk jobs, newest first (finished ones are kept a week)."""
+    """The recent bulk jobs, newest first (finished ones are kept a week).
+
+    \b
+    Examples:
+      adminctl bulk ls
+      adminctl bulk ls --limit 10 --json
+    """
     jobs = app.inspector.bulk_jobs(limit)
     if app.json:
         app.terminal.json([job.to_dict() for job in jobs])
@@ -140,7 +146,13 @@ def bulk_ls(app: App, limit: int) -> None:
 @json_option
 @click.pass_obj
 def bulk_show(app: App, job_id: str, watch: bool) -> None:
-    """One bulk job: what it does, who started it, how far it is."""
+    """One bulk job: what it does, who started it, how far it is.
+
+    \b
+    Examples:
+      adminctl bulk show 3fa2c1d09e7b4a11
+      adminctl bulk show 3fa2c1d09e7b4a11 --watch --json
+    """
     job = app.inspector.bulk_job(job_id)
     if watch and not job.finished:
         job = _follow(app, job)
@@ -170,7 +182,13 @@ def bulk_show(app: App, job_id: str, watch: bool) -> None:
 @json_option
 @click.pass_obj
 def bulk_cancel(app: App, job_id: str) -> None:
-    """Stop a bulk job after the chunk it is on; what it did stays done."""
+    """Stop a bulk job after the chunk it is on; what it did stays done.
+
+    \b
+    Examples:
+      adminctl bulk cancel 3fa2c1d09e7b4a11
+      adminctl bulk cancel 3fa2c1d09e7b4a11 --json
+    """
     job = app.inspector.cancel_bulk_job(job_id)
     if app.json:
         app.terminal.json(job.to_dict())

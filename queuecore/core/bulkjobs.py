@@ -183,16 +183,19 @@ class BulkOperations(Protocol):
     def state_chunk(self, queue: str, state: str, action: str) -> int:
         """Act on the next ``CHUNK`` tasks of a whole state; how many were acted on."""
 
-    def scan(self, scope: BulkScope, start: int, count: int) -> tuple[list[tuple[str, str]], int]:
-        """The (queue, task id) of the tasks matching ``scope`` among ``count`` of its state from
-        position ``start``; and how many were looked at (0: the end)."""
+    def scan(self, scope: BulkScope, start: int, count: int) -> tuple[list[tuple[str, str, int]], int]:
+        """The (queue, task id, place in the state's order) of the tasks matching ``scope`` among ``count``
+        of its state from place ``start``; and how many were looked at (0: the end)."""
 
     def group_targets(self, scope: BulkScope) -> list[tuple[str, str]]:
         """The (queue, task id) of every task of the failure group."""
 
-    def act(self, action: str, queue: str, task_ids: list[str], states: tuple[str, ...]) -> tuple[list[str], int]:
-        """Act on each task still in one of ``states``; (the ids done, how many were skipped: gone, or moved
-        to another state since they were found)."""
+    def act(self, action: str, queue: str, tasks: list[tuple[str, int | None]], states: tuple[str, ...],
+            taken: int) -> tuple[list[str], int]:
+        """Act on each task (id, its place when found, if known) still in one of ``states``; ``taken``: how
+        many of the found tasks this job has taken off their state so far (the places ahead moved up
+        by that many). Returns (the ids done, how many were skipped: gone, or moved on since they
+        were found)."""
 
     def audit(self, job: BulkJob, outcome: str) -> None:
         """Record the finished job in the audit log, as its actor."""
@@ -333,12 +336,14 @@ class BulkJobStore:
         """Whether an operator asked the job to stop."""
         return bool(self.redis.hget(self.keys.bulk_job(job_id), "cancel") == "1")
 
-    def targets(self, job_id: str, start: int, count: int) -> list[tuple[str, str]]:
-        """``count`` of the tasks a job found, from position ``start``: (queue, task id)."""
-        out = []
+    def targets(self, job_id: str, start: int, count: int) -> list[tuple[str, str, int | None]]:
+        """``count`` of the tasks a job found, from position ``start``: (queue, task id, its place in the
+        state's order when found, None when not known)."""
+        out: list[tuple[str, str, int | None]] = []
         for item in self.redis.lrange(self.keys.bulk_job_targets(job_id), start, start + count - 1):
-            queue, _, task_id = str(item).partition(" ")
-            out.append((queue, task_id))
+            queue, _, rest = str(item).partition(" ")
+            task_id, _, place = rest.partition(" ")
+            out.append((queue, task_id, int(place) if place.isdigit() else None))
         return out
 
 
@@ -445,7 +450,7 @@ def _find(progress: _Progress, ops: BulkOperations, job: BulkJob) -> None:
                 break
             position += looked_at
             found += len(matched)
-            progress.record(targets=[f"{q} {i}" for q, i in matched], scanned=position)
+            progress.record(targets=[f"{q} {i} {place}" for q, i, place in matched], scanned=position)
             if progress.should_end():
                 return
     progress.record(phase=ACT, total=found, exact_total=1, cursor=0)
@@ -467,11 +472,11 @@ def _act_on_targets(progress: _Progress, ops: BulkOperations, job: BulkJob) -> N
         chunk = progress.store.targets(job.id, cursor, CHUNK)
         if not chunk:
             return
-        by_queue: dict[str, list[str]] = {}
-        for queue, task_id in chunk:
-            by_queue.setdefault(queue, []).append(task_id)
-        for queue, ids in by_queue.items():
-            acted, left = ops.act(job.action, queue, ids, states)
+        by_queue: dict[str, list[tuple[str, int | None]]] = {}
+        for queue, task_id, place in chunk:
+            by_queue.setdefault(queue, []).append((task_id, place))
+        for queue, tasks in by_queue.items():
+            acted, left = ops.act(job.action, queue, tasks, states, done)
             done, skipped = done + len(acted), skipped + left
             sample += acted[:SAMPLE_IDS - len(sample)]
         cursor += len(chunk)

@@ -89,6 +89,9 @@ from queuecore.core.typestats import TypeStats
 
 BULK_CHUNK = CHUNK  # tasks per call of a state's bulk script
 MAX_BULK_TEXT = 1000  # characters of a bulk job's search or filter
+PENDING_MANY_ACTIONS = ("archive", "delete")  # what admin_pending_many does to found pending tasks
+PENDING_SPAN = 10_000  # places of the pending list one admin_pending_many call reads between its tasks
+PENDING_SLACK = 2_000  # and on each side (workers take tasks meanwhile; priority tasks join the right)
 AUDIT_MAX_ENTRIES = 10_000
 AUDIT_MAX_IDS = 100
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
@@ -1315,32 +1318,62 @@ class InspectorBulkOperations:
         ins = self.inspector
         return ins._admin_all_script(action, ins._require_queue(queue), state)
 
-    def scan(self, scope: BulkScope, start: int, count: int) -> tuple[list[tuple[str, str]], int]:
+    def scan(self, scope: BulkScope, start: int, count: int) -> tuple[list[tuple[str, str, int]], int]:
         ins = self.inspector
         assert scope.queue is not None and scope.state is not None
         q = ins._require_queue(scope.queue)
         keep = ins._predicate(scope.type, scope.search, scope.filter) or (lambda _info: True)
         ids = ins._ids(q, scope.state, start, start + count - 1, default_order(scope.state) == "newest")
-        return [(scope.queue, info.id) for info in ins._infos(q, scope.state, ids) if keep(info)], len(ids)
+        places = {task_id: start + n for n, (task_id, _) in enumerate(ids)}
+        return ([(scope.queue, info.id, places[info.id]) for info in ins._infos(q, scope.state, ids) if keep(info)],
+                len(ids))
 
     def group_targets(self, scope: BulkScope) -> list[tuple[str, str]]:
         assert scope.group is not None
         group = self.inspector.failure_groups(scope.queue).group(scope.group)
         return [(failed.queue, failed.id) for failed in group.tasks] if group is not None else []
 
-    def act(self, action: str, queue: str, task_ids: list[str], states: tuple[str, ...]) -> tuple[list[str], int]:
+    def act(self, action: str, queue: str, tasks: list[tuple[str, int | None]], states: tuple[str, ...],
+            taken: int) -> tuple[list[str], int]:
         ins = self.inspector
         if not is_valid_name(queue):
-            return [], len(task_ids)
+            return [], len(tasks)
         q = ins._queue(queue)
+        now_ms = to_ms(ins.clock.now())
+        if states == (TaskState.PENDING.value,) and action in PENDING_MANY_ACTIONS and all(
+                place is not None for _, place in tasks):
+            return self._act_on_pending(action, q, cast("list[tuple[str, int]]", tasks), taken, now_ms)
+        task_ids = [task_id for task_id, _ in tasks]
         pipe = ins.redis.pipeline(transaction=False)
         for task_id in task_ids:
             pipe.hget(q.task(task_id), "state")
         still = [task_id for task_id, state in zip(task_ids, pipe.execute(raise_on_error=False), strict=True)
                  if state in states]  # the others are gone, or moved on since they were found
-        outcomes = ins.scripts.admin_tasks(action, q, still, now_ms=to_ms(ins.clock.now()))
+        outcomes = ins.scripts.admin_tasks(action, q, still, now_ms=now_ms)
         done = [task_id for task_id, why in zip(still, outcomes, strict=True) if why is None]
         return done, len(task_ids) - len(done)
+
+    def _act_on_pending(self, action: str, q: QueueKeys, tasks: list[tuple[str, int]], taken: int,
+                        now_ms: int) -> tuple[list[str], int]:
+        """Archive or delete found pending tasks, taking them off the list near where they were found
+        (``Scripts.admin_pending_many``), in runs whose places span at most ``PENDING_SPAN``."""
+        done: list[str] = []
+        run: list[tuple[str, int]] = []
+
+        def flush() -> None:
+            codes = self.inspector.scripts.admin_pending_many(q, action, run, now_ms=now_ms, slack=PENDING_SLACK)
+            done.extend(task_id for (task_id, _), code in zip(run, codes, strict=True) if code == 1)
+            run.clear()
+
+        for task_id, place in sorted(tasks, key=lambda t: t[1]):
+            here = max(0, place - taken - len(done))  # the tasks taken ahead of it moved it up
+            if run and here - run[0][1] > PENDING_SPAN:
+                flush()
+                here = max(0, place - taken - len(done))
+            run.append((task_id, here))
+        if run:
+            flush()
+        return done, len(tasks) - len(done)
 
     def audit(self, job: BulkJob, outcome: str) -> None:
         action = f"tasks.{job.action}_all" if job.scope.group is None else f"failures.{job.action}"

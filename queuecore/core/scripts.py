@@ -53,7 +53,7 @@ PERIODIC_INDEX_SCRIPTS = ("periodic_register",)  # the periodic entries' index <
 SCRIPT_NAMES += ("park", "limit_wake", "admin_pause", "limit_acquire", "limit_wait", "limit_release",
                  "limit_extend")
 LIMIT_SCRIPTS = ("limit_acquire", "limit_wait", "limit_release", "limit_extend")  # keys of a limit: {lim:<type>}
-SCRIPT_NAMES += ("bulk_job_create", "bulk_job_step")
+SCRIPT_NAMES += ("bulk_job_create", "bulk_job_step", "admin_pending_many")
 BULK_SCRIPTS = ("bulk_job_create", "bulk_job_step")  # the bulk jobs' keys, no queue's: <prefix>:{/}:bulk...
 SERVER_SCRIPTS = ("heartbeat", "heartbeat_index", "audit")  # keys of no queue: a worker's own, the audit log
 PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
@@ -573,6 +573,19 @@ class Scripts:
             else:
                 out.append(None)
         return out
+
+    def admin_pending_many(self, q: QueueKeys, action: str, tasks: list[tuple[str, int]], *, now_ms: int,
+                           slack: int) -> list[int]:
+        """Archive or delete (``action``) many pending tasks of ``q`` in one call: ``tasks`` are (id, its
+        place counted from the right end when it was found); the list is read once around those places
+        (``slack`` more on each side) instead of one LREM per task. Per task: 1 done, -1 no such task,
+        -2 not pending (left as it is)."""
+        if not tasks:
+            return []
+        args: list[Any] = [action, now_ms, q.task_prefix, q.done_prefix, WAKE_TTL_MS, q.base, slack]
+        for task_id, place in tasks:
+            args += [task_id, place]
+        return [int(code) for code in self._call("admin_pending_many", [q.pending, q.archived], args)]
 
     def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
         """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending."""

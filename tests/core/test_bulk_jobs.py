@@ -4,6 +4,7 @@ chunks by one driver at a time, with its progress in Redis, cancellable, resumab
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,38 @@ def test_two_worker_processes_carry_out_a_queued_job_once(spawn, inspector, redi
     logs = "".join(p.stderr() for p in procs)
     assert logs.count(f"bulk job {job.id} (delete archived tasks of queue bulkq matching type:t.a by api) started") == 1
     assert logs.count(f"bulk job {job.id} (") == 2  # started, then done
+
+
+def test_found_pending_tasks_leave_a_long_list_in_one_pass_even_when_it_moved(inspector, client, redis_client,
+                                                                              scripts, q) -> None:
+    """A filtered archive or delete of pending tasks takes them off the list near where they were found
+    (admin_pending_many), and still finds them when workers took tasks off the right end and priority
+    tasks joined it in between; only the found tasks leave, in the order the others keep."""
+    client.enqueue_many([("t.a" if n % 3 == 0 else "t.b", {"n": n}) for n in range(6_000)], queue="bulkq")
+    wanted = {t.id for t in inspector.iter_tasks("bulkq", "pending", type="t.a")}
+    order_before = [t.id for t in inspector.iter_tasks("bulkq", "pending") if t.id not in wanted]
+    taken_by_workers: list[str] = []
+    commands: list[str] = []
+
+    def meanwhile(job: BulkJob) -> None:  # after the find: workers take 2,500 off the right, 3 urgent join it
+        if job.phase == "act" and job.done == 0 and not taken_by_workers:
+            now_ms = int(time.time() * 1000)
+            taken_by_workers.extend(t.id for t in scripts.dequeue(q, now_ms=now_ms, lease_until_ms=now_ms + 60_000,
+                                                                  count=2_500))
+            for n in range(3):
+                client.enqueue("t.b", {"urgent": n}, queue="bulkq", priority=5)
+            info = redis_client.info("commandstats")
+            commands.append(str(info.get("cmdstat_lrem", {}).get("calls", 0)))
+
+    job = inspector.start_bulk_job("archive", queue="bulkq", state="pending", type="t.a")
+    job = inspector.run_bulk_job(job.id, on_progress=meanwhile)
+    gone = set(taken_by_workers) & wanted  # taken by a "worker" before the job reached them: skipped
+    assert (job.status, job.total, job.done, job.skipped) == ("done", 2_000, 2_000 - len(gone), len(gone))
+    assert {t.id for t in inspector.iter_tasks("bulkq", "archived")} == wanted - gone
+    left = [t.id for t in inspector.iter_tasks("bulkq", "pending")]
+    assert not set(left) & wanted
+    assert [i for i in left if i in set(order_before)] == [i for i in order_before if i not in taken_by_workers]
+    assert len(left) == 6_000 - 2_000 - len(set(taken_by_workers) - wanted) + 3
+    assert {scripts.redis.hget(q.task(i), "archived_by") for i in list(wanted - gone)[:50]} == {"operator"}
+    lrems = int(redis_client.info("commandstats")["cmdstat_lrem"]["calls"]) - int(commands[0])
+    assert lrems < 100  # a handful per call of the script, not one per task (1,1xx found tasks moved)
