@@ -77,6 +77,7 @@ class Processor:
         self._ready: deque[tuple[Running, Callable[[], None]]] = deque()
         self._running = 0
         self.threads: list[threading.Thread] = []
+        self._drained = False  # the last fetch asked every queue and got less than it asked for
         self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health, worker_id)
         self._acker = Acker(scripts.dedicated(), clock, queue_keys, self.recorder.with_retries, self._acknowledged)
         # Concurrency and rate limits of the task types that have them (flow.py); idle otherwise.
@@ -185,13 +186,21 @@ class Processor:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
-            if not got:
+            if not got or self._drained:
+                # Every queue gave less than was asked: the next task comes with a wake-up (published
+                # when a pending list turns non-empty; ``wake`` was cleared before this fetch, so
+                # one published meanwhile is not missed) or the poll. No empty dequeue right after.
                 self.wake.wait(self.config.fetch_poll_interval)
 
     def fetch(self, free: int) -> int:
-        """Dequeue up to ``free`` tasks from the queues in priority order and start them."""
+        """Dequeue up to ``free`` tasks from the queues in priority order and start them.
+
+        Afterwards ``_drained`` says whether every queue was asked and together they gave fewer
+        tasks than asked for (so the fetcher waits for a wake-up before it asks again)."""
         got = 0
-        for name in self.queue_order():
+        order = self.queue_order()
+        self._drained = False
+        for tried, name in enumerate(order, 1):
             with self._fetch_lock:
                 if got >= free or self._quiet.is_set():
                     break
@@ -199,6 +208,7 @@ class Processor:
                 items = self._fetch_scripts.dequeue(self.queue_keys[name], now_ms=to_ms(now),
                                                     lease_until_ms=to_ms(now + self.config.lease_duration),
                                                     count=free - got)
+            self._drained = tried == len(order) and got + len(items) < free
             for item in items:
                 if item.msg is None:
                     logger.error("task %s of queue %s was pending but its data is gone; nothing to run", item.id,
