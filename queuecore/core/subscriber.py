@@ -57,6 +57,7 @@ class Subscriber:
                 else:
                     pubsub.subscribe(*channels)
                 self.subscribed.set()
+                self._health.note_ok("subscriber")  # an error it reported (Redis full, say) is over
                 self._on_wake()  # anything published while we were away
                 backoff = 0.1
                 while not self.done.is_set():

@@ -214,6 +214,24 @@ def test_subscriber_passes_on_cancels_and_wake_ups(redis_client: redis.Redis, q:
         subscriber.shutdown()
 
 
+def test_a_subscriber_that_met_redis_full_ends_that_spell_once_it_subscribes(
+        redis_client: redis.Redis, q: QueueKeys, health: RedisHealth, caplog: pytest.LogCaptureFixture) -> None:
+    """Each component that Redis refused as full must say when it writes again, or the worker never
+    logs "Redis has room again" (the spell ends when no refused component is left)."""
+    health.report_error("subscriber", RedisFull("OOM command not allowed when used memory > 'maxmemory'"))
+    assert health.full
+    subscriber = Subscriber(redis_client, [q.cancel_channel], [q.wake_channel], on_cancel=Calls(reply=True),
+                            on_wake=Calls(), health=health)
+    caplog.set_level(logging.WARNING, logger="queuecore")
+    subscriber.start()
+    try:
+        wait_until(subscriber.subscribed.is_set, 10, message="the subscription")
+        wait_until(lambda: not health.full, 10, message="the spell of Redis being full to end")
+        assert any("Redis has room again" in m for m in caplog.messages)
+    finally:
+        subscriber.shutdown()
+
+
 # -- Acker, Recorder, Processor -------------------------------------------------------------------
 
 def test_acker_acknowledges_a_batch_and_reports_each_task(
