@@ -30,13 +30,20 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
 from queuecore.core.clock import Clock, to_ms
-from queuecore.core.errors import BrokerError, BulkJobNotFound, QueuecoreError, TooManyBulkJobs
+from queuecore.core.errors import (
+    BrokerError,
+    BulkJobNotFound,
+    QueuecoreError,
+    RedisFull,
+    RedisUnavailable,
+    TooManyBulkJobs,
+)
 from queuecore.core.keys import Keys
 from queuecore.core.message import dumps, loads, ms_to_datetime
 from queuecore.core.scripts import Scripts
@@ -321,7 +328,7 @@ class BulkJobStore:
                           finish=True)
         return self.get(job_id)
 
-    def step(self, job_id: str, holder: str, fields: dict[str, Any], *, targets: list[str] = (),  # type: ignore[assignment]
+    def step(self, job_id: str, holder: str, fields: dict[str, Any], *, targets: Sequence[str] = (),
              reset_targets: bool = False, finish: bool = False, release: bool = False) -> tuple[bool, bool]:
         """Take or renew the lease as ``holder`` and record ``fields`` (and push ``targets``); returns (held,
         cancel requested). With ``finish`` the job leaves the open set, its targets go and its record
@@ -393,8 +400,6 @@ def run_job(store: BulkJobStore, ops: BulkOperations, job_id: str, *, holder: st
 
 
 def _is_transient(exc: BrokerError) -> bool:
-    from queuecore.core.errors import RedisFull, RedisUnavailable
-
     return isinstance(exc, RedisUnavailable | RedisFull)
 
 
@@ -408,7 +413,7 @@ class _Progress:
         self.held = True
         self.cancel = False
 
-    def record(self, *, targets: list[str] = (), reset_targets: bool = False, **fields: Any) -> None:  # type: ignore[assignment]
+    def record(self, *, targets: Sequence[str] = (), reset_targets: bool = False, **fields: Any) -> None:
         self.fields.update(fields)
         held, cancel = self.store.step(self.job_id, self.holder, self.fields, targets=targets,
                                        reset_targets=reset_targets)
