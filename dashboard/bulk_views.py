@@ -9,12 +9,9 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django_htmx.http import trigger_client_event
 
-from queuecore.core.bulkjobs import BulkJob
-from queuecore.core.errors import BulkJobNotFound
-
 from .bulk import JOBS_LISTED
 from .inspector import inspector_for
-from .views import QUEUES_CHANGED, TASKS_CHANGED, HtmxHttpRequest, P, _base, _error, _fragment, _partial, action, page
+from .views import QUEUES_CHANGED, TASKS_CHANGED, HtmxHttpRequest, P, _base, _fragment, _partial, action, page
 
 
 @page
@@ -23,18 +20,9 @@ def bulk_jobs(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, P + "bulk.html", _base(request, jobs=jobs, nav="bulk", listed=JOBS_LISTED))
 
 
-def _job_or_404(request: HtmxHttpRequest, job_id: str) -> BulkJob | HttpResponse:
-    try:
-        return inspector_for(request).bulk_job(job_id)
-    except BulkJobNotFound as exc:
-        return _error(request, 404, "Not found", str(exc))
-
-
 @page
 def bulk_job(request: HtmxHttpRequest, job_id: str) -> HttpResponse:
-    job = _job_or_404(request, job_id)
-    if isinstance(job, HttpResponse):
-        return job
+    job = inspector_for(request).bulk_job(job_id)  # BulkJobNotFound: a 404 (core_errors)
     if _fragment(request):  # its panel's refresh: when it has just finished, the lists refresh too
         response = _partial(request, "partials/_bulk_job.html", _base(request, job=job,
                                                                        strip=request.GET.get("strip") == "1"),
@@ -48,10 +36,7 @@ def bulk_job(request: HtmxHttpRequest, job_id: str) -> HttpResponse:
 
 @action
 def bulk_cancel(request: HtmxHttpRequest, job_id: str) -> HttpResponse:
-    try:
-        job = inspector_for(request).cancel_bulk_job(job_id)
-    except BulkJobNotFound as exc:
-        return _error(request, 404, "Not found", str(exc))
+    job = inspector_for(request).cancel_bulk_job(job_id)
     if not _fragment(request):
         return redirect("queuecore_dashboard:bulk_job", job.id)
     return _partial(request, "partials/_bulk_job.html", _base(request, job=job, strip=request.GET.get("strip") == "1"))

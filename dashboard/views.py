@@ -29,6 +29,7 @@ from queuecore.conf import get_config
 from queuecore.core.config import redact_url
 from queuecore.core.errors import (
     BrokerError,
+    BulkJobNotFound,
     ConfigurationError,
     InvalidTaskState,
     PageNotFound,
@@ -37,6 +38,7 @@ from queuecore.core.errors import (
     RedisFull,
     RedisUnavailable,
     TaskNotFound,
+    TooManyBulkJobs,
     WrongKeyType,
 )
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, Inspector, default_order
@@ -129,7 +131,8 @@ def _error(request: HtmxHttpRequest, status: int, title: str, message: str, deta
 
 
 def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Map the core's errors to pages, saying what happened: 404 for a missing queue, task or page;
+    """Map the core's errors to pages, saying what happened: 404 for a missing queue, task, page or bulk
+    job; 409 when as many bulk jobs as allowed are open already;
     503 when Redis is unreachable or full (both pass); 500 for a key of the wrong type (corrupt data,
     named: it stays until someone repairs it) or any other refusal."""
 
@@ -141,6 +144,11 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
             return _error(request, 404, "Not found", str(exc))
         except PageNotFound as exc:
             return _error(request, 404, "No such page", str(exc), banner=f"No such page: {exc}")
+        except BulkJobNotFound as exc:
+            return _error(request, 404, "Not found", str(exc))
+        except TooManyBulkJobs as exc:
+            return _error(request, 409, "Too many bulk jobs", f"{exc}. Nothing was started.",
+                          banner=f"Too many bulk jobs: {exc}. Nothing was started.")
         except RedisUnavailable as exc:
             return _error(request, 503, "Redis is unreachable",
                           "The dashboard cannot reach Redis right now. Workers keep retrying on their own; "

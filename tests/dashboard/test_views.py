@@ -575,3 +575,15 @@ def test_unreachable_redis_gives_a_friendly_503(viewer: DjangoClient, operator: 
         assert r.status_code == 503, url
         body = html(r)
         assert "Redis is unreachable" in body and "Traceback" not in body
+
+
+def test_too_many_bulk_jobs_is_refused_saying_so_and_nothing_starts(operator: DjangoClient, client: Client,
+                                                                     inspector: Inspector) -> None:
+    from queuecore.core.bulkjobs import MAX_OPEN
+
+    client.enqueue("x", process_in=3600)
+    for _ in range(MAX_OPEN):  # queued, no driver (as adminctl --background leaves them with no worker)
+        inspector.start_bulk_job("delete", queue="default", state="scheduled")
+    r = operator.post("/queues/default/scheduled/actions/", {"action": "delete", "all": "1"}, headers=HX)
+    assert r.status_code == 409 and "Too many bulk jobs" in r["X-Qc-Error"] and "Nothing was started" in html(r)
+    assert len(inspector.bulk_jobs()) == MAX_OPEN and inspector.count("default", "scheduled") == 1
