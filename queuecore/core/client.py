@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import os
@@ -101,15 +102,39 @@ class _Prepared:
     def info(self, results: Results) -> TaskHandle:
         """The task as enqueued, bound to ``results`` (its handle)."""
         m = self.message
-        handle = TaskHandle(
+        handle = _new_handle(
             id=m.id, queue=m.queue, type=m.type, payload=m.payload, max_retry=m.max_retry, timeout=m.timeout,
             state=TaskState.SCHEDULED if self.process_at else TaskState.PENDING,
             next_process_at=_datetime(self.process_at or m.enqueued_at),
             enqueued_at=_datetime(m.enqueued_at), deadline=seconds_to_datetime(m.deadline),
-            retention=m.retention, unique_key=m.unique_key, priority=m.priority,
+            retention=m.retention, unique_key=m.unique_key, priority=m.priority, _results=results,
         )
-        object.__setattr__(handle, "_results", results)
         return handle
+
+
+_handle_defaults: tuple[dict[str, Any], tuple[tuple[str, Callable[[], Any]], ...]] | None = None
+
+
+def _new_handle(**values: Any) -> TaskHandle:
+    """``TaskHandle(**values)`` (plus ``_results``) without running the dataclass ``__init__``: a frozen
+    dataclass of 30-odd fields sets each one through ``object.__setattr__``, which was 30 % of a
+    batch enqueue's CPU. Here the defaults go in with one ``dict.update`` (a fresh value from each
+    ``default_factory``); the result is equal to the constructor's (tested). ``TaskInfo`` has no
+    ``__post_init__``."""
+    global _handle_defaults
+    if _handle_defaults is None:
+        plain = {f.name: f.default for f in dataclasses.fields(TaskHandle) if f.default is not dataclasses.MISSING}
+        made = tuple((f.name, f.default_factory) for f in dataclasses.fields(TaskHandle)
+                     if f.default_factory is not dataclasses.MISSING)
+        _handle_defaults = plain, made
+    plain, made = _handle_defaults
+    handle = object.__new__(TaskHandle)
+    state = handle.__dict__
+    state.update(plain)
+    for name, factory in made:
+        state[name] = factory()
+    state.update(values)
+    return handle
 
 
 class Client:
