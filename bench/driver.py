@@ -387,6 +387,32 @@ class Driver:
         self.results["scheduled"] = {"delay_s": delay, **{k.replace("_ms", "_late_ms") if k.endswith("_ms") else k: v
                                                          for k, v in res.items()}}
 
+    def due_burst(self) -> None:
+        """``burst_n`` tasks all due at one instant (each scheduled beforehand, one by one, to that
+        instant), on the idle worker: how late they start, and the rate at which the burst ran (from the
+        first start to the last) against the library's one-process drain."""
+        if not self.adapter.supports_scheduled:
+            self.results["due_burst"] = {"n/a": "no built-in delayed enqueue in the worker as configured"}
+            return
+        n = self.cfg["burst_n"]
+        enqueue_rate = self.results.get("enqueue_one", {}).get("rate", {}).get("median") or 1000
+        lead = 2 * n / enqueue_rate + 0.5  # time to schedule them all before the instant comes
+        time.sleep(0.2)
+        self.counter.delete(LAT_KEY)
+        base = self.done()
+        due = time.time() + lead
+        for _ in range(n):
+            self.adapter.enqueue_in({"t": due}, max(0.0, due - time.time()))
+        ahead = due - time.time()
+        self.wait_done(base + n, lead + 30, "due_burst")
+        late = sorted(self.latencies())
+        res = self.lat_summary(late, n) | {"enqueued_ahead_s": ahead}
+        spread = late[-1] - late[0] if len(late) > 1 else 0.0
+        res["burst_rate"] = (len(late) - 1) / spread if spread > 0 else None
+        drain = self.results.get("drain1", {}).get("rate", {}).get("median")
+        res["burst_ratio"] = res["burst_rate"] / drain if res["burst_rate"] and drain else None
+        self.results["due_burst"] = res
+
     def backlog(self) -> None:
         n = self.cfg["backlog_n"]
         self.flush()
@@ -446,10 +472,11 @@ class Driver:
         try:
             if "enqueue_one" in scenarios:
                 self.step("enqueue_one", self.enqueue_one)
-            need_drain1 = bool(scenarios & {"drain1", "latency_idle", "latency_load", "scheduled", "requests"})
+            need_drain1 = bool(scenarios & {"drain1", "latency_idle", "latency_load", "scheduled", "requests",
+                                            "due_burst"})
             if "enqueue_batch" in scenarios:
                 self.step("enqueue_batch", self.enqueue_batch, need_drain1)
-            follow = bool(scenarios & {"latency_idle", "latency_load", "scheduled", "requests"})
+            follow = bool(scenarios & {"latency_idle", "latency_load", "scheduled", "requests", "due_burst"})
             with_ceiling = "ceiling" in scenarios
             if with_ceiling and not need_drain1:
                 self.step("ceiling", self.ceiling_alone)
@@ -459,6 +486,8 @@ class Driver:
                         self.step("latency_idle", self.latency_idle)
                     if "scheduled" in scenarios:
                         self.step("scheduled", self.scheduled)
+                    if "due_burst" in scenarios:
+                        self.step("due_burst", self.due_burst)
                     if "latency_load" in scenarios:
                         self.step("latency_load", self.latency_load)
                     if "requests" in scenarios:

@@ -96,6 +96,8 @@ def lib_metrics(res: dict[str, Any]) -> dict[str, Any]:
         "load_p50": _num(get(s, "latency_load.p50_ms")), "load_p99": _num(get(s, "latency_load.p99_ms")),
         "sched_p50": _num(get(s, "scheduled.p50_late_ms")), "sched_max": _num(get(s, "scheduled.max_late_ms")),
         "sched_p99": _num(get(s, "scheduled.p99_late_ms")),
+        "burst_ratio": _num(get(s, "due_burst.burst_ratio")), "burst_max": _num(get(s, "due_burst.max_late_ms")),
+        "burst_rate": _num(get(s, "due_burst.burst_rate")), "burst_p50": _num(get(s, "due_burst.p50_ms")),
         "commands": total("commands_per_task"), "scripts": total("scripts_per_task"),
         "enqueue_commands": _num(enq_cost.get("commands_per_task")),
         "run_commands": _num(run_cost.get("commands_per_task")),
@@ -176,6 +178,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         lambda v, r, b: v >= FLAT)
     row("dequeue rate with a backlog / empty", "backlog_dequeue_ratio", False, f"flat (≥ {FLAT:g})",
         lambda v, r, b: v >= FLAT)
+    row("rate of 1,000 tasks due at one instant / its one-process drain", "burst_ratio", False,
+        f"flat (≥ {FLAT:g})", lambda v, r, b: v >= FLAT, ref=("a flat rate", 1.0))
+    row("1,000 tasks due at one instant: the last started after due (ms)", "burst_max", True, "(reported)",
+        reported)
     row("Redis commands run / task", "commands", True, "(reported)", reported)
     row("commands sent by clients / task", "sent", True, "(reported)", reported)
     row("scheduled task: latest start after due (ms)", "sched_max", True, "< 1,000 ms",
@@ -199,9 +205,9 @@ def machine_line(results: dict[str, Any]) -> str:
 
 
 def _fmt_target(value: Any, key: str) -> str:
-    if "ratio" in key and "backlog" in key:
+    if key.endswith("ratio"):
         return fmt(value, 2)
-    if key.startswith(("idle", "sched")):
+    if key.startswith(("idle", "sched", "burst_max")):
         return fmt_ms(value)
     if key in ("commands", "cpu_us", "sent"):
         return fmt(value, 1)

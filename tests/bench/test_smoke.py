@@ -19,7 +19,7 @@ TINY = {
     "warmup_n": 20, "enqueue_n": 200, "enqueue_reps": 2, "batch_reps": 2, "batch_size": 100,
     "drain_n": 200, "drain_reps": 1, "drain_timeout": 10,
     "idle_n": 20, "idle_max_seconds": 0.5, "load_seconds": 0.3,
-    "sched_n": 3, "sched_delay": 0.3, "sched_gap": 0.01,
+    "sched_n": 3, "sched_delay": 0.3, "sched_gap": 0.01, "burst_n": 40,
     "backlog_n": 300, "backlog_window": 5, "driver_timeout": 120, "concurrency": 4,
 }
 TINY_CONCURRENCY = TINY["concurrency"]
@@ -59,6 +59,10 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
         assert s[key]["n"] > 0 and s[key]["missing"] == 0
         assert 0 <= s[key]["p50_ms"] <= s[key]["p99_ms"]
     assert s["scheduled"]["n"] == 3 and s["scheduled"]["max_late_ms"] > -50
+    # 40 tasks due at one instant, scheduled ahead of it: all ran, none before it was due.
+    burst = s["due_burst"]
+    assert burst["n"] == 40 and burst["missing"] == 0 and burst["enqueued_ahead_s"] > 0
+    assert burst["p50_ms"] >= -50 and burst["burst_rate"] > 0 and burst["burst_ratio"] > 0
     assert s["requests"]["sent_per_task"] > 0 and s["requests"]["sent"]
     assert s["backlog"]["bytes_per_task"] > 0
     assert s["backlog"]["enqueue_rate"] > 0 and s["backlog"]["dequeue_rate"] > 0
@@ -69,10 +73,11 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     # Held against references of queuecore's own (the ceiling beside its drain, its one process):
     assert by_key[("drain1", "ceiling")]["ratio"] > 0
     assert by_key[("procs2", "queuecore, 1 process")]["ratio"] > 0
-    referenced = {("drain1", "ceiling"), ("procs2", "queuecore, 1 process")}
+    referenced = {("drain1", "ceiling"), ("procs2", "queuecore, 1 process"), ("burst_ratio", "a flat rate")}
     assert all(t["best_peer"] is None for t in saved["targets"]
                if (t["key"], t["best_peer"]) not in referenced)  # no peer ran
-    assert {t["key"] for t in saved["targets"]} >= {"drain_async", "procs2", "cpu_us", "bytes_per_task"}
+    assert {t["key"] for t in saved["targets"]} >= {"drain_async", "procs2", "cpu_us", "bytes_per_task",
+                                                     "burst_ratio", "burst_max"}
 
     md = (tmp_path / "results.md").read_text()
     assert "| queuecore 0.1.0 |" in md or "| queuecore " in md
