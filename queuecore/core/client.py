@@ -155,7 +155,7 @@ class Client:
         self.keys = connection.keys
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else connection.connect()
-        self.scripts = Scripts(self.redis, self.keys)
+        self.scripts = Scripts(self.redis, self.keys).per_thread()
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self._registered_queues: dict[str, float] = {}
@@ -166,8 +166,10 @@ class Client:
         self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
 
     def close(self) -> None:
-        """Close the Redis connection if this client created it (and the connections of blocking waits)."""
+        """Close the Redis connection if this client created it (and the connections of blocking waits
+        and of enqueues)."""
         self.results.close()
+        self.scripts.close()
         if self._owns_redis:
             self.redis.close()
 

@@ -8,6 +8,9 @@ behind the shared prelude ``lua/_lib.lua`` (see ``script_source``).
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -278,6 +281,12 @@ class Scripts:
         and acker): no pool lookup, no fork check and no client-side retry layer per call. Not
         thread-safe; ``close()`` it when done."""
         return DedicatedScripts(self.redis, self.keys, type_stats=self.type_stats)
+
+    def per_thread(self) -> Scripts:
+        """Scripts over a connection of each calling thread's own, kept across calls (the Client's:
+        one script call per enqueue, from whatever threads the application runs): no pool lookup
+        per call. ``close()`` closes every thread's."""
+        return PerThreadScripts(self.redis, self.keys, type_stats=self.type_stats)
 
     def close(self) -> None:
         """Release what this object holds of its own (nothing: it uses the client's pool)."""
@@ -754,3 +763,51 @@ class DedicatedScripts(Scripts):
         if self._connection is not None:
             self._connection.disconnect()
             self._connection = None
+
+
+class PerThreadScripts(Scripts):
+    """``Scripts`` that send ``EVALSHA`` on a connection of the calling thread's own, made like the
+    pool's on the thread's first call and kept: redis-py's pool lookup and release, with their
+    locks, fork check and bookkeeping, cost about a fifth of a single enqueue.
+
+    A connection found closed (the server restarted or dropped it) is reconnected once, as the pool's
+    path does; a connection made before a fork is never used after it (a new one is made in the
+    child); ``close()`` closes every thread's connection.
+    """
+
+    def __init__(self, client: redis.Redis, keys: Keys, *, type_stats: bool = True) -> None:
+        super().__init__(client, keys, type_stats=type_stats)
+        self._local = threading.local()
+        self._made: list[weakref.ref[Any]] = []
+        self._made_lock = threading.Lock()
+
+    def _own_connection(self, pool: Any) -> Any:
+        local = self._local
+        connection = getattr(local, "connection", None)
+        if connection is None or local.pid != os.getpid():
+            connection = pool.connection_class(**pool.connection_kwargs)
+            local.connection, local.pid = connection, os.getpid()
+            with self._made_lock:
+                self._made = [ref for ref in self._made if ref() is not None] + [weakref.ref(connection)]
+        return connection
+
+    def _on_pooled_connection(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        pool = getattr(self.redis, "connection_pool", None)
+        if pool is None:  # not a plain redis.Redis (a cluster client, say): its own command path
+            return self._script(name)(keys=keys, args=args)
+        connection = self._own_connection(pool)
+        for attempt in (1, 2):
+            try:
+                return self._evalsha_or_drop(connection, name, keys, args)  # a closed one reconnects
+            except redis.ConnectionError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        with self._made_lock:
+            made, self._made = self._made, []
+        for ref in made:
+            connection = ref()
+            if connection is not None and getattr(connection, "pid", os.getpid()) == os.getpid():
+                connection.disconnect()

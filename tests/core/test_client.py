@@ -536,3 +536,68 @@ def test_enqueue_many_option_precedence(registry, client: Client) -> None:
 def test_empty_queue_name_is_refused(client: Client) -> None:
     with pytest.raises(ConfigurationError, match="queue name"):
         client.enqueue("anything", queue="")
+
+
+# -- the connection of each enqueuing thread (scripts.PerThreadScripts) -------------------------------
+
+
+def test_threads_enqueue_at_once_each_on_a_connection_of_its_own(client: Client, redis_client, connection) -> None:
+    import threading
+
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def enqueue_some() -> None:
+        for n in range(50):
+            task_id = client.enqueue("t.many", {"n": n}).id
+            with lock:
+                ids.append(task_id)
+
+    threads = [threading.Thread(target=enqueue_some) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(ids)) == 400 and redis_client.llen(connection.keys.queue("default").pending) == 400
+    own = [ref() for ref in client.scripts._made]  # type: ignore[attr-defined]
+    assert len([c for c in own if c is not None]) >= 8  # one per thread (and this one's)
+    client.close()
+    assert all(c is None or c._sock is None for c in own)  # close() closed every thread's
+
+
+def test_a_dropped_connection_is_made_again_on_the_next_enqueue(client: Client, redis_client) -> None:
+    client.enqueue("t.registers")  # the first enqueue to a queue registers it in a pipeline
+    client.enqueue("t.first")
+    own = client.scripts._local.connection  # type: ignore[attr-defined]
+    import socket
+
+    sock = own._sock
+    sock.shutdown(socket.SHUT_RDWR)  # as a server restart or a proxy's idle timeout leaves it
+    assert client.enqueue("t.second").id  # the dropped connection reconnected once, no error
+    assert client.scripts._local.connection is own and own._sock is not sock  # type: ignore[attr-defined]
+
+
+def test_after_a_fork_the_child_enqueues_on_a_new_connection_and_the_parent_still_can(client: Client,
+                                                                                      redis_client,
+                                                                                      connection) -> None:
+    import os
+
+    client.enqueue("t.registers")  # the first enqueue to a queue registers it in a pipeline
+    client.enqueue("t.before")
+    parent_connection = client.scripts._local.connection  # type: ignore[attr-defined]
+    pid = os.fork()
+    if pid == 0:  # the child: exits 0 only when its enqueue worked on a connection of its own
+        try:
+            client.enqueue("t.child")
+            ok = client.scripts._local.connection is not parent_connection  # type: ignore[attr-defined]
+            os._exit(0 if ok else 3)
+        except BaseException:
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    client.enqueue("t.after")  # the parent's connection was not closed by the child
+    assert client.scripts._local.connection is parent_connection  # type: ignore[attr-defined]
+    pending = connection.keys.queue("default").pending
+    types = sorted(redis_client.hget(connection.keys.queue("default").task(i), "msg").split('"type":"')[1][:8]
+                   for i in redis_client.lrange(pending, 0, -1))
+    assert types == ["t.after\"", "t.before", "t.child\"", "t.regist"]
