@@ -541,7 +541,13 @@ def test_empty_queue_name_is_refused(client: Client) -> None:
 # -- the connection of each enqueuing thread (scripts.PerThreadScripts) -------------------------------
 
 
+def needs_per_thread_connections(client: Client) -> None:
+    if getattr(client.redis, "connection_pool", None) is None:
+        pytest.skip("a Redis Cluster client sends scripts by redis-py's cluster path, not per-thread connections")
+
+
 def test_threads_enqueue_at_once_each_on_a_connection_of_its_own(client: Client, redis_client, connection) -> None:
+    needs_per_thread_connections(client)
     import threading
 
     ids: list[str] = []
@@ -566,6 +572,7 @@ def test_threads_enqueue_at_once_each_on_a_connection_of_its_own(client: Client,
 
 
 def test_a_dropped_connection_is_made_again_on_the_next_enqueue(client: Client, redis_client) -> None:
+    needs_per_thread_connections(client)
     client.enqueue("t.registers")  # the first enqueue to a queue registers it in a pipeline
     client.enqueue("t.first")
     own = client.scripts._local.connection  # type: ignore[attr-defined]
@@ -581,6 +588,8 @@ def test_after_a_fork_the_child_enqueues_on_a_new_connection_and_the_parent_stil
                                                                                       redis_client,
                                                                                       connection) -> None:
     import os
+
+    needs_per_thread_connections(client)
 
     client.enqueue("t.registers")  # the first enqueue to a queue registers it in a pipeline
     client.enqueue("t.before")
