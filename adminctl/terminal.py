@@ -57,6 +57,14 @@ class Terminal:
         except (AttributeError, ValueError):
             return False
 
+    @property
+    def stderr_is_terminal(self) -> bool:
+        """True when stderr (messages, spinners, progress bars) is an interactive terminal."""
+        try:
+            return bool(self.err.file.isatty())
+        except (AttributeError, ValueError):
+            return False
+
     def print(self, *renderables: RenderableType) -> None:
         self.out.print(*renderables)
 
@@ -106,12 +114,7 @@ class Terminal:
     @contextlib.contextmanager
     def status(self, text: str) -> Iterator[None]:
         """A spinner on stderr while something runs, only when stderr is a terminal."""
-        stream = self.err.file
-        try:
-            interactive = bool(stream.isatty())
-        except (AttributeError, ValueError):
-            interactive = False
-        if not interactive:
+        if not self.stderr_is_terminal:
             yield
             return
         with self.err.status(Text(text)):

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
 from queuecore.core.bulkjobs import BulkJob
+from queuecore.core.errors import BulkJobNotFound
 from queuecore.core.inspector import Inspector
 
 log = logging.getLogger("queuecore.dashboard")
@@ -41,9 +42,15 @@ def with_job_panel(request: HttpRequest, response: HttpResponse, job: BulkJob) -
 
 
 def open_jobs(ins: Inspector) -> list[BulkJob]:
-    """The queued and running jobs, for the strip at the top of every page (none when Redis fails:
-    the page itself says what is wrong)."""
+    """The queued and running jobs, for the strip at the top of every page: one read of the open set,
+    empty nearly always (none when Redis fails: the page itself says what is wrong)."""
+    jobs = []
     try:
-        return [job for job in ins.bulk_jobs(limit=JOBS_LISTED) if not job.finished]
+        for job_id in ins.open_bulk_job_ids():
+            try:
+                jobs.append(ins.bulk_job(job_id))
+            except BulkJobNotFound:  # finished and gone meanwhile
+                continue
     except Exception:
         return []
+    return jobs

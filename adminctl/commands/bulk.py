@@ -35,7 +35,7 @@ def drive(app: App, job: BulkJob, *, background: bool) -> BulkJob:
                       f"`adminctl bulk show {job.id} --watch`, stop it with `adminctl bulk cancel {job.id}`")
         return job
     started = time.monotonic()
-    interactive = not app.json and _stderr_is_terminal(app)
+    interactive = not app.json and term.stderr_is_terminal
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=app.terminal.err, disable=not interactive, transient=True) as bar:
         shown = bar.add_task(escape(job.describe()), total=job.total)
@@ -69,13 +69,6 @@ def drive(app: App, job: BulkJob, *, background: bool) -> BulkJob:
     if job.status == "failed":
         raise click.exceptions.Exit(1)
     return job
-
-
-def _stderr_is_terminal(app: App) -> bool:
-    try:
-        return bool(app.terminal.err.file.isatty())
-    except (AttributeError, ValueError):
-        return False
 
 
 def _follow(app: App, job: BulkJob, interval: float = 0.5) -> BulkJob:

@@ -31,7 +31,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, cast
 
@@ -214,14 +214,13 @@ def finds_first(action: str, scope: BulkScope) -> bool:
     return scope.filtered or scope.group is not None or action == "cancel"
 
 
-def target_states(action: str, scope: BulkScope) -> tuple[str, ...]:
-    """The states a found task must still be in to be acted on: the scope's; a failure group's (retry,
-    archived); active for cancelling."""
+def target_states(scope: BulkScope) -> tuple[str, ...]:
+    """The states a found task must still be in to be acted on: the scope's (a job of a queue always
+    has one: ``Inspector.start_bulk_job``); a failure group's, retry and archived."""
     if scope.group is not None:
         return ("retry", "archived")
-    if action == "cancel" and scope.state is None:
-        return ("active",)
-    return (scope.state or "active",)
+    assert scope.state is not None
+    return (scope.state,)
 
 
 def new_holder() -> str:
@@ -445,12 +444,9 @@ def _find(progress: _Progress, ops: BulkOperations, job: BulkJob) -> None:
             if progress.should_end():
                 return
     else:
-        scope = job.scope
-        if job.action == "cancel" and not scope.filtered:
-            scope = BulkScope(scope.queue, "active")
         position = 0
         while True:
-            matched, looked_at = ops.scan(scope, position, CHUNK)
+            matched, looked_at = ops.scan(job.scope, position, CHUNK)
             if not looked_at:
                 break
             position += looked_at
@@ -472,7 +468,7 @@ def _act_on_targets(progress: _Progress, ops: BulkOperations, job: BulkJob) -> N
     cursor = _int(progress.fields.get("cursor", job.extra.get("cursor", 0)))
     done, skipped = _int(progress.fields.get("done")), _int(progress.fields.get("skipped"))
     sample: list[str] = list(job.sample)
-    states = target_states(job.action, job.scope)
+    states = target_states(job.scope)
     while True:
         chunk = progress.store.targets(job.id, cursor, CHUNK)
         if not chunk:
@@ -502,15 +498,19 @@ def _act_on_state(progress: _Progress, ops: BulkOperations, job: BulkJob) -> Non
 
 
 def _finish(progress: _Progress, ops: BulkOperations, status: str, error: str | None) -> BulkJob:
+    """Audit how the job ended, then record that it did: a job that shows finished has its audit
+    entry already (a driver that lost its lease in between, stalled past it, leaves a second one)."""
     fields = {**progress.fields, "status": status, "finished_at": to_ms(progress.store.clock.now())}
     if error:
         fields["error"] = error[:MAX_TEXT]
+    ending = replace(progress.store.get(progress.job_id), status=status, error=fields.get("error"),
+                     done=_int(fields.get("done")), skipped=_int(fields.get("skipped")))
+    outcome = {DONE: "ok", CANCELLED: f"cancelled after {ending.done:,}", FAILED: f"failed: {error}"}[status]
+    if ending.skipped:
+        outcome += f"; {ending.skipped:,} skipped (no longer {ending.scope.state or 'there'})"
+    ops.audit(ending, f"bulk job {ending.id}: {outcome}")
     progress.store.step(progress.job_id, progress.holder, fields, finish=True)
     job = progress.store.get(progress.job_id)
-    outcome = {DONE: "ok", CANCELLED: f"cancelled after {job.done:,}", FAILED: f"failed: {error}"}[status]
-    if job.skipped:
-        outcome += f"; {job.skipped:,} skipped (no longer {job.scope.state or 'there'})"
-    ops.audit(job, f"bulk job {job.id}: {outcome}")
     level = logging.WARNING if status == FAILED else logging.INFO
     log.log(level, "bulk job %s (%s by %s) %s: %s done, %s skipped%s", job.id, job.describe(), job.actor, status,
             f"{job.done:,}", f"{job.skipped:,}", f": {error}" if error else "")
