@@ -241,15 +241,22 @@ class Scripts:
         if pool is None:  # not a plain redis.Redis (a cluster client, say): its own command path
             return self._script(name)(keys=keys, args=args)
         for attempt in (1, 2):
-            connection = pool.get_connection()
+            connection = self._take_connection(pool)
             try:
-                return self._evalsha_or_drop(connection, name, keys, args)
+                return self._evalsha_or_drop(connection, name, keys, args)  # a closed one reconnects
             except redis.ConnectionError:
                 if attempt == 2:
                     raise
             finally:
-                pool.release(connection)
+                self._give_back(pool, connection)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _take_connection(self, pool: Any) -> Any:
+        """The connection for one script call: one of the pool's."""
+        return pool.get_connection()
+
+    def _give_back(self, pool: Any, connection: Any) -> None:
+        pool.release(connection)
 
     def _evalsha_or_drop(self, connection: Any, name: str, keys: list[str], args: list[Any]) -> Any:
         """``_evalsha``; on anything but an error reply (a dropped connection, a timeout, an interrupt
@@ -781,7 +788,8 @@ class PerThreadScripts(Scripts):
         self._made: list[weakref.ref[Any]] = []
         self._made_lock = threading.Lock()
 
-    def _own_connection(self, pool: Any) -> Any:
+    def _take_connection(self, pool: Any) -> Any:
+        """The calling thread's own connection (made on its first call, and again after a fork)."""
         local = self._local
         connection = getattr(local, "connection", None)
         if connection is None or local.pid != os.getpid():

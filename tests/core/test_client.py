@@ -552,23 +552,29 @@ def test_threads_enqueue_at_once_each_on_a_connection_of_its_own(client: Client,
 
     ids: list[str] = []
     lock = threading.Lock()
+    enqueued = threading.Barrier(9)  # the 8 threads stay alive (their connections with them) until counted
+    counted = threading.Event()
 
     def enqueue_some() -> None:
         for n in range(50):
             task_id = client.enqueue("t.many", {"n": n}).id
             with lock:
                 ids.append(task_id)
+        enqueued.wait(timeout=30)
+        counted.wait(timeout=30)
 
     threads = [threading.Thread(target=enqueue_some) for _ in range(8)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    enqueued.wait(timeout=30)
     assert len(set(ids)) == 400 and redis_client.llen(connection.keys.queue("default").pending) == 400
     own = [ref() for ref in client.scripts._made]  # type: ignore[attr-defined]
-    assert len([c for c in own if c is not None]) >= 8  # one per thread (and this one's)
+    assert len({id(c) for c in own if c is not None}) == 8  # one per thread
     client.close()
     assert all(c is None or c._sock is None for c in own)  # close() closed every thread's
+    counted.set()
+    for t in threads:
+        t.join()
 
 
 def test_a_dropped_connection_is_made_again_on_the_next_enqueue(client: Client, redis_client) -> None:
