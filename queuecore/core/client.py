@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from queuecore.core import tracing
+from queuecore.core.broker import Broker
 from queuecore.core.clock import Clock, SystemClock, to_ms
 from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
 from queuecore.core.errors import (
@@ -156,13 +157,14 @@ class Client:
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else connection.connect()
         self.scripts = Scripts(self.redis, self.keys).per_thread()
+        self.broker = Broker(self.redis, self.keys)
         self.registry = registry or default_registry
         self.clock = clock or SystemClock()
         self._registered_queues: dict[str, float] = {}
         self._valid_names: set[tuple[str, str]] = set()
         self._queue_keys: dict[str, QueueKeys] = {}
         self._lock = threading.Lock()
-        self.results = Results(connection, self.redis, self.scripts)
+        self.results = Results(connection, self.redis, self.scripts, self.broker)
         self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
 
     def close(self) -> None:
@@ -290,9 +292,9 @@ class Client:
                     except redis.ResponseError as exc:
                         raise _enqueue_error(exc) from exc
                 else:
-                    pipe = self.redis.pipeline(transaction=False)
+                    pipe = self.broker.pipeline()
                     if register:
-                        pipe.sadd(self.keys.queues, *register)
+                        self.broker.register_queues(register, client=pipe)
                     for queue, indexes in calls:
                         self._enqueue_call(queue, [prepared[i] for i in indexes], now_ms, pipe)
                     results = pipe.execute(raise_on_error=False)

@@ -8,16 +8,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from queuecore.core.broker import Broker
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
 from queuecore.core.health import RedisHealth
-from queuecore.core.keys import Keys
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.message import dumps
 from queuecore.core.outcome import LEASE_LOST
 from queuecore.core.running import HeldTasks
 from queuecore.core.scripts import Scripts
-from queuecore.core.upgrade import move_legacy_global_keys
 
 
 @dataclass
@@ -38,14 +37,14 @@ class ServerState:
 class Heartbeater(Periodic):
     name = "heartbeater"
 
-    def __init__(self, redis: Any, keys: Keys, clock: Clock, interval: float, state: ServerState, held: HeldTasks,
-                 renewer: LeaseRenewer, health: RedisHealth, task_types: Callable[[], str] | None = None,
-                 on_beat: Callable[[str], None] | None = None, align_clock: Callable[[], object] | None = None,
+    def __init__(self, scripts: Scripts, broker: Broker, clock: Clock, interval: float, state: ServerState,
+                 held: HeldTasks, renewer: LeaseRenewer, health: RedisHealth,
+                 task_types: Callable[[], str] | None = None, on_beat: Callable[[str], None] | None = None,
+                 align_clock: Callable[[], object] | None = None,
                  on_control: Callable[[str, str], None] | None = None) -> None:
         super().__init__(interval, health)
-        self._redis = redis
-        self._keys = keys
-        self._scripts = Scripts(redis, keys)
+        self._scripts = scripts
+        self._broker = broker
         self._clock = clock
         self._state = state
         self._held = held
@@ -72,8 +71,8 @@ class Heartbeater(Periodic):
     def register_queues(self) -> None:
         """Add this process's queues to the set of known queues (what the dashboard and CLI list),
         after moving the keys of no queue that an earlier version wrote (``upgrade.py``)."""
-        move_legacy_global_keys(self._redis, self._keys)
-        self._redis.sadd(self._keys.queues, *self._state.queues)
+        self._broker.move_legacy_keys()
+        self._broker.register_queues(self._state.queues)
         self._registered = True
 
     def beat(self) -> None:
@@ -128,17 +127,7 @@ class Heartbeater(Periodic):
 
     def clear(self) -> None:
         """Remove this process's heartbeat on clean exit (DEL and ZREM free memory: fine at maxmemory)."""
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.delete(self._keys.server(self._state.id))  # one key per DEL: a cluster pipeline takes no more
-        pipe.delete(self._keys.server_task_types(self._state.id))
-        pipe.zrem(self._keys.servers, self._state.id)
-        pipe.execute()
-
-
-def redis_time(client: Any) -> float:
-    """Redis's clock (``TIME``), in seconds since the epoch."""
-    seconds, micros = client.time()
-    return float(seconds) + float(micros) / 1_000_000
+        self._broker.remove_server(self._state.id)
 
 
 def resident_memory() -> int | None:

@@ -32,12 +32,13 @@ import re
 import threading
 import time
 from dataclasses import fields
-from typing import Any, cast
+from typing import Any
 
 import redis
 import redis.asyncio
 
 from queuecore.core.attempts import ATTEMPT_LINE_ERROR_CHARS, one_line
+from queuecore.core.broker import Broker, wait_for_done
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.errors import (
     ConfigurationError,
@@ -51,7 +52,7 @@ from queuecore.core.errors import (
     TaskWasCancelled,
 )
 from queuecore.core.inspector import task_info
-from queuecore.core.keys import QueueKeys, is_valid_name, validate_queue_name, validate_task_id
+from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id
 from queuecore.core.message import TaskInfo
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.redis_errors import broker_errors
@@ -200,11 +201,13 @@ class Results:
     connection from the connection's URL for the length of the wait.
     """
 
-    def __init__(self, connection: ConnectionConfig, redis_client: redis.Redis, scripts: Scripts) -> None:
+    def __init__(self, connection: ConnectionConfig, redis_client: redis.Redis, scripts: Scripts,
+                 broker: Broker) -> None:
         self.connection = connection
         self.keys = connection.keys
-        self.redis = redis_client
+        self.redis = redis_client  # blocking waits get a client made like it
         self.scripts = scripts
+        self.broker = broker
         self._lock = threading.Lock()
         self._blocking: redis.Redis | None = None
         self._chunk = WAIT_CHUNK
@@ -245,11 +248,7 @@ class Results:
 
     def _find_queue(self, task_id: str) -> str:
         with broker_errors():
-            queues = sorted(q for q in cast("set[str]", self.redis.smembers(self.keys.queues)) if is_valid_name(q))
-            pipe = self.redis.pipeline(transaction=False)
-            for queue in queues:
-                pipe.exists(self.keys.queue(queue).task(task_id))
-            found = [queue for queue, n in zip(queues, pipe.execute(), strict=True) if n]
+            found = self.broker.queues_holding(task_id)
         if not found:
             raise TaskNotFound(f"no task {task_id!r} in any queue")
         if len(found) > 1:
@@ -303,9 +302,7 @@ class Results:
                 block = self._next_block(info, deadline, chunk)
                 if block is None:
                     return info
-                # a rotation: the token stays for every other waiter (Redis takes a timeout in seconds with
-                # decimals; redis-py types it as an int)
-                blocking.blmove(q.done(task_id), q.done(task_id), block, "RIGHT", "LEFT")  # type: ignore[arg-type]
+                wait_for_done(blocking, q, task_id, block)
 
     def _async_client(self) -> redis.asyncio.Redis:
         return self.connection.connect_async(socket_timeout=WAIT_CHUNK + self.connection.socket_timeout)
@@ -336,6 +333,6 @@ class Results:
                     block = self._next_block(info, deadline, WAIT_CHUNK)
                     if block is None:
                         return info
-                    await client.blmove(q.done(task_id), q.done(task_id), block, "RIGHT", "LEFT")  # type: ignore[arg-type]
+                    await wait_for_done(client, q, task_id, block)
         finally:
             await client.aclose()

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from queuecore.core.broker import Broker
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
 from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
@@ -82,10 +83,12 @@ class Scheduler(Periodic):
 
     name = "scheduler"
 
-    def __init__(self, scripts: Scripts, keys: Keys, clock: Clock, entries: Sequence[PeriodicEntry], prepare: Prepare,
-                 health: RedisHealth, *, declare_interval: float, grace: float = MISFIRE_GRACE) -> None:
+    def __init__(self, scripts: Scripts, broker: Broker, keys: Keys, clock: Clock, entries: Sequence[PeriodicEntry],
+                 prepare: Prepare, health: RedisHealth, *, declare_interval: float,
+                 grace: float = MISFIRE_GRACE) -> None:
         super().__init__(declare_interval, health)
         self._scripts = scripts
+        self._broker = broker
         self._keys = keys
         self._clock = clock
         self._prepare = prepare
@@ -113,7 +116,7 @@ class Scheduler(Periodic):
         """List the entries as live, forget those whose declaration lapsed, and sync each entry."""
         lifetime = DECLARATION_LIFETIMES * self.interval
         if self._entries:
-            self._scripts.redis.sadd(self._keys.queues, *{e.q.queue for e in self._entries})
+            self._broker.register_queues(e.q.queue for e in self._entries)
         lapsed = self._scripts.periodic_register([e.member for e in self._entries], now_ms=to_ms(now),
                                                  until_ms=to_ms(now + lifetime))
         for member in lapsed:

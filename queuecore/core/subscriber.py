@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
 
+from queuecore.core.broker import Broker
 from queuecore.core.health import RedisHealth
 
 logger = logging.getLogger("queuecore.worker")
@@ -22,10 +22,10 @@ class Subscriber:
     each followed on the master that holds its queue.
     """
 
-    def __init__(self, redis: Any, cancel_channels: Iterable[str], wake_channels: Iterable[str],
+    def __init__(self, broker: Broker, cancel_channels: Iterable[str], wake_channels: Iterable[str],
                  on_cancel: Callable[[str], bool], on_wake: Callable[[], None], health: RedisHealth,
                  sharded: Callable[[], bool] = lambda: False) -> None:
-        self._redis = redis
+        self._broker = broker
         self._cancel_channels = set(cancel_channels)
         self._wake_channels = set(wake_channels)
         self._sharded = sharded
@@ -48,7 +48,7 @@ class Subscriber:
     def _loop(self) -> None:
         backoff = 0.1
         while not self.done.is_set():
-            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._broker.pubsub()
             try:
                 channels = sorted(self._cancel_channels | self._wake_channels)
                 sharded = self._sharded()

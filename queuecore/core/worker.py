@@ -21,12 +21,13 @@ from typing import Any, cast
 import redis
 
 from queuecore.core.alerts import AlertMonitor, build_monitor, parse_alerts
+from queuecore.core.broker import Broker
 from queuecore.core.bulkrunner import BulkJobRunner
 from queuecore.core.clock import Clock, RedisTimeClock
 from queuecore.core.config import ConnectionConfig, WorkerConfig, redact_url
 from queuecore.core.forwarder import Forwarder
 from queuecore.core.health import RedisHealth
-from queuecore.core.heartbeat import Heartbeater, ServerState, redis_time
+from queuecore.core.heartbeat import Heartbeater, ServerState
 from queuecore.core.inspector import Inspector
 from queuecore.core.janitor import Janitor
 from queuecore.core.leases import LeaseRenewer
@@ -39,7 +40,6 @@ from queuecore.core.running import HeldTasks
 from queuecore.core.scheduler import Scheduler, message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.subscriber import Subscriber
-from queuecore.core.topology import eviction_policy
 
 logger = logging.getLogger("queuecore.worker")
 
@@ -73,6 +73,7 @@ class Worker:
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else self.connection.connect()
         self.scripts = Scripts(self.redis, self.keys, type_stats=config.type_stats)
+        self.broker = Broker(self.redis, self.keys)
         self.registry = registry or default_registry
         # Without a clock given, this host's clock corrected to Redis's (measured at start and each heartbeat):
         # workers on hosts whose clocks disagree still agree on leases and due times.
@@ -94,12 +95,12 @@ class Worker:
         self.liveness = None if config.health_file is None else LivenessFile(
             config.health_file, server_id=self.state.id, pid=pid, host=host, key_prefix=self.keys.prefix,
             interval=config.heartbeat_interval)
-        self.heartbeater = Heartbeater(self.redis, self.keys, self.clock, config.heartbeat_interval, self.state,
+        self.heartbeater = Heartbeater(self.scripts, self.broker, self.clock, config.heartbeat_interval, self.state,
                                        self.held, renewer, self.health, task_types=self.registry.describe_json,
                                        on_beat=self.liveness.touch if self.liveness is not None else None,
                                        align_clock=self._align_clock if self._aligns else None,
                                        on_control=self._on_control)
-        self.subscriber = Subscriber(self.redis, [q.cancel_channel for q in queues], [q.wake_channel for q in queues],
+        self.subscriber = Subscriber(self.broker, [q.cancel_channel for q in queues], [q.wake_channel for q in queues],
                                      on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
                                      health=self.health, sharded=lambda: self.scripts.publish_command == "SPUBLISH")
         self.forwarder = Forwarder(self.scripts, self.clock, queues, config.forward_interval, self.health)
@@ -107,9 +108,9 @@ class Worker:
             self.scripts, self.clock, queues, config.recover_interval, config.repair_interval, renewer, self.health,
             outage_after=outage_threshold(config.lease_duration, config.heartbeat_interval, config.recover_interval),
             grace=config.lease_duration)
-        self.janitor = Janitor(self.scripts, self.clock, queues, config.janitor_interval, config.archive_max_age,
-                               self.health)
-        self.scheduler = Scheduler(self.scripts, self.keys, self.clock, self._periodic_entries(periodic),
+        self.janitor = Janitor(self.scripts, self.broker, self.clock, queues, config.janitor_interval,
+                               config.archive_max_age, self.health)
+        self.scheduler = Scheduler(self.scripts, self.broker, self.keys, self.clock, self._periodic_entries(periodic),
                                    message_builder(self.connection), self.health,
                                    declare_interval=config.heartbeat_interval)
         self.alerts = self._alert_monitor(alerts)
@@ -185,7 +186,7 @@ class Worker:
 
     def _align_clock(self) -> float:
         """Measure this host's clock against Redis's (``RedisTimeClock.align``)."""
-        return cast(RedisTimeClock, self.clock).align(lambda: redis_time(self.redis))
+        return cast(RedisTimeClock, self.clock).align(self.broker.time)
 
     def _periodic_entries(self, spec: Any) -> list[PeriodicEntry]:
         """The periodic entries of ``spec``, with their handlers' default options (queue, retries, ...)
@@ -223,7 +224,7 @@ class Worker:
         that renames CONFIG, Redis away): then nothing is logged beyond a debug line.
         """
         try:
-            policy = eviction_policy(self.redis)
+            policy = self.broker.eviction_policy()
         except Exception as exc:
             logger.debug("cannot read Redis maxmemory-policy (%s); eviction check skipped", exc)
             return None

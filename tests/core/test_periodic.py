@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 
+from queuecore.core.broker import Broker
 from queuecore.core.clock import FakeClock
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.errors import ConfigurationError
@@ -153,8 +154,9 @@ def test_fire_task_ids_derive_from_entry_and_fire_time() -> None:
 def make_scheduler(redis_client: redis.Redis, connection: ConnectionConfig, fake_clock: FakeClock):
 
     def factory(spec: dict, clock: FakeClock = fake_clock, grace: float = 60.0) -> Scheduler:
-        return Scheduler(Scripts(redis_client, connection.keys), connection.keys, clock, parse_entries(spec),
-                         message_builder(connection), RedisHealth(), declare_interval=5.0, grace=grace)
+        return Scheduler(Scripts(redis_client, connection.keys), Broker(redis_client, connection.keys),
+                         connection.keys, clock, parse_entries(spec), message_builder(connection), RedisHealth(),
+                         declare_interval=5.0, grace=grace)
 
     return factory
 

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from queuecore import Inspector, PeriodicEntryNotFound
+from queuecore.core.broker import Broker
 from queuecore.core.clock import SystemClock
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.health import RedisHealth
@@ -26,8 +27,9 @@ SPEC = {
 
 def declare(redis_client: redis.Redis, connection: ConnectionConfig, spec: dict = SPEC) -> Scheduler:
     """Declare ``spec`` as a live worker's scheduler would (its entries stay listed 15 s)."""
-    scheduler = Scheduler(Scripts(redis_client, connection.keys), connection.keys, SystemClock(), parse_entries(spec),
-                          message_builder(connection), RedisHealth(), declare_interval=5.0)
+    scheduler = Scheduler(Scripts(redis_client, connection.keys), Broker(redis_client, connection.keys),
+                          connection.keys, SystemClock(), parse_entries(spec), message_builder(connection),
+                          RedisHealth(), declare_interval=5.0)
     scheduler.run_once()
     return scheduler
 
