@@ -2,10 +2,10 @@
 timeouts and cancels, and finalizes each attempt (writes its outcome exactly once).
 
 Fetched tasks wait in a buffer until one of the ``concurrency`` run slots is free (sync and async
-handlers share them), then run: sync handlers on a ``HandlerPool``, async handlers on an
-``AsyncLoop``. What to write for an
-outcome is decided in ``outcome.py`` and written by the ``Recorder``; successes are acknowledged in
-batches by the ``Acker``.
+handlers share them), then the ``Runner`` (runner.py) runs each: sync handlers on a
+``HandlerPool`` thread, async handlers on an ``AsyncLoop``. What to write for an outcome is decided
+in ``outcome.py`` and written by the ``Recorder``; successes are acknowledged in batches by the
+``Acker``.
 A handler that cannot be interrupted is abandoned (its slot freed, its task failed) after
 ``abandon_grace`` seconds.
 """
@@ -19,23 +19,23 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from queuecore.core import tracing
 from queuecore.core.acker import Acker
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.config import WorkerConfig
-from queuecore.core.context import TaskContext, call_with_middleware, reset_current, set_current
-from queuecore.core.errors import InvalidPayload, PayloadMismatch, TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.context import TaskContext
+from queuecore.core.errors import TaskCancelled, TaskDecodeError, TaskTimeout
 from queuecore.core.flow import LimitGate
 from queuecore.core.handlers import AsyncLoop, HandlerPool, interrupt_thread
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys
 from queuecore.core.message import TaskMessage
-from queuecore.core.outcome import LEASE_LOST, SHUTDOWN, Outcome, abandoned, classify, held_back, returned
+from queuecore.core.outcome import LEASE_LOST, SHUTDOWN, Outcome, abandoned
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.recorder import Recorder
-from queuecore.core.registry import Handler, TaskRegistry
+from queuecore.core.registry import TaskRegistry
+from queuecore.core.runner import Runner
 from queuecore.core.running import HeldTasks, Running
 from queuecore.core.scripts import Scripts
 from queuecore.core.slots import Slots
@@ -83,6 +83,8 @@ class Processor:
         # Concurrency and rate limits of the task types that have them (flow.py); idle otherwise.
         self.limits = LimitGate(scripts, scripts.keys, queue_keys, clock, config.lease_duration,
                                 config.heartbeat_interval)
+        self.runner = Runner(config.default_timeout, config.middleware, clock, self.limits, self.async_loop,
+                             self._tracing, self._finalize, self._free_run_slot)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -236,11 +238,11 @@ class Processor:
         start: Callable[[], None]
         if handler is not None and handler.is_async:
             def start() -> None:
-                self.async_loop.start(lambda: self._run_async(running, handler),
+                self.async_loop.start(lambda: self.runner.run_async(running, handler),
                                       lambda task: self._keep_async_task(running, task))
         else:
             def start() -> None:
-                self.pool.submit(lambda: self._run_sync(running, handler))
+                self.pool.submit(lambda: self.runner.run_sync(running, handler))
         with self._run_lock:
             self._ready.append((running, start))
         self._start_ready()
@@ -292,128 +294,6 @@ class Processor:
         self._slots.use()
         self.held.add(running)
         return running
-
-    def _begin(self, running: Running) -> None:
-        """The handler starts now: its timeout counts from here (not from when it was fetched)."""
-        now = self.clock.now()
-        message = running.message
-        timeout = message.timeout if message.timeout is not None else self.config.default_timeout
-        deadline = now + timeout if timeout else None
-        if message.deadline is not None:
-            deadline = message.deadline if deadline is None else min(deadline, message.deadline)
-        running.started = now
-        running.deadline = running.ctx.deadline = deadline
-        running.begun = True
-
-    def _call_handler(self, running: Running, handler: Handler, traced: bool = True) -> Any:
-        """Bind the payload to the handler, then call it inside the middleware. A payload that does
-        not fit the handler's signature (a missing or unexpected argument name) raises
-        ``PayloadMismatch`` before any middleware runs: the task is archived at once, since a retry
-        would fail the same way (a ``TypeError`` raised inside the handler is an ordinary failure).
-        With the otel extra, all of it runs in the attempt's ``process`` span (tracing.py)."""
-        if traced and self._tracing is not None:
-            message = running.message
-            return self._tracing.process(running.queue, running.id, message.type, running.retried + 1, message.trace,
-                                         lambda: self._call_handler(running, handler, False))
-        payload = running.message.payload
-        try:
-            handler.check_payload(payload)
-        except InvalidPayload as exc:
-            raise PayloadMismatch(str(exc)) from None
-        func = handler.func
-        return call_with_middleware(self.config.middleware, running.ctx, lambda: func(**payload))
-
-    def _admit(self, running: Running, handler: Handler) -> bool:
-        """A task type with limits takes its concurrency slot and rate-window place before its handler
-        starts (one script call). When the limits hold it back, the attempt ends without counting:
-        the task is parked until it may run (flow.py) and False is returned."""
-        limits = handler.limits
-        if limits is None or running.finalized or running.ctx.cancelled:
-            return True
-        message = running.message
-        try:
-            hold, wait, why = self.limits.acquire(limits, message.type, running.queue, running.id, message.payload)
-        except Exception as exc:  # Redis away or a corrupt limit key: try again in a second
-            logger.warning("could not check the limits of task %s (%s): %s", running.id, message.type, exc)
-            hold, wait, why = None, 1.0, f"limits of {message.type} unavailable"
-        if not why:
-            running.limit_hold = hold
-            return True
-        if self._finalize(running, held_back(wait, why)) and why.startswith("concurrency"):
-            try:
-                self.limits.wait_for_slot(limits, message.type, running.queue, running.id, message.payload)
-            except Exception as exc:  # it comes back by itself when the earliest slot would expire
-                logger.warning("could not list task %s as waiting for a slot: %s", running.id, exc)
-        return False
-
-    def _run_sync(self, running: Running, handler: Handler | None) -> None:
-        try:
-            if handler is not None and handler.limits is not None and not self._admit(running, handler):
-                return
-            self._run_sync_attempt(running, handler)
-        finally:
-            self._free_run_slot(running)
-
-    def _run_sync_attempt(self, running: Running, handler: Handler | None) -> None:
-        outcome: Outcome | None = None
-        token = set_current(running.ctx)
-        try:
-            try:
-                with running.lock:
-                    if running.finalized:
-                        return
-                    running.thread_ident = threading.get_ident()
-                    running.in_handler = True
-                    self._begin(running)
-                if running.ctx.cancelled:  # interrupted (deadline, cancel, shutdown) before it started
-                    raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
-                if handler is None:
-                    raise LookupError(f"no handler is registered for task type {running.message.type!r} "
-                                      "in this worker")
-                outcome = returned(self._call_handler(running, handler))
-            except BaseException as exc:
-                outcome = classify(exc, running.ctx.cancel_reason)
-            with running.lock:
-                running.in_handler = False
-                if running.interrupted_at is not None:
-                    interrupt_thread(threading.get_ident(), None)  # drop an interrupt that came too late
-        except (TaskCancelled, TaskTimeout) as exc:  # an interrupt landed between handler and here
-            with running.lock:
-                running.in_handler = False
-            outcome = outcome or classify(exc, running.ctx.cancel_reason)
-        finally:
-            reset_current(token)
-        self._finalize(running, outcome)
-
-    async def _run_async(self, running: Running, handler: Handler) -> None:
-        try:
-            if handler.limits is not None and not await self.async_loop.in_thread(self._admit, running, handler):
-                return
-            await self._run_async_attempt(running, handler)
-        finally:
-            self._free_run_slot(running)
-
-    async def _run_async_attempt(self, running: Running, handler: Handler) -> None:
-        if running.finalized:  # handed back while it waited to start
-            return
-        token = set_current(running.ctx)
-        try:
-            async with self.async_loop.slots():
-                self._begin(running)
-                if running.ctx.cancelled:
-                    raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
-                result = self._call_handler(running, handler)
-                if asyncio.iscoroutine(result):
-                    result = await result
-            outcome = returned(result)
-        except BaseException as exc:  # includes CancelledError
-            outcome = classify(exc, running.ctx.cancel_reason)
-        finally:
-            reset_current(token)
-        if outcome.kind == "success":
-            self._finalize(running, outcome)  # hands it to the acker: no blocking call, no thread hop
-        else:
-            await self.async_loop.in_thread(self._finalize, running, outcome)
 
     def _keep_async_task(self, running: Running, task: asyncio.Task[None]) -> None:
         running.async_task = task

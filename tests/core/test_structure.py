@@ -17,6 +17,7 @@ from queuecore.core.leases import LeaseRenewer
 from queuecore.core.processor import Processor
 from queuecore.core.recorder import Recorder
 from queuecore.core.recoverer import Recoverer
+from queuecore.core.runner import Runner
 from queuecore.core.scheduler import Scheduler
 from queuecore.core.subscriber import Subscriber
 
@@ -97,9 +98,60 @@ def test_the_cycle_finder_finds_cycles() -> None:
     assert core_imports(tree) == {"queuecore.core.worker", "queuecore.core.client"}
 
 
-@pytest.mark.parametrize("component", [Processor, Recorder, Acker, LeaseRenewer, Heartbeater, Subscriber,
+@pytest.mark.parametrize("component", [Processor, Runner, Recorder, Acker, LeaseRenewer, Heartbeater, Subscriber,
                                        Forwarder, Recoverer, Janitor, Scheduler, AlertMonitor, AlertEvaluator])
 def test_no_component_takes_the_whole_worker(component: type) -> None:
     params = inspect.signature(component.__init__).parameters
     assert "worker" not in params and "processor" not in params
     assert "queuecore.core.worker" not in import_graph()[component.__module__]
+
+
+# The worker's and the client's modules: each Redis operation they make goes through a script
+# wrapper (scripts.py) or the broker (broker.py), so "who writes key X" has one answer.
+WORKER_AND_CLIENT_MODULES = ("acker", "bulkrunner", "client", "forwarder", "handlers", "heartbeat", "janitor",
+                             "leases", "processor", "recorder", "recoverer", "results", "running", "scheduler",
+                             "slots", "subscriber", "supervisor", "worker")
+
+
+def redis_command_names() -> set[str]:
+    """redis-py's command methods, less the names that plain Python objects also have (``get``,
+    ``set``, ``wait``, ``close``, ...), which an AST cannot tell apart."""
+    import queue
+    import threading
+
+    import redis
+
+    python_names: set[str] = set()
+    for kind in (dict, list, set, str, bytes, threading.Event, threading.Thread, threading.Condition, queue.Queue,
+                 type(threading.Lock())):
+        python_names.update(dir(kind))
+    commands = {name for name in dir(redis.Redis) if not name.startswith("_")}
+    return commands - python_names - {"close", "shutdown", "select", "command", "time", "type", "info", "client",
+                                      "lock", "from_url", "load_external_module",
+                                      "get_encoder", "get_connection_kwargs", "get_retry", "set_retry",
+                                      "set_response_callback", "initialize", "execute_command", "parse_response"}
+
+
+def raw_redis_calls(tree: ast.AST, commands: set[str]) -> list[str]:
+    """``receiver.command(...)`` calls where the command is a Redis command's and the receiver is not
+    the broker (``broker``, ``_broker``, ``self.broker``, ...)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in commands:
+            receiver = ast.unparse(node.func.value)
+            if not receiver.split(".")[-1].lstrip("_").endswith("broker"):
+                found.append(f"line {node.lineno}: {receiver}.{node.func.attr}()")
+    return found
+
+
+def test_worker_and_client_modules_reach_redis_only_through_scripts_and_the_broker() -> None:
+    commands = redis_command_names()
+    assert {"sadd", "hdel", "pipeline", "pubsub", "blmove", "smembers"} <= commands
+    offenders = {name: raw_redis_calls(ast.parse((CORE / f"{name}.py").read_text()), commands)
+                 for name in WORKER_AND_CLIENT_MODULES}
+    assert {name: calls for name, calls in offenders.items() if calls} == {}
+
+
+def test_the_raw_call_finder_finds_raw_calls() -> None:
+    tree = ast.parse("self._redis.sadd(k, 'a')\nself._broker.register_queues(['a'])\npipe.hdel(k, f)\nevent.wait(1)\n")
+    assert raw_redis_calls(tree, redis_command_names()) == ["line 1: self._redis.sadd()", "line 3: pipe.hdel()"]

@@ -1,0 +1,169 @@
+"""The runner: runs one fetched attempt, from its start to the outcome it hands to be finalized.
+
+It admits the attempt through its task type's limits (``flow.py``), starts its timeout, binds the
+payload and calls the handler inside the middleware (and the otel span), and classifies how the
+call ended (``outcome.py``). The processor dispatches attempts to it and finalizes what it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from queuecore.core.clock import Clock
+from queuecore.core.context import Middleware, call_with_middleware, reset_current, set_current
+from queuecore.core.errors import InvalidPayload, PayloadMismatch, TaskCancelled, TaskTimeout
+from queuecore.core.flow import LimitGate
+from queuecore.core.handlers import AsyncLoop, interrupt_thread
+from queuecore.core.outcome import Outcome, classify, held_back, returned
+from queuecore.core.registry import Handler
+from queuecore.core.running import Running
+
+logger = logging.getLogger("queuecore.worker")
+
+
+class Runner:
+    """Runs attempts (see the module). It receives the default timeout, the middleware, the clock,
+    the limit gate, the event loop of async handlers and the otel tracer (None without the extra),
+    and two callables of the processor's: ``finalize(running, outcome)`` (True when this call wrote
+    the outcome) and ``free_run_slot(running)``."""
+
+    def __init__(self, default_timeout: float | None, middleware: Sequence[Middleware], clock: Clock,
+                 limits: LimitGate, async_loop: AsyncLoop, tracer: Any,
+                 finalize: Callable[[Running, Outcome | None], bool],
+                 free_run_slot: Callable[[Running], None]) -> None:
+        self._default_timeout = default_timeout
+        self._middleware = middleware
+        self._clock = clock
+        self._limits = limits
+        self._async_loop = async_loop
+        self._tracing = tracer
+        self._finalize = finalize
+        self._free_run_slot = free_run_slot
+
+    def _begin(self, running: Running) -> None:
+        """The handler starts now: its timeout counts from here (not from when it was fetched)."""
+        now = self._clock.now()
+        message = running.message
+        timeout = message.timeout if message.timeout is not None else self._default_timeout
+        deadline = now + timeout if timeout else None
+        if message.deadline is not None:
+            deadline = message.deadline if deadline is None else min(deadline, message.deadline)
+        running.started = now
+        running.deadline = running.ctx.deadline = deadline
+        running.begun = True
+
+    def _call_handler(self, running: Running, handler: Handler, traced: bool = True) -> Any:
+        """Bind the payload to the handler, then call it inside the middleware. A payload that does
+        not fit the handler's signature (a missing or unexpected argument name) raises
+        ``PayloadMismatch`` before any middleware runs: the task is archived at once, since a retry
+        would fail the same way (a ``TypeError`` raised inside the handler is an ordinary failure).
+        With the otel extra, all of it runs in the attempt's ``process`` span (tracing.py)."""
+        if traced and self._tracing is not None:
+            message = running.message
+            return self._tracing.process(running.queue, running.id, message.type, running.retried + 1, message.trace,
+                                         lambda: self._call_handler(running, handler, False))
+        payload = running.message.payload
+        try:
+            handler.check_payload(payload)
+        except InvalidPayload as exc:
+            raise PayloadMismatch(str(exc)) from None
+        func = handler.func
+        return call_with_middleware(self._middleware, running.ctx, lambda: func(**payload))
+
+    def _admit(self, running: Running, handler: Handler) -> bool:
+        """A task type with limits takes its concurrency slot and rate-window place before its handler
+        starts (one script call). When the limits hold it back, the attempt ends without counting:
+        the task is parked until it may run (flow.py) and False is returned."""
+        limits = handler.limits
+        if limits is None or running.finalized or running.ctx.cancelled:
+            return True
+        message = running.message
+        try:
+            hold, wait, why = self._limits.acquire(limits, message.type, running.queue, running.id, message.payload)
+        except Exception as exc:  # Redis away or a corrupt limit key: try again in a second
+            logger.warning("could not check the limits of task %s (%s): %s", running.id, message.type, exc)
+            hold, wait, why = None, 1.0, f"limits of {message.type} unavailable"
+        if not why:
+            running.limit_hold = hold
+            return True
+        if self._finalize(running, held_back(wait, why)) and why.startswith("concurrency"):
+            try:
+                self._limits.wait_for_slot(limits, message.type, running.queue, running.id, message.payload)
+            except Exception as exc:  # it comes back by itself when the earliest slot would expire
+                logger.warning("could not list task %s as waiting for a slot: %s", running.id, exc)
+        return False
+
+    def run_sync(self, running: Running, handler: Handler | None) -> None:
+        """Run an attempt on this (handler) thread; its run slot is freed at the end."""
+        try:
+            if handler is not None and handler.limits is not None and not self._admit(running, handler):
+                return
+            self._run_sync_attempt(running, handler)
+        finally:
+            self._free_run_slot(running)
+
+    def _run_sync_attempt(self, running: Running, handler: Handler | None) -> None:
+        outcome: Outcome | None = None
+        token = set_current(running.ctx)
+        try:
+            try:
+                with running.lock:
+                    if running.finalized:
+                        return
+                    running.thread_ident = threading.get_ident()
+                    running.in_handler = True
+                    self._begin(running)
+                if running.ctx.cancelled:  # interrupted (deadline, cancel, shutdown) before it started
+                    raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
+                if handler is None:
+                    raise LookupError(f"no handler is registered for task type {running.message.type!r} "
+                                      "in this worker")
+                outcome = returned(self._call_handler(running, handler))
+            except BaseException as exc:
+                outcome = classify(exc, running.ctx.cancel_reason)
+            with running.lock:
+                running.in_handler = False
+                if running.interrupted_at is not None:
+                    interrupt_thread(threading.get_ident(), None)  # drop an interrupt that came too late
+        except (TaskCancelled, TaskTimeout) as exc:  # an interrupt landed between handler and here
+            with running.lock:
+                running.in_handler = False
+            outcome = outcome or classify(exc, running.ctx.cancel_reason)
+        finally:
+            reset_current(token)
+        self._finalize(running, outcome)
+
+    async def run_async(self, running: Running, handler: Handler) -> None:
+        """Run an attempt of an async handler on the event loop; its run slot is freed at the end."""
+        try:
+            if handler.limits is not None and not await self._async_loop.in_thread(self._admit, running, handler):
+                return
+            await self._run_async_attempt(running, handler)
+        finally:
+            self._free_run_slot(running)
+
+    async def _run_async_attempt(self, running: Running, handler: Handler) -> None:
+        if running.finalized:  # handed back while it waited to start
+            return
+        token = set_current(running.ctx)
+        try:
+            async with self._async_loop.slots():
+                self._begin(running)
+                if running.ctx.cancelled:
+                    raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
+                result = self._call_handler(running, handler)
+                if asyncio.iscoroutine(result):
+                    result = await result
+            outcome = returned(result)
+        except BaseException as exc:  # includes CancelledError
+            outcome = classify(exc, running.ctx.cancel_reason)
+        finally:
+            reset_current(token)
+        if outcome.kind == "success":
+            self._finalize(running, outcome)  # hands it to the acker: no blocking call, no thread hop
+        else:
+            await self._async_loop.in_thread(self._finalize, running, outcome)
