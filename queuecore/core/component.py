@@ -37,7 +37,11 @@ class Periodic:
                 self.health.note_ok(self.name)
             except Exception as exc:
                 self.health.report_error(self.name, exc)
-            self.done.wait(self.interval)
+            self.done.wait(self.next_wait())
 
     def run_once(self) -> object:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def next_wait(self) -> float:
+        """Seconds until the next ``run_once``: the interval, unless a component knows better."""
+        return self.interval

@@ -122,6 +122,14 @@ class EnqueueItem:
         return (1 if self.check_id else 0) + (2 if self.front else 0)
 
 
+class Forwarded(NamedTuple):
+    """What one ``forward`` call did: ``moved`` ids taken off the ZSET (moved to pending, or dropped
+    when their hash was gone), and ``next_due_ms``, the due time of the earliest one left (None: none)."""
+
+    moved: int
+    next_due_ms: int | None
+
+
 class RecoveredTask(NamedTuple):
     """One task a ``recover`` call took back: ``how`` is one of ``RECOVERED_HOW``'s keys."""
 
@@ -430,10 +438,12 @@ class Scripts:
             args += [task_id, lease]
         return [int(code) for code in self._call("extend_lease", keys, args)]
 
-    def forward(self, q: QueueKeys, source: str, *, now_ms: int, limit: int) -> int:
-        """Move due tasks of ``source`` ("scheduled" or "retry") to pending; returns how many."""
+    def forward(self, q: QueueKeys, source: str, *, now_ms: int, limit: int) -> Forwarded:
+        """Move due tasks of ``source`` ("scheduled" or "retry") to pending: how many were taken, and
+        when the earliest task left falls due."""
         keys = [q.state_key(source), q.pending]
-        return int(self._call("forward", keys, [now_ms, limit, self._wake(q), q.task_prefix]))
+        taken, next_due = self._call("forward", keys, [now_ms, limit, self._wake(q), q.task_prefix])
+        return Forwarded(int(taken), None if int(next_due) < 0 else int(next_due))
 
     def recover(self, q: QueueKeys, *, now_ms: int, limit: int, day: str, minute: str,
                 default_max_retry: int = DEFAULT_MAX_RETRY, outage_ms: int = 0, grace_ms: int = 0) -> Recovery:
@@ -799,18 +809,8 @@ class PerThreadScripts(Scripts):
                 self._made = [ref for ref in self._made if ref() is not None] + [weakref.ref(connection)]
         return connection
 
-    def _on_pooled_connection(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        pool = getattr(self.redis, "connection_pool", None)
-        if pool is None:  # not a plain redis.Redis (a cluster client, say): its own command path
-            return self._script(name)(keys=keys, args=args)
-        connection = self._own_connection(pool)
-        for attempt in (1, 2):
-            try:
-                return self._evalsha_or_drop(connection, name, keys, args)  # a closed one reconnects
-            except redis.ConnectionError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+    def _give_back(self, pool: Any, connection: Any) -> None:
+        """Kept for the thread's next call."""
 
     def close(self) -> None:
         with self._made_lock:

@@ -302,7 +302,7 @@ def test_forward_skips_a_task_key_of_another_type_and_moves_the_rest(redis_clien
     redis_client.set(q.task("bad"), "not a hash")
     seed_task(redis_client, q, "late", "scheduled", score=NOW - 1)
     before = redis_client.dump(q.task("bad"))
-    assert scripts.forward(q, "scheduled", now_ms=NOW, limit=10) == 3
+    assert scripts.forward(q, "scheduled", now_ms=NOW, limit=10) == (3, None)
     assert redis_client.dump(q.task("bad")) == before
     assert redis_client.zcard(q.scheduled) == 0
     assert sorted(redis_client.lrange(q.pending, 0, -1)) == ["early", "late"]

@@ -135,8 +135,8 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
     assert s.requeue(q, "t3", got["t3"], now_ms=NOW)
     s.admin_cancel_task(q, "t4")
     assert s.recover(q, now_ms=NOW + 120_000, limit=10, day=DAY, minute=MINUTE).counts == (0, 1, 0)
-    assert s.forward(q, "scheduled", now_ms=NOW + 10, limit=10) == 1
-    assert s.forward(q, "retry", now_ms=NOW + 10, limit=10) == 1
+    assert s.forward(q, "scheduled", now_ms=NOW + 10, limit=10).moved == 1
+    assert s.forward(q, "retry", now_ms=NOW + 10, limit=10).moved == 1
     s.admin_archive_task(q, "later", now_ms=NOW)
     s.admin_run_task(q, "later", now_ms=NOW)
     s.admin_delete_task(q, "later")

@@ -438,7 +438,7 @@ def test_forward_moves_due_tasks_only(r, q, scripts: Scripts, source: str) -> No
     h1 = seed_task(r, q, "due-early", source, score=NOW - 1000, retried=1, error="e")
     h2 = seed_task(r, q, "due-now", source, score=NOW)
     h3 = seed_task(r, q, "not-due", source, score=NOW + 1)
-    assert scripts.forward(q, source, now_ms=NOW, limit=100) == 2
+    assert scripts.forward(q, source, now_ms=NOW, limit=100) == (2, NOW + 1)  # and when the next falls due
     assert read_queue_state(r, q) == empty_state(**{
         "pending": ["p0", "due-early", "due-now"],
         source: {"not-due": NOW + 1},
@@ -451,7 +451,7 @@ def test_forward_nothing_due(r, q, scripts: Scripts) -> None:
     seed_task(r, q, "later", "scheduled", score=NOW + 5000)
     before = read_queue_state(r, q)
     with Subscription(r, q.wake_channel) as sub:
-        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=100) == 0
+        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=100) == (0, NOW + 5000)
         assert sub.messages() == []
     assert read_queue_state(r, q) == before
 
@@ -460,7 +460,8 @@ def test_forward_respects_the_limit_and_wakes_workers(r, q, scripts: Scripts) ->
     for i in range(5):
         seed_task(r, q, f"s{i}", "scheduled", score=NOW - 100 + i)
     with Subscription(r, q.wake_channel) as sub:
-        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=2) == 2
+        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=2) == (2, NOW - 98)  # s2: due, left for the next call
+        assert scripts.forward(q, "retry", now_ms=NOW, limit=2) == (0, None)  # an empty ZSET: nothing falls due
         assert sub.messages() == ["1"]
     state = read_queue_state(r, q)
     assert state["pending"] == ["s0", "s1"]
@@ -806,7 +807,7 @@ def test_admin_delete_all_in_chunks_releasing_unique_locks(r, q, scripts: Script
 def test_forward_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts, source: str) -> None:
     add_id(r, q, source, "ghost", NOW - 10)
     real = seed_task(r, q, "real", source, score=NOW - 5)
-    assert scripts.forward(q, source, now_ms=NOW, limit=100) == 2  # both taken off the ZSET
+    assert scripts.forward(q, source, now_ms=NOW, limit=100).moved == 2  # both taken off the ZSET
     assert read_queue_state(r, q) == empty_state(
         pending=["real"], tasks={"real": {**real, "state": "pending", "pending_since": str(NOW)}})
 
@@ -814,7 +815,7 @@ def test_forward_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts, source: 
 def test_forward_of_only_orphans_does_not_wake_workers(r, q, scripts: Scripts) -> None:
     add_id(r, q, "scheduled", "ghost", NOW - 10)
     with Subscription(r, q.wake_channel) as sub:
-        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=100) == 1
+        assert scripts.forward(q, "scheduled", now_ms=NOW, limit=100).moved == 1
         assert sub.messages() == []
     assert read_queue_state(r, q) == empty_state()
 

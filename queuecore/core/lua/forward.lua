@@ -11,7 +11,9 @@
 -- An id whose HASH is gone (deleted, evicted) is dropped from KEYS[1], never given a half hash.
 -- An id whose task key holds another Redis type (foreign or corrupt data) is dropped from KEYS[1]
 -- and its key left untouched, so one bad key never holds back the due tasks behind it.
--- Returns the number of ids taken off KEYS[1] (moved, or dropped when their hash was gone or foreign).
+-- Returns {taken, next due}: the number of ids taken off KEYS[1] (moved, or dropped when their hash
+-- was gone or foreign), and the due time (unix ms) of the earliest task left in KEYS[1], -1 when none
+-- (the forwarder sleeps until then, so a task due before its next round is not left waiting).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
 -- Redis type; checked before any write, so nothing is written.
 local task_prefix = ARGV[4]
@@ -28,4 +30,5 @@ for _, id in ipairs(ids) do
 end
 qc_move_to_pending(task_prefix, movable, KEYS[1], KEYS[2], ARGV[1], ARGV[3])
 qc_remove_ids(KEYS[1], false, foreign)
-return #ids
+local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
+return {#ids, first[2] and math.floor(tonumber(first[2])) or -1}
