@@ -125,6 +125,10 @@ class AsyncLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # Work handed over from other threads, created on the loop by one call: a burst of starts
+        # wakes the loop once, not once per task.
+        self._handed: list[tuple[Callable[[], Coroutine[Any, Any, None]], Callable[[asyncio.Task[None]], None]]] = []
+        self._create_scheduled = False
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -148,11 +152,22 @@ class AsyncLoop:
         """Create a task of ``work()`` on the loop (from any thread); ``started(task)`` runs on the
         loop right after, so the caller can keep the task (to cancel it)."""
         loop = self._ensure()
+        with self._lock:
+            self._handed.append((work, started))
+            if self._create_scheduled:
+                return  # the loop has not yet taken the earlier ones: it takes this one with them
+            self._create_scheduled = True
+        loop.call_soon_threadsafe(self._create_handed, loop)
 
-        def create() -> None:
-            started(loop.create_task(work()))
-
-        loop.call_soon_threadsafe(create)
+    def _create_handed(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            handed, self._handed = self._handed, []
+            self._create_scheduled = False
+        for work, started in handed:
+            try:
+                started(loop.create_task(work()))
+            except Exception:  # pragma: no cover - the processor's callables catch everything
+                logger.exception("could not start an async handler")  # its lease brings the task back
 
     def slots(self) -> asyncio.Semaphore:
         """The semaphore bounding concurrent handlers; call on the loop's thread."""

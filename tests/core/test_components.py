@@ -11,12 +11,14 @@ import pytest
 import redis
 
 from queuecore.core.acker import Acker
+from queuecore.core.broker import Broker
 from queuecore.core.clock import FakeClock, to_ms
 from queuecore.core.config import ConnectionConfig, WorkerConfig
 from queuecore.core.context import TaskContext
 from queuecore.core.errors import RedisFull
+from queuecore.core.flow import LimitGate
 from queuecore.core.forwarder import Forwarder
-from queuecore.core.handlers import HandlerPool
+from queuecore.core.handlers import AsyncLoop, HandlerPool
 from queuecore.core.health import RedisHealth
 from queuecore.core.heartbeat import Heartbeater, ServerState
 from queuecore.core.janitor import Janitor
@@ -28,6 +30,7 @@ from queuecore.core.processor import Processor
 from queuecore.core.recorder import Recorder
 from queuecore.core.recoverer import Recoverer
 from queuecore.core.registry import TaskRegistry
+from queuecore.core.runner import Runner
 from queuecore.core.running import HeldTasks, Running
 from queuecore.core.scripts import Scripts
 from queuecore.core.subscriber import Subscriber
@@ -46,6 +49,11 @@ def q(connection: ConnectionConfig) -> QueueKeys:
 @pytest.fixture
 def health() -> RedisHealth:
     return RedisHealth()
+
+
+@pytest.fixture
+def broker(redis_client: redis.Redis, connection: ConnectionConfig) -> Broker:
+    return Broker(redis_client, connection.keys)
 
 
 def held_attempt(r: redis.Redis, q: QueueKeys, task_id: str, *, lease: int, expires: float,
@@ -114,7 +122,7 @@ def test_lease_renewer_skips_attempts_that_already_lost_their_lease(
 
 def test_heartbeater_publishes_the_server_state_and_clears_it(
         redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, connection: ConnectionConfig,
-        health: RedisHealth) -> None:
+        health: RedisHealth, broker: Broker) -> None:
     held = HeldTasks()
     running = held_attempt(redis_client, q, "t1", lease=1, expires=fake_clock.now() + 1)
     running.begun, running.started = True, fake_clock.now() - 1  # its handler runs
@@ -125,7 +133,7 @@ def test_heartbeater_publishes_the_server_state_and_clears_it(
     state = ServerState(id="host:1:abc", host="host", pid=1, concurrency=4, queues={"default": 1},
                         strict_priority=False, started_at=fake_clock.now() - 5, status="active")
     renewer = renewer_for(scripts, fake_clock, held, q, Calls(), Calls())
-    beater = Heartbeater(redis_client, connection.keys, fake_clock, 2.0, state, held, renewer, health)
+    beater = Heartbeater(scripts, broker, fake_clock, 2.0, state, held, renewer, health)
     beater.run_once()
     assert redis_client.smembers(connection.keys.queues) == {"default"}  # not registered at start: now
     info = json.loads(redis_client.get(connection.keys.server("host:1:abc")))
@@ -141,6 +149,41 @@ def test_heartbeater_publishes_the_server_state_and_clears_it(
     beater.clear()
     assert redis_client.get(connection.keys.server("host:1:abc")) is None
     assert read_zset(redis_client, connection.keys.servers) == {}
+
+
+# -- Broker ---------------------------------------------------------------------------------------
+
+def test_broker_registers_queues_directly_or_in_a_pipeline(broker: Broker, redis_client: redis.Redis,
+                                                           connection: ConnectionConfig) -> None:
+    broker.register_queues(["default", "mail", "default"])
+    pipe = broker.pipeline()
+    broker.register_queues({"reports"}, client=pipe)
+    broker.register_queues([], client=pipe)  # nothing to add: no command (SADD refuses no members)
+    assert redis_client.smembers(connection.keys.queues) == {"default", "mail"}  # the pipeline has not run
+    assert pipe.execute() == [1]
+    assert redis_client.smembers(connection.keys.queues) == {"default", "mail", "reports"}
+
+
+def test_broker_finds_the_queues_that_hold_a_task(broker: Broker, redis_client: redis.Redis,
+                                                  connection: ConnectionConfig) -> None:
+    broker.register_queues(["a", "b", "c"])
+    for name in ("a", "c"):
+        seed_task(redis_client, connection.keys.queue(name), "t-1", "pending")
+    assert broker.queues_holding("t-1") == ["a", "c"]
+    assert broker.queues_holding("t-2") == []
+
+
+def test_broker_removes_a_server_and_reads_redis_clock(broker: Broker, redis_client: redis.Redis,
+                                                       connection: ConnectionConfig) -> None:
+    keys = connection.keys
+    redis_client.set(keys.server("h:1:a"), "{}")
+    redis_client.set(keys.server_task_types("h:1:a"), "{}")
+    redis_client.zadd(keys.servers, {"h:1:a": 1, "h:2:b": 2})
+    broker.remove_server("h:1:a")
+    assert redis_client.exists(keys.server("h:1:a"), keys.server_task_types("h:1:a")) == 0
+    assert redis_client.zrange(keys.servers, 0, -1) == ["h:2:b"]
+    seconds, micros = redis_client.time()
+    assert abs(broker.time() - (seconds + micros / 1e6)) < 5  # Redis's clock, in seconds
 
 
 # -- Forwarder, Janitor ---------------------------------------------------------------------------
@@ -160,8 +203,42 @@ def test_forwarder_moves_due_scheduled_and_retry_tasks(
     assert forwarder.run_once() == 1
 
 
-def test_janitor_deletes_expired_tasks_and_old_counters(
+def test_forwarder_sleeps_until_the_earliest_due_task_when_it_is_sooner_than_its_interval(
         redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
+    now = fake_clock.now()
+    forwarder = Forwarder(scripts, fake_clock, [q], 0.5, health)
+    assert forwarder.run_once() == 0 and forwarder.next_wait() == 0.5  # nothing scheduled: the interval
+    seed_task(redis_client, q, "soon", "retry", score=to_ms(now + 0.2))
+    seed_task(redis_client, q, "later", "scheduled", score=to_ms(now + 0.3))
+    forwarder.run_once()
+    assert forwarder.next_wait() == pytest.approx(0.2)  # the earliest of both ZSETs
+    fake_clock.advance(0.25)
+    assert forwarder.run_once() == 1 and forwarder.next_wait() == pytest.approx(0.05)
+    fake_clock.advance(0.1)
+    assert forwarder.run_once() == 1 and forwarder.next_wait() == 0.5
+    seed_task(redis_client, q, "next", "scheduled", score=to_ms(fake_clock.now() + 0.1))
+    forwarder.run_once()
+    fake_clock.advance(0.3)  # the round ran long: its due time has passed before the sleep
+    assert forwarder.next_wait() == 0.001  # never a negative or zero sleep
+
+
+def test_forwarder_thread_moves_a_scheduled_task_at_its_time_not_at_its_interval(
+        redis_client: redis.Redis, scripts: Scripts, q: QueueKeys, health: RedisHealth) -> None:
+    from queuecore.core.clock import SystemClock
+
+    clock = SystemClock()
+    seed_task(redis_client, q, "due-soon", "scheduled", score=to_ms(clock.now() + 0.3))
+    forwarder = Forwarder(scripts, clock, [q], 3600.0, health)  # the interval alone would wait an hour
+    forwarder.start()
+    try:
+        wait_until(lambda: read_pending(redis_client, q) == ["due-soon"], 10, message="the task to be forwarded")
+    finally:
+        forwarder.shutdown()
+
+
+def test_janitor_deletes_expired_tasks_and_old_counters(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth,
+        broker: Broker) -> None:
     now = fake_clock.now()
     seed_task(redis_client, q, "expired", "completed", score=to_ms(now - 1))
     seed_task(redis_client, q, "kept", "completed", score=to_ms(now + 60))
@@ -169,7 +246,7 @@ def test_janitor_deletes_expired_tasks_and_old_counters(
     old_minute, new_minute = stats_minute(now - 4 * 3600), stats_minute(now)
     redis_client.hset(q.stats, mapping={f"processed:{old_minute}": 1, f"processed:{new_minute}": 2,
                                         f"processed:{stats_day(now)}": 3, "processed": 5})
-    janitor = Janitor(scripts, fake_clock, [q], 8.0, archive_max_age=600, health=health)
+    janitor = Janitor(scripts, broker, fake_clock, [q], 8.0, archive_max_age=600, health=health)
     assert janitor.run_once() == 2
     assert read_task(redis_client, q, "expired") == {} and read_task(redis_client, q, "ancient") == {}
     assert read_task(redis_client, q, "kept")["state"] == "completed"
@@ -195,10 +272,10 @@ def test_recoverer_renews_its_own_leases_before_taking_back_expired_ones(
 
 # -- Subscriber -----------------------------------------------------------------------------------
 
-def test_subscriber_passes_on_cancels_and_wake_ups(redis_client: redis.Redis, q: QueueKeys,
+def test_subscriber_passes_on_cancels_and_wake_ups(broker: Broker, redis_client: redis.Redis, q: QueueKeys,
                                                    connection: ConnectionConfig, health: RedisHealth) -> None:
     cancel, wake = Calls(reply=True), Calls()
-    subscriber = Subscriber(redis_client, [q.cancel_channel], [q.wake_channel], on_cancel=cancel,
+    subscriber = Subscriber(broker, [q.cancel_channel], [q.wake_channel], on_cancel=cancel,
                             on_wake=wake, health=health)
     subscriber.start()
     try:
@@ -215,12 +292,13 @@ def test_subscriber_passes_on_cancels_and_wake_ups(redis_client: redis.Redis, q:
 
 
 def test_a_subscriber_that_met_redis_full_ends_that_spell_once_it_subscribes(
-        redis_client: redis.Redis, q: QueueKeys, health: RedisHealth, caplog: pytest.LogCaptureFixture) -> None:
+        redis_client: redis.Redis, q: QueueKeys, health: RedisHealth, caplog: pytest.LogCaptureFixture,
+        broker: Broker) -> None:
     """Each component that Redis refused as full must say when it writes again, or the worker never
     logs "Redis has room again" (the spell ends when no refused component is left)."""
     health.report_error("subscriber", RedisFull("OOM command not allowed when used memory > 'maxmemory'"))
     assert health.full
-    subscriber = Subscriber(redis_client, [q.cancel_channel], [q.wake_channel], on_cancel=Calls(reply=True),
+    subscriber = Subscriber(broker, [q.cancel_channel], [q.wake_channel], on_cancel=Calls(reply=True),
                             on_wake=Calls(), health=health)
     caplog.set_level(logging.WARNING, logger="queuecore")
     subscriber.start()
@@ -279,7 +357,86 @@ def test_processor_runs_a_task_without_a_worker(redis_client: redis.Redis, scrip
         assert processor.shutdown(1.0) == 0
 
 
+def test_runner_runs_an_attempt_inside_the_middleware_and_hands_on_its_outcome(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys) -> None:
+    registry = TaskRegistry()
+    seen: list[str] = []
+
+    @task(name="test.add", registry=registry)
+    def add(a: int, b: int) -> int:
+        seen.append("handler")
+        if a < 0:
+            raise ValueError("negative")
+        return a + b
+
+    def outer(ctx: TaskContext, call_next):  # type: ignore[no-untyped-def]
+        seen.append(f"middleware {ctx.id}")
+        return call_next()
+
+    finalized, freed = Calls(reply=True), Calls()
+    loop = AsyncLoop(2)
+    runner = Runner(60.0, [outer], fake_clock, LimitGate(scripts, scripts.keys, {q.queue: q}, fake_clock, 30.0, 5.0),
+                    loop, None, finalized, freed)
+    handler = registry.get("test.add")
+    assert handler is not None
+
+    def attempt(task_id: str, payload: dict[str, object]) -> Running:
+        a = held_attempt(redis_client, q, task_id, lease=1, expires=fake_clock.now() + 30)
+        a.message = TaskMessage(id=task_id, type="test.add", payload=payload, queue=q.queue, max_retry=3)
+        a.ctx.payload = payload
+        return a
+
+    ok, failing, mismatched = attempt("ok", {"a": 1, "b": 2}), attempt("bad", {"a": -1, "b": 0}), attempt("x", {"c": 1})
+    for a in (ok, failing, mismatched):
+        runner.run_sync(a, handler)
+    outcomes = {r.id: o for r, o in finalized.args}
+    assert outcomes["ok"].kind == "success" and outcomes["ok"].result == 3
+    assert outcomes["bad"].kind == "failure" and str(outcomes["bad"].error) == "negative"
+    assert outcomes["x"].kind == "skip_retry"  # a payload that does not fit: no retry, no middleware
+    assert seen == ["middleware ok", "handler", "middleware bad", "handler"]
+    assert [r.id for (r,) in freed.args] == ["ok", "bad", "x"]  # each run slot freed once
+    assert ok.begun and ok.deadline == ok.started + 60.0  # the default timeout counts from the start
+
+
 # -- HandlerPool, RedisHealth ---------------------------------------------------------------------
+
+def test_async_loop_takes_a_burst_of_handed_over_work_in_one_wake_up() -> None:
+    """Work started from other threads while the loop is busy is created together: one
+    ``call_soon_threadsafe`` (one write to the loop's wake-up pipe) for the burst, not one per task."""
+    loop = AsyncLoop(4)
+    event_loop = loop._ensure()
+    busy, ran = threading.Event(), []
+    event_loop.call_soon_threadsafe(busy.wait, 10)  # the loop is held up, as by a slow callback
+    wake_ups = []
+    real = event_loop.call_soon_threadsafe
+
+    def counting(callback, *args):  # type: ignore[no-untyped-def]
+        wake_ups.append(callback)
+        return real(callback, *args)
+
+    event_loop.call_soon_threadsafe = counting  # type: ignore[method-assign]
+    done = threading.Event()
+
+    async def work(n: int) -> None:
+        ran.append(n)
+        if len(ran) == 50:
+            done.set()
+
+    kept: list[object] = []
+    try:
+        for n in range(50):
+            loop.start(lambda n=n: work(n), kept.append)
+        busy.set()
+        assert done.wait(10)
+        assert sorted(ran) == list(range(50)) and len(kept) == 50  # every piece of work ran, each task kept
+        assert len(wake_ups) == 1
+        loop.start(lambda: work(50), kept.append)  # the loop took the burst: the next start wakes it again
+        wait_until(lambda: 50 in ran, 10, message="the next piece of work")
+        assert len(wake_ups) == 2
+    finally:
+        busy.set()
+        loop.shutdown()
+
 
 def test_handler_pool_runs_at_most_size_threads() -> None:
     release = threading.Event()
