@@ -154,6 +154,16 @@ def private_redis(private_redis_factory: Callable[..., PrivateRedis]) -> Iterato
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def keyspace_of_its_own(private_redis_factory: Callable[..., PrivateRedis]) -> Iterator[str]:
+    """The URL of a private redis-server for a module whose tests scan the whole keyspace (the repair
+    pass, a teardown by pattern): the keys that other tests, or other users of the shared Redis, keep
+    there can neither hide a test's keys from a bounded scan nor make each scan slow."""
+    server = private_redis_factory()
+    yield server.url
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def redis_url(private_redis_factory: Callable[..., PrivateRedis]) -> str:
     """The shared test Redis: ``QUEUECORE_TEST_REDIS_URL``, else 127.0.0.1:6379, else a private one."""

@@ -6,9 +6,10 @@ id enqueued either still has its hash or was removed by a step that is allowed t
 
 from __future__ import annotations
 
-import os
 import uuid
+from collections.abc import Iterator
 
+import pytest
 import redis
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -17,18 +18,18 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from queuecore.core.errors import InvalidTaskState, TaskNotFound
 from queuecore.core.keys import Keys, stats_day, stats_minute
 from queuecore.core.scripts import Scripts
-from tests.conftest import DEFAULT_TEST_URL
 from tests.helpers.state import make_msg
 from tests.reliability.oracle import check_structure
 
 LEASE_MS = 30_000
-REDIS_URL = os.environ.get("QUEUECORE_TEST_REDIS_URL", DEFAULT_TEST_URL)
 
 
 class QueueMachine(RuleBasedStateMachine):
+    redis_url = ""  # a Redis of this module's own (see the fixture below)
+
     def __init__(self) -> None:
         super().__init__()
-        self.r = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+        self.r = redis.Redis.from_url(self.redis_url, decode_responses=True)
         self.keys = Keys(f"qct-sm-{uuid.uuid4().hex[:8]}")
         self.q = self.keys.queue("default")
         self.s = Scripts(self.r, self.keys)
@@ -204,6 +205,16 @@ class QueueMachine(RuleBasedStateMachine):
         lost = self.ids - present - self.gone
         assert not lost, f"lost without a step that may remove them: {sorted(lost)}"
         assert not (present & self.gone), f"came back after removal: {sorted(present & self.gone)}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def machine_redis(keyspace_of_its_own: str) -> Iterator[None]:
+    """The machine's repair rule scans the whole keyspace and its teardown deletes by pattern: on a
+    Redis of its own, what others keep in the shared one cannot slow every step (with 200,000 other
+    keys there, the run went past its time)."""
+    QueueMachine.redis_url = keyspace_of_its_own
+    yield
+    QueueMachine.redis_url = ""
 
 
 TestQueueMachine = QueueMachine.TestCase
