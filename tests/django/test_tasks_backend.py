@@ -356,7 +356,9 @@ def test_priority_runs_first_and_deferred_tasks_wait(dj: Any, runworker, tmp_pat
     for result in (*first, urgent):
         finished(result)
     order = [e["id"] for e in signals_log(tmp_path) if e["signal"] == "task_started"]
-    assert order[0] == urgent.id
+    # Within its queue the urgent one runs first. (The deferred one, in another queue, may already be
+    # due when a slow worker starts, and queues share the worker by weight.)
+    assert next(i for i in order if i.startswith("low/")) == urgent.id
     finished(deferred)
     assert deferred.started_at >= deferred.task.run_after
 
