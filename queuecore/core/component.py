@@ -19,6 +19,8 @@ class Periodic:
         self.interval = interval
         self.health = health
         self.done = threading.Event()
+        self._roused = threading.Event()
+        self.rounds = 0  # run_once calls made by the loop so far, failed ones included
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -27,6 +29,7 @@ class Periodic:
 
     def shutdown(self) -> None:
         self.done.set()
+        self._roused.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
@@ -37,7 +40,19 @@ class Periodic:
                 self.health.note_ok(self.name)
             except Exception as exc:
                 self.health.report_error(self.name, exc)
-            self.done.wait(self.next_wait())
+            self.rounds += 1
+            self._sleep()
+
+    def _sleep(self) -> None:
+        """Wait ``next_wait()`` seconds; on ``rouse`` ask ``next_wait()`` again (it may have shortened)."""
+        while not self.done.is_set():
+            if not self._roused.wait(self.next_wait()):
+                return
+            self._roused.clear()
+
+    def rouse(self) -> None:
+        """Make the sleeping loop ask ``next_wait()`` again (from any thread)."""
+        self._roused.set()
 
     def run_once(self) -> object:  # pragma: no cover - abstract
         raise NotImplementedError

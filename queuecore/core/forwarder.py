@@ -2,12 +2,14 @@
 
 It runs every ``interval`` seconds, or sooner when a task it saw falls due sooner: each round
 learns the earliest due time left in its queues, so tasks scheduled ahead start within a few
-milliseconds of their time. A task scheduled after a round, due before the next, waits at most
-``interval``.
+milliseconds of their time. A task scheduled after a round, due before the next, is told of
+(``note_due``): by the enqueue script's "due" wake-up when a client scheduled it, by the recorder
+when this worker wrote a retry or a snooze.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 from queuecore.core.clock import Clock, to_ms
@@ -31,13 +33,20 @@ class Forwarder(Periodic):
         self._clock = clock
         self._queues = tuple(queues)
         self.next_due: float | None = None  # the earliest due time left after the last round (unix s)
+        self._next_round: float | None = None  # when the interval brings the next round (unix s)
+        self._noted: float | None = None  # the earliest due time told since this round began (unix s)
+        self._noted_lock = threading.Lock()
 
     def run_once(self) -> int:
         """Forward every due task of the worker's queues; returns how many moved."""
         moved = 0
-        now_ms = to_ms(self._clock.now())
+        now = self._clock.now()
+        now_ms = to_ms(now)
+        self._next_round = now + self.interval
         next_due_ms: int | None = None
         self.next_due = None  # until a round completes: no early wake-up after an error
+        with self._noted_lock:
+            self._noted = None  # this round sees every task told of so far
         for q in self._queues:
             for source in DUE_STATES:
                 while True:
@@ -50,8 +59,18 @@ class Forwarder(Periodic):
         self.next_due = None if next_due_ms is None else next_due_ms / 1000
         return moved
 
+    def note_due(self, due: float) -> None:
+        """A task was just scheduled to fall due at ``due`` (unix s), by a client (the enqueue script's
+        "due" wake-up) or by this worker (a retry, a snooze): the next round comes no later (any thread)."""
+        with self._noted_lock:
+            if self._noted is not None and self._noted <= due:
+                return
+            self._noted = due
+        self.rouse()
+
     def next_wait(self) -> float:
-        """The interval, or less when a task falls due sooner."""
-        if self.next_due is None:
+        """Until the interval's next round, or less when a task falls due sooner."""
+        soonest = min((t for t in (self._next_round, self.next_due, self._noted) if t is not None), default=None)
+        if soonest is None:
             return self.interval
-        return min(self.interval, max(MIN_WAIT, self.next_due - self._clock.now()))
+        return min(self.interval, max(MIN_WAIT, soonest - self._clock.now()))

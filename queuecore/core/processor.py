@@ -52,7 +52,8 @@ class Processor:
     """
 
     def __init__(self, config: WorkerConfig, scripts: Scripts, queue_keys: Mapping[str, QueueKeys], clock: Clock,
-                 registry: TaskRegistry, held: HeldTasks, health: RedisHealth, worker_id: str = "") -> None:
+                 registry: TaskRegistry, held: HeldTasks, health: RedisHealth, worker_id: str = "",
+                 on_due: Callable[[float], None] | None = None) -> None:
         self.config = config
         self._fetch_scripts = scripts.dedicated()  # used under _fetch_lock only
         self.queue_keys = queue_keys
@@ -78,7 +79,7 @@ class Processor:
         self._running = 0
         self.threads: list[threading.Thread] = []
         self._drained = False  # the last fetch asked every queue and got less than it asked for
-        self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health, worker_id)
+        self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health, worker_id, on_due)
         self._acker = Acker(scripts.dedicated(), clock, queue_keys, self.recorder.with_retries, self._acknowledged)
         # Concurrency and rate limits of the task types that have them (flow.py); idle otherwise.
         self.limits = LimitGate(scripts, scripts.keys, queue_keys, clock, config.lease_duration,

@@ -30,7 +30,8 @@ class Recorder:
     """
 
     def __init__(self, config: WorkerConfig, scripts: Scripts, queue_keys: Mapping[str, QueueKeys], clock: Clock,
-                 registry: TaskRegistry, health: RedisHealth, worker_id: str = "") -> None:
+                 registry: TaskRegistry, health: RedisHealth, worker_id: str = "",
+                 on_due: Callable[[float], None] | None = None) -> None:
         self.config = config
         self.worker_id = worker_id  # this process's server id, recorded in each attempt's history line
         self.scripts = scripts
@@ -38,6 +39,7 @@ class Recorder:
         self.clock = clock
         self.registry = registry
         self.health = health
+        self.on_due = on_due  # told when a retry or a snooze written here falls due (unix s)
         self.write_deadline: float | None = None  # monotonic; past it, unwritable outcomes are given up
 
     def with_retries(self, what: str, write: Callable[[], Any]) -> tuple[bool, Any]:
@@ -78,6 +80,7 @@ class Recorder:
         ended = self.clock.now()
         ran = ended - running.started if running.begun else None
         retry_at: list[float] = []
+        due_at: list[float] = []  # a retry's or a park's due time, as written
 
         def write() -> bool:
             now = self.clock.now()
@@ -86,6 +89,7 @@ class Recorder:
                 return self.scripts.requeue(q, running.id, running.lease, now_ms=now_ms)
             if decision.action == "park":  # snoozed, or held back by a limit: no attempt counted
                 snooze = outcome.kind == "snooze"
+                due_at[:] = [now + decision.retry_in]
                 line = self.attempt_line(running, "snoozed", ended) if snooze else ""
                 return self.scripts.park(q, running.id, running.lease, now_ms=now_ms,
                                          due_ms=to_ms(now + decision.retry_in), snooze=snooze,
@@ -93,7 +97,7 @@ class Recorder:
             line = self.attempt_line(running, "retry" if decision.action == "retry" else "archived", ended,
                                      decision.error, decision.error_type)
             if decision.action == "retry":
-                retry_at[:] = [now + decision.retry_in]
+                retry_at[:] = due_at[:] = [now + decision.retry_in]
                 return self.scripts.retry(q, running.id, running.lease, now_ms=now_ms,
                                           retry_at_ms=to_ms(now + decision.retry_in), error=decision.error,
                                           day=stats_day(now), minute=stats_minute(now), attempt=line,
@@ -110,6 +114,8 @@ class Recorder:
         written, accepted = self.with_retries(f"the outcome of task {running.id} ({outcome.kind})", write)
         if written:
             self.log(running, outcome.kind, accepted)
+            if accepted and due_at and self.on_due is not None:
+                self.on_due(due_at[0])
             line = outcome_log_line(task_id=running.id, type_name=running.message.type, queue=running.queue,
                                     retried=running.retried, max_retry=running.message.max_retry, outcome=outcome,
                                     decision=decision, ran=ran, retry_at=retry_at[0] if retry_at else None)

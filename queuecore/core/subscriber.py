@@ -16,7 +16,8 @@ class Subscriber:
     """Holds one pub/sub connection; reconnects with backoff when Redis goes away.
 
     A message on a cancel channel (``<queue> <task id>``) calls ``on_cancel(task_id)``, which says
-    whether this process runs the task; one on a wake channel calls ``on_wake()``, as does every
+    whether this process runs the task; one on a wake channel calls ``on_wake()`` ("due <unix ms>":
+``on_due(unix s)``, a scheduled task falls due then), as does every
     (re)subscription, for anything published while the connection was away. With ``sharded()`` true
     (a Redis 7 cluster; asked at each subscription), the channels are shard channels (``SSUBSCRIBE``),
     each followed on the master that holds its queue.
@@ -24,13 +25,15 @@ class Subscriber:
 
     def __init__(self, broker: Broker, cancel_channels: Iterable[str], wake_channels: Iterable[str],
                  on_cancel: Callable[[str], bool], on_wake: Callable[[], None], health: RedisHealth,
-                 sharded: Callable[[], bool] = lambda: False) -> None:
+                 sharded: Callable[[], bool] = lambda: False,
+                 on_due: Callable[[float], None] | None = None) -> None:
         self._broker = broker
         self._cancel_channels = set(cancel_channels)
         self._wake_channels = set(wake_channels)
         self._sharded = sharded
         self._on_cancel = on_cancel
         self._on_wake = on_wake
+        self._on_due = on_due
         self._health = health
         self.done = threading.Event()
         self.subscribed = threading.Event()
@@ -85,4 +88,14 @@ class Subscriber:
             if self._on_cancel(task_id):
                 logger.info("cancel requested for task %s in queue %s", task_id, queue)
         elif channel in self._wake_channels:
+            text = str(data)
+            if text.startswith("due "):  # a task scheduled to fall due at this unix ms
+                try:
+                    due = int(text[4:]) / 1000
+                except ValueError:
+                    due = None
+                if due is not None:
+                    if self._on_due is not None:
+                        self._on_due(due)
+                    return
             self._on_wake()

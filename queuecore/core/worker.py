@@ -88,8 +88,11 @@ class Worker:
         # Each component gets what it uses; they share only the held tasks, the health and the state.
         queue_keys = {name: self.keys.queue(name) for name in config.queues}
         queues = list(queue_keys.values())
+        # A retry or snooze this worker writes, and a client's scheduled task, is due sooner than the
+        # forwarder's next round: it is told (note_due), so the task starts on time.
+        self.forwarder = Forwarder(self.scripts, self.clock, queues, config.forward_interval, self.health)
         self.processor = Processor(config, self.scripts, queue_keys, self.clock, self.registry, self.held,
-                                   self.health, worker_id=self.state.id)
+                                   self.health, worker_id=self.state.id, on_due=self.forwarder.note_due)
         renewer = LeaseRenewer(self.scripts, self.clock, config.lease_duration, self.held, queue_keys,
                                on_lost=self.processor.lease_lost, on_cancel=self.processor.cancel)
         self.liveness = None if config.health_file is None else LivenessFile(
@@ -102,8 +105,8 @@ class Worker:
                                        on_control=self._on_control)
         self.subscriber = Subscriber(self.broker, [q.cancel_channel for q in queues], [q.wake_channel for q in queues],
                                      on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
-                                     health=self.health, sharded=lambda: self.scripts.publish_command == "SPUBLISH")
-        self.forwarder = Forwarder(self.scripts, self.clock, queues, config.forward_interval, self.health)
+                                     health=self.health, sharded=lambda: self.scripts.publish_command == "SPUBLISH",
+                                     on_due=self.forwarder.note_due)
         self.recoverer = Recoverer(
             self.scripts, self.clock, queues, config.recover_interval, config.repair_interval, renewer, self.health,
             outage_after=outage_threshold(config.lease_duration, config.heartbeat_interval, config.recover_interval),

@@ -236,6 +236,25 @@ def test_forwarder_thread_moves_a_scheduled_task_at_its_time_not_at_its_interval
         forwarder.shutdown()
 
 
+def test_forwarder_told_of_a_task_due_before_its_next_round_moves_it_at_its_time(
+        redis_client: redis.Redis, scripts: Scripts, q: QueueKeys, health: RedisHealth) -> None:
+    from queuecore.core.clock import SystemClock
+
+    clock = SystemClock()
+    forwarder = Forwarder(scripts, clock, [q], 3600.0, health)  # the interval alone would wait an hour
+    forwarder.start()
+    try:
+        wait_until(lambda: forwarder.rounds == 1, 10, message="the first round")  # it found nothing
+        due = clock.now() + 0.3
+        seed_task(redis_client, q, "told", "retry", score=to_ms(due))
+        forwarder.note_due(due + 60)  # a later one changes nothing
+        forwarder.note_due(due)
+        wait_until(lambda: read_pending(redis_client, q) == ["told"], 10, message="the task to be forwarded")
+        assert forwarder.rounds == 2  # one round, at the task's time: no polling until then
+    finally:
+        forwarder.shutdown()
+
+
 def test_janitor_deletes_expired_tasks_and_old_counters(
         redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth,
         broker: Broker) -> None:
@@ -289,6 +308,17 @@ def test_subscriber_passes_on_cancels_and_wake_ups(broker: Broker, redis_client:
         wait_until(lambda: len(wake.args) > wakes, 10, message="the wake-up")
     finally:
         subscriber.shutdown()
+
+
+def test_subscriber_passes_on_when_a_scheduled_task_falls_due(broker: Broker, q: QueueKeys,
+                                                              health: RedisHealth) -> None:
+    wake, due = Calls(), Calls()
+    subscriber = Subscriber(broker, [q.cancel_channel], [q.wake_channel], on_cancel=Calls(reply=True),
+                            on_wake=wake, health=health, on_due=due)
+    subscriber.handle(q.wake_channel, "due 1800000000500")
+    assert due.args == [(1_800_000_000.5,)] and wake.args == []
+    subscriber.handle(q.wake_channel, "due soon")  # not a time: taken as a plain wake-up
+    assert due.args == [(1_800_000_000.5,)] and wake.args == [()]
 
 
 def test_a_subscriber_that_met_redis_full_ends_that_spell_once_it_subscribes(

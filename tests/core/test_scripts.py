@@ -78,8 +78,25 @@ def test_enqueue_publishes_wake_only_when_pending_turns_non_empty(r, q, scripts:
         scripts.enqueue(q, "t1", make_msg("t1", q.queue), now_ms=NOW)
         assert sub.messages() == ["1"]
         scripts.enqueue(q, "t2", make_msg("t2", q.queue), now_ms=NOW)
-        scripts.enqueue(q, "t3", make_msg("t3", q.queue), now_ms=NOW, process_at_ms=NOW + 5000)
         assert sub.messages() == []
+
+
+def test_enqueue_tells_of_a_scheduled_task_that_falls_due_before_every_other(r, q, scripts: Scripts) -> None:
+    """"due <ms>" on the wake channel: the forwarders wake for it rather than at their next round."""
+    with Subscription(r, q.wake_channel) as sub:
+        scripts.enqueue(q, "s1", make_msg("s1", q.queue), now_ms=NOW, process_at_ms=NOW + 5000)
+        assert sub.messages() == [f"due {NOW + 5000}"]  # the first scheduled task
+        scripts.enqueue(q, "s2", make_msg("s2", q.queue), now_ms=NOW, process_at_ms=NOW + 6000)
+        scripts.enqueue(q, "s3", make_msg("s3", q.queue), now_ms=NOW, process_at_ms=NOW + 5000)
+        assert sub.messages() == []  # due after (or with) one already waiting: its forwarder wakes for that
+        batch = [EnqueueItem(i, make_msg(i, q.queue), process_at_ms=NOW + due)
+                 for i, due in (("b1", 4000), ("b2", 3000), ("b3", 4500))]
+        assert scripts.enqueue_many(q, batch, now_ms=NOW) == [1, 1, 1]
+        assert sub.messages() == [f"due {NOW + 3000}"]  # once for the batch: its soonest
+        scripts.enqueue(q, "p1", make_msg("p1", q.queue), now_ms=NOW)
+        assert sub.messages() == ["1"]  # pending work is a plain wake-up
+    assert read_queue_state(r, q)["scheduled"] == {"s1": NOW + 5000, "s2": NOW + 6000, "s3": NOW + 5000,
+                                                    "b1": NOW + 4000, "b2": NOW + 3000, "b3": NOW + 4500}
 
 
 def test_enqueue_many_stores_a_mixed_batch_and_wakes_once(r, q, scripts: Scripts) -> None:
@@ -92,7 +109,7 @@ def test_enqueue_many_stores_a_mixed_batch_and_wakes_once(r, q, scripts: Scripts
              EnqueueItem("u", m["u"], unique_key=ukey, unique_ttl_ms=60_000), EnqueueItem("b", m["b"])]
     with Subscription(r, q.wake_channel) as sub:
         assert scripts.enqueue_many(q, items, now_ms=NOW) == [1, 1, 0, [-1, "holder"], 1]
-        assert sub.messages() == ["1"]
+        assert sub.messages() == ["1", f"due {NOW + 500}"]
     assert read_queue_state(r, q) == empty_state(
         pending=["a", "b"], scheduled={"s": NOW + 500}, archived={"dup": NOW - 1}, unique={ukey: "holder"},
         tasks={"a": {"msg": m["a"], "state": "pending"},

@@ -353,6 +353,29 @@ def test_scheduled_task_runs_once_due_and_wakes_an_idle_worker(make_worker, clie
     assert started[0] >= due - 0.005
 
 
+def test_tasks_scheduled_or_retried_between_forwarder_rounds_start_at_their_time(make_worker, client, inspector,
+                                                                                registry):
+    attempts: list[float] = []
+
+    @task(name="t.soon", registry=registry, retry_delay=lambda n, e: 0.3)
+    def soon(fail):
+        attempts.append(time.time())
+        if fail and len(attempts) == 2:
+            raise RuntimeError("once")
+        return "ran"
+
+    worker = make_worker(forward_interval=3600)  # after its first round the forwarder would sleep an hour
+    wait_until(lambda: worker.forwarder.rounds >= 1 and worker.subscriber.subscribed.is_set(), SOON,
+               message="the forwarder's first round and the subscription")
+    scheduled = client.enqueue(soon, {"fail": False}, process_in=0.3, retention=60)  # told by the enqueue script
+    assert wait_state(inspector, "default", scheduled.id, "completed", timeout=10).result == "ran"
+    assert attempts[0] >= scheduled.next_process_at.timestamp() - 0.005
+    retried = client.enqueue(soon, {"fail": True}, retention=60)  # its retry is told by the worker's recorder
+    done = wait_state(inspector, "default", retried.id, "completed", timeout=10)
+    assert (done.result, done.retried, len(attempts)) == ("ran", 1, 3)
+    assert attempts[2] - attempts[1] >= 0.3 - 0.005
+
+
 def test_idle_worker_starts_a_new_task_promptly_via_pubsub_wake(make_worker, client, inspector, registry):
     @task(name="t.wake", registry=registry)
     def wake(i):

@@ -6,8 +6,9 @@
 -- KEYS[3..]  <prefix>:{<q>}:t:<id>          task HASH of each task, in ARGV order; then the
 --            <prefix>:{<q>}:unique:<t>:<d>  STRING uniqueness locks that ARGV points at
 -- ARGV[1] now, unix ms
--- ARGV[2] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake"), published when the pending
---         list turns non-empty
+-- ARGV[2] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake"): "1" is published when the pending
+--         list turns non-empty, "due <ms>" when a task scheduled here falls due before every task
+--         scheduled before it (the forwarders then wake for it, not at their next round)
 -- ARGV[3] n, the number of tasks
 -- ARGV[4 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
 --         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and its flags, the
@@ -25,8 +26,8 @@
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 --
 -- Cost: per task one HSET; the pending ids go in one LPUSH per batch (one RPUSH for those at the head), and the task hashes are looked
--- up with one EXISTS for the whole batch (TYPE each only when some exist). Every check comes before
--- the first write.
+-- up with one EXISTS for the whole batch (TYPE each only when some exist); a batch with scheduled
+-- tasks reads the first of KEYS[2] once. Every check comes before the first write.
 local n = tonumber(ARGV[3])
 do  -- the batch is well formed, item by item, before anything is written
     if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 3 + 6 * n or #KEYS < 2 + n then
@@ -80,6 +81,11 @@ do
     end
 end
 local out, push, head = {}, {}, {}
+local earliest, soonest, soonest_text = nil, nil, nil  -- the due time first in KEYS[2] before; the batch's first
+if scheduled then
+    local first = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
+    earliest = first[2] and tonumber(first[2])
+end
 for i = 1, n do
     local base = 4 + 6 * (i - 1)
     local id, msg = ARGV[base], ARGV[base + 1]
@@ -99,6 +105,9 @@ for i = 1, n do
         if process_at > 0 then
             redis.call("HSET", key, "msg", msg, "state", "scheduled")
             redis.call("ZADD", KEYS[2], process_at, id)
+            if not soonest or process_at < soonest then
+                soonest, soonest_text = process_at, ARGV[base + 2]
+            end
         else
             redis.call("HSET", key, "msg", msg, "state", "pending")  -- pending since enqueued_at (in msg)
             if flags >= 2 then
@@ -127,5 +136,8 @@ for command, ids in pairs({LPUSH = push, RPUSH = head}) do
 end
 if woke then
     qc_publish(ARGV[2], "1")
+end
+if soonest and (not earliest or soonest < earliest) then
+    qc_publish(ARGV[2], "due " .. soonest_text)
 end
 return out
