@@ -21,6 +21,7 @@ class Periodic:
         self.done = threading.Event()
         self._roused = threading.Event()
         self.rounds = 0  # run_once calls made by the loop so far, failed ones included
+        self.last_round_failed = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -38,8 +39,10 @@ class Periodic:
             try:
                 self.run_once()
                 self.health.note_ok(self.name)
+                self.last_round_failed = False
             except Exception as exc:
                 self.health.report_error(self.name, exc)
+                self.last_round_failed = True
             self.rounds += 1
             self._sleep()
 

@@ -176,22 +176,14 @@ class Scheduler(Periodic):
             e.next = now  # more to catch up: go on at once
         return fired
 
-    def wait_time(self) -> float:
-        """Seconds until the next fire of any entry or the next declaration, at most the interval."""
+    def next_wait(self) -> float:
+        """Seconds until the next fire of any entry or the next declaration, at most the interval
+        (the interval after a failed round: no fast retries while Redis is away)."""
+        if self.last_round_failed:
+            return self.interval
         now = self._clock.now()
         soonest = self._declare_at
         for e in self._entries:
             if e.mark is not None:
                 soonest = min(soonest, e.next)
         return min(self.interval, max(soonest - now, 0.0))
-
-    def _loop(self) -> None:
-        while not self.done.is_set():
-            wait = self.interval
-            try:
-                self.run_once()
-                self.health.note_ok(self.name)
-                wait = self.wait_time()
-            except Exception as exc:
-                self.health.report_error(self.name, exc)
-            self.done.wait(wait)

@@ -25,7 +25,7 @@ from queuecore.core.periodic import (
 from queuecore.core.scheduler import Scheduler, message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.task import task
-from tests.conftest import wait_until
+from tests.conftest import free_port, wait_until
 
 
 def ts(text: str) -> int:
@@ -337,3 +337,21 @@ def test_a_cron_entry_without_croniter_says_how_to_install_it(monkeypatch) -> No
     with pytest.raises(ConfigurationError, match=r"pip install 'queuecore\[periodic\]'"):
         PeriodicEntry.from_spec("a", {"task": "t", "cron": "* * * * *"})
     assert PeriodicEntry.from_spec("b", {"task": "t", "every": 5}).schedule == Every(5)  # every needs nothing
+
+
+def test_the_scheduler_sleeps_until_its_next_fire_but_an_interval_after_a_failed_round(
+        make_scheduler, connection: ConnectionConfig, fake_clock: FakeClock) -> None:
+    scheduler = make_scheduler(EVERY_SECOND)
+    scheduler.run_once()
+    assert scheduler.next_wait() == pytest.approx(1.0)  # the next fire, sooner than the declare interval (5 s)
+    unreachable = redis.Redis(port=free_port(), socket_connect_timeout=0.2)  # nothing listens there
+    failing = Scheduler(Scripts(unreachable, connection.keys), Broker(unreachable, connection.keys), connection.keys,
+                        fake_clock, parse_entries(EVERY_SECOND), message_builder(connection), RedisHealth(),
+                        declare_interval=5.0)
+    failing.start()
+    try:
+        wait_until(lambda: failing.rounds >= 1, 10, message="a failed round")
+        assert failing.last_round_failed and failing.next_wait() == 5.0  # no fast retries while Redis is away
+    finally:
+        failing.shutdown()
+        unreachable.close()
