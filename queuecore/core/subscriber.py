@@ -92,7 +92,7 @@ class Subscriber:
             if text.startswith("due "):  # a task scheduled to fall due at this unix ms
                 try:
                     due = int(text[4:]) / 1000
-                except ValueError:
+                except (ValueError, OverflowError):  # not a time a float can hold: a plain wake-up
                     due = None
                 if due is not None:
                     if self._on_due is not None:

@@ -318,7 +318,8 @@ def test_subscriber_passes_on_when_a_scheduled_task_falls_due(broker: Broker, q:
     subscriber.handle(q.wake_channel, "due 1800000000500")
     assert due.args == [(1_800_000_000.5,)] and wake.args == []
     subscriber.handle(q.wake_channel, "due soon")  # not a time: taken as a plain wake-up
-    assert due.args == [(1_800_000_000.5,)] and wake.args == [()]
+    subscriber.handle(q.wake_channel, "due " + "9" * 400)  # too large for a float: the same
+    assert due.args == [(1_800_000_000.5,)] and wake.args == [(), ()]
 
 
 def test_a_subscriber_that_met_redis_full_ends_that_spell_once_it_subscribes(
