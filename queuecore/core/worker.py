@@ -148,14 +148,14 @@ class Worker:
         if self._aligns:
             try:
                 self._align_clock()
-            except Exception as exc:  # the heartbeater measures again each beat
-                self.health.report_error("startup", exc, retried=False)
+            except Exception as exc:  # the heartbeater measures again each beat (and so ends a spell)
+                self.health.report_error(self.heartbeater.name, exc)
         self.state.started_at = self.clock.now()
         self.state.status = "active"
         try:
             self.heartbeater.register_queues()
-        except Exception as exc:  # the heartbeater tries again each beat until it is done
-            self.health.report_error("startup", exc, retried=False)
+        except Exception as exc:  # the heartbeater tries again each beat until it is done (and so ends a spell)
+            self.health.report_error(self.heartbeater.name, exc)
         try:
             self.heartbeater.beat()
         except Exception as exc:  # the heartbeater beats again within its interval
