@@ -79,7 +79,6 @@ class Recorder:
         q = self.queue_keys[running.queue]
         ended = self.clock.now()
         ran = ended - running.started if running.begun else None
-        retry_at: list[float] = []
         due_at: list[float] = []  # a retry's or a park's due time, as written
 
         def write() -> bool:
@@ -92,14 +91,14 @@ class Recorder:
                 due_at[:] = [now + decision.retry_in]
                 line = self.attempt_line(running, "snoozed", ended) if snooze else ""
                 return self.scripts.park(q, running.id, running.lease, now_ms=now_ms,
-                                         due_ms=to_ms(now + decision.retry_in), snooze=snooze,
+                                         due_ms=to_ms(due_at[0]), snooze=snooze,
                                          waiting=decision.error, attempt=line)
             line = self.attempt_line(running, "retry" if decision.action == "retry" else "archived", ended,
                                      decision.error, decision.error_type)
             if decision.action == "retry":
-                retry_at[:] = due_at[:] = [now + decision.retry_in]
+                due_at[:] = [now + decision.retry_in]
                 return self.scripts.retry(q, running.id, running.lease, now_ms=now_ms,
-                                          retry_at_ms=to_ms(now + decision.retry_in), error=decision.error,
+                                          retry_at_ms=to_ms(due_at[0]), error=decision.error,
                                           day=stats_day(now), minute=stats_minute(now), attempt=line,
                                           started_ms=running.handler_started_ms, type_name=running.message.type,
                                           duration_ms=None if ran is None else max(0, to_ms(ran)))
@@ -118,7 +117,8 @@ class Recorder:
                 self.on_due(due_at[0])
             line = outcome_log_line(task_id=running.id, type_name=running.message.type, queue=running.queue,
                                     retried=running.retried, max_retry=running.message.max_retry, outcome=outcome,
-                                    decision=decision, ran=ran, retry_at=retry_at[0] if retry_at else None)
+                                    decision=decision, ran=ran,
+                                    retry_at=due_at[0] if due_at and decision.action == "retry" else None)
             if accepted and line is not None:  # every failed attempt and every archive, at the default level
                 logger.warning("%s", line, extra={"qc_task_id": running.id, "qc_queue": running.queue,
                                                   "qc_type": running.message.type, "qc_attempt": running.retried + 1,
