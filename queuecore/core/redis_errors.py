@@ -48,7 +48,10 @@ def cluster_unreachable(exc: BaseException) -> bool:
 
 
 def is_connection_error(exc: BaseException) -> bool:
-    return isinstance(exc, (*UNAVAILABLE, ConnectionError, TimeoutError)) or cluster_unreachable(exc)
+    """True when ``exc`` says Redis cannot answer: redis-py's errors of that kind, and our own
+    ``RedisUnavailable`` (what the Inspector raises for them, e.g. under the bulk-job runner)."""
+    return (isinstance(exc, (*UNAVAILABLE, RedisUnavailable, ConnectionError, TimeoutError))
+            or cluster_unreachable(exc))
 
 
 @contextmanager

@@ -12,6 +12,7 @@ import redis
 
 from queuecore.core.acker import Acker
 from queuecore.core.broker import Broker
+from queuecore.core.bulkrunner import BulkJobRunner
 from queuecore.core.clock import FakeClock, to_ms
 from queuecore.core.config import ConnectionConfig, WorkerConfig
 from queuecore.core.context import TaskContext
@@ -21,6 +22,7 @@ from queuecore.core.forwarder import Forwarder
 from queuecore.core.handlers import AsyncLoop, HandlerPool
 from queuecore.core.health import RedisHealth
 from queuecore.core.heartbeat import Heartbeater, ServerState
+from queuecore.core.inspector import Inspector
 from queuecore.core.janitor import Janitor
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.leases import LeaseRenewer
@@ -532,3 +534,23 @@ def test_redis_health_logs_other_errors_with_their_traceback(caplog: pytest.LogC
     assert not health.down
     [record] = caplog.records
     assert record.levelno == logging.ERROR and record.exc_info is not None and "odd reply" in record.getMessage()
+
+
+def test_a_component_reading_through_the_inspector_logs_an_outage_once_without_a_traceback(
+        key_prefix, caplog: pytest.LogCaptureFixture) -> None:
+    """The bulk-job runner reads through the Inspector, which raises ``RedisUnavailable`` when Redis
+    is away: that is an outage (one line for all components, then quiet), not an error whose
+    traceback is logged every round."""
+    caplog.set_level(logging.INFO, logger="queuecore.worker")
+    health = RedisHealth()
+    with Inspector(redis_url="redis://127.0.0.1:1/0", key_prefix=key_prefix) as dead:
+        runner = BulkJobRunner(dead, health, interval=0.01)
+        runner.start()
+        try:
+            wait_until(lambda: runner.rounds >= 3, 10, message="three rounds of the bulk-job runner")
+        finally:
+            runner.shutdown()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage().split(" (")[0] for r in errors] == ["Redis is unreachable"]
+    assert "bulk-jobs" in errors[0].getMessage() and not [r for r in errors if r.exc_info]
+    assert health.down and runner.last_round_failed
