@@ -104,7 +104,7 @@ class Worker:
                                        align_clock=self._align_clock if self._aligns else None,
                                        on_control=self._on_control)
         self.subscriber = Subscriber(self.broker, [q.cancel_channel for q in queues], [q.wake_channel for q in queues],
-                                     on_cancel=self.processor.cancel, on_wake=self.processor.wake.set,
+                                     on_cancel=self.processor.cancel, on_wake=self.processor.on_wake,
                                      health=self.health, sharded=lambda: self.scripts.publish_command == "SPUBLISH",
                                      on_due=self.forwarder.note_due)
         self.recoverer = Recoverer(

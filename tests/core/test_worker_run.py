@@ -393,6 +393,46 @@ def test_idle_worker_starts_a_new_task_promptly_via_pubsub_wake(make_worker, cli
         assert wait_state(inspector, "default", info.id, "completed", timeout=3).result == i
 
 
+def test_an_idle_worker_takes_a_woken_task_on_the_subscribers_thread(make_worker, client, inspector, registry):
+    """While the fetcher is parked (every queue drained), the wake-up's own thread fetches: the task
+    starts a thread hop sooner. Tasks are not taken on that thread while the fetcher is busy."""
+    ran_on: list[str] = []
+
+    @task(name="t.woken", registry=registry)
+    def woken() -> None:
+        ran_on.append(threading.current_thread().name)
+
+    worker = make_worker(fetch_poll_interval=30)
+    wait_until(lambda: worker.subscriber.subscribed.is_set() and worker.processor._parked, SOON,
+               message="the fetcher parked, waiting for a wake-up")
+    before = worker.processor.fetched_on_wake
+    info = client.enqueue(woken, retention=60)
+    wait_state(inspector, "default", info.id, "completed", timeout=3)
+    assert worker.processor.fetched_on_wake == before + 1
+    assert ran_on and ran_on[0].startswith("queuecore-handler")
+
+
+def test_a_wake_up_bringing_more_tasks_than_free_slots_runs_them_all(make_worker, client, inspector, registry):
+    """The subscriber's thread takes what the free slots hold; the parked fetcher is woken for the rest
+    (with a 30 s poll, a task left behind would wait 30 s)."""
+    release = threading.Event()
+    ran: list[int] = []
+
+    @task(name="t.many", registry=registry)
+    def many(i: int) -> None:
+        release.wait(10)
+        ran.append(i)
+
+    worker = make_worker(fetch_poll_interval=30, concurrency=2, prefetch=0)
+    wait_until(lambda: worker.subscriber.subscribed.is_set() and worker.processor._parked, SOON,
+               message="the fetcher parked, waiting for a wake-up")
+    client.enqueue_many([(many.name, {"i": i}) for i in range(10)])  # one wake-up: the list turned non-empty
+    wait_until(lambda: worker.processor.fetched_on_wake >= 1, SOON, message="a fetch on the subscriber's thread")
+    release.set()
+    wait_until(lambda: len(ran) == 10, 5, message="all ten tasks")
+    assert sorted(ran) == list(range(10))
+
+
 # -- bad task data ----------------------------------------------------------------------------------
 
 
