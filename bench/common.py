@@ -304,17 +304,19 @@ def process_tree(pids: Iterable[int]) -> list[int]:
     return seen
 
 
-def tree_cpu_seconds(pids: Iterable[int]) -> float:
-    """User + system CPU seconds used so far by ``pids`` and their living descendants."""
-    total = 0
+def tree_cpu_times(pids: Iterable[int]) -> tuple[float, float]:
+    """(user, system) CPU seconds used so far by ``pids`` and their living descendants. System time
+    is the kernel's work for them: system calls, and threads waiting on each other (the GIL)."""
+    user = system = 0
     for pid in process_tree(pids):
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / _CLK_TCK
+        user += int(fields[11])  # utime
+        system += int(fields[12])  # stime
+    return user / _CLK_TCK, system / _CLK_TCK
 
 
 def tree_memory(pids: Iterable[int]) -> dict[str, Any]:

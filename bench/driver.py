@@ -54,7 +54,7 @@ from bench.common import (
     pad_payload,
     percentile,
     summarize,
-    tree_cpu_seconds,
+    tree_cpu_times,
     tree_memory,
     work_dir,
 )
@@ -215,12 +215,14 @@ class Driver:
         and CPU of both servers, the processes' CPU, the machine's other load; RSS at the end."""
         c0, t0, startup = self.warm_up(n, phase, spawned)
         pids = [p.pid for p in self.procs]
-        b0, k0, cpu0 = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_seconds(pids)
+        b0, k0, (user0, sys0) = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_times(pids)
         m0, me0 = machine_busy()[0], time.process_time()
         c1, t1 = self.wait_done(n, self.cfg["drain_timeout"], phase)
         m1, me1 = machine_busy()[0], time.process_time()
-        b1, k1, cpu1 = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_seconds(pids)
+        b1, k1, (user1, sys1) = RedisSnapshot.take(self.broker), RedisSnapshot.take(self.counter), tree_cpu_times(pids)
+        cpu0, cpu1 = user0 + sys0, user1 + sys1
         seconds = max(t1 - t0, 1e-9)
+        done = max(c1 - c0, 1)
         ours = (cpu1 - cpu0) + (b1.cpu - b0.cpu) + (k1.cpu - k0.cpu) + (me1 - me0)
         return {
             "rate": (c1 - c0) / seconds, "tasks": c1 - c0, "warmup_tasks": c0, "seconds": seconds,
@@ -230,6 +232,9 @@ class Driver:
                           "counter_redis": (k1.cpu - k0.cpu) / seconds, "harness": (me1 - me0) / seconds,
                           "other_processes": max((m1 - m0) - ours, 0.0) / seconds},
             "memory": tree_memory(pids),
+            # The worker processes' CPU per task, in user space and in the kernel (system calls, and
+            # threads waiting for each other: the GIL passing between them).
+            "worker_cpu_us": {"user": (user1 - user0) / done * 1e6, "system": (sys1 - sys0) / done * 1e6},
         }
 
     def ceiling_run(self, n: int) -> dict[str, Any]:
@@ -259,6 +264,7 @@ class Driver:
                   "threads": self.cfg["concurrency"], "interleaved_with": interleaved_with}
         mid = _median_run(runs)
         result["cpu_cores"] = mid["cpu_cores"]
+        result["worker_cpu_us"] = mid["worker_cpu_us"]
         result["memory"] = runs[-1]["memory"]
         self.results["ceiling"] = result
 
@@ -314,6 +320,7 @@ class Driver:
             result["config"] = self.adapter.processes_config
         mid = _median_run(runs)
         result["cpu_cores"] = mid["cpu_cores"]
+        result["worker_cpu_us"] = mid["worker_cpu_us"]
         result["memory"] = runs[-1]["memory"]
         self.results[key] = result
 

@@ -105,11 +105,20 @@ def lib_metrics(res: dict[str, Any]) -> dict[str, Any]:
         "net_bytes": total("net_bytes_per_task"),
         "sent": _num(get(s, "requests.sent_per_task")), "sent_lua": _num(get(s, "requests.lua_per_task")),
         "rss_mb": _num(get(s, "drain1.memory.rss_mb")), "pss_mb": _num(get(s, "drain1.memory.pss_mb")),
+        "worker_user_us": _num(get(s, "drain1.worker_cpu_us.user")),
+        "worker_sys_us": _num(get(s, "drain1.worker_cpu_us.system")),
         "bytes_per_task": _num(get(s, "backlog.bytes_per_task")),
         "backlog_enqueue_ratio": _num(get(s, "backlog.enqueue_ratio")),
         "backlog_dequeue_ratio": _num(get(s, "backlog.dequeue_ratio")),
         "survives_kill": bool(res.get("survives_kill")),
     }
+
+
+def _user_system(m: dict[str, Any]) -> str:
+    """``user + system`` µs per task, or "-" when not measured."""
+    if m.get("worker_user_us") is None or m.get("worker_sys_us") is None:
+        return "-"
+    return f"{fmt(m['worker_user_us'])} + {fmt(m['worker_sys_us'])}"
 
 
 def _best(peers: dict[str, dict[str, Any]], key: str, lowest: bool,
@@ -279,6 +288,7 @@ def markdown(results: dict[str, Any]) -> str:
                      fmt_range(get(s, "enqueue_one.rate")), fmt_range(get(s, "enqueue_batch.rate")), idle,
                      f"{fmt_ms(m['load_p50'])} / {fmt_ms(m['load_p99'])}", sched])
     ceiling = ceiling_runs(results)
+    ceiling_cpu = ceiling_worker_cpu(results)
     if ceiling:
         body.append([f"ceiling: {cfg.get('concurrency')} bare threads, no queue", fmt_range(summarize_rates(ceiling))]
                     + ["-"] * 8)
@@ -315,19 +325,24 @@ def markdown(results: dict[str, Any]) -> str:
                    if m["backlog_enqueue_ratio"] is not None else "-")
         body.append([lib, f"{fmt(m['commands'], 1)} ({fmt(m['enqueue_commands'], 1)} + {fmt(m['run_commands'], 1)})",
                      fmt(m["sent"], 1), fmt(m["cpu_us"], 1), fmt(m["redis_ceiling"]), fmt(m["net_bytes"]),
-                     f"{fmt(m['rss_mb'], 1)} ({fmt(m['pss_mb'], 1)})", fmt(m["bytes_per_task"]), backlog])
+                     f"{fmt(m['rss_mb'], 1)} ({fmt(m['pss_mb'], 1)})", _user_system(m), fmt(m["bytes_per_task"]),
+                     backlog])
     out.append("**Redis cost and memory**")
     out.append("")
     out.append(_table(["library", "Redis commands run / task (batch enqueue + run)", "commands sent / task",
                        "Redis CPU µs / task",
                        "ceiling: tasks/s per Redis core", "bytes on the wire / task", "worker RSS MB (PSS)",
-                       "Redis bytes / pending task", "rate with backlog / empty: enqueue / dequeue"], body))
+                       "worker CPU µs / task: user + system", "Redis bytes / pending task",
+                       "rate with backlog / empty: enqueue / dequeue"], body))
     out.append("")
     out.append("Commands run: INFO commandstats over the batch enqueue and the drain, counting the commands run "
                "inside Lua scripts too (Redis's work). Commands sent: what clients sent per task (one-by-one "
                "enqueue and run, EVALSHA counting as one), counted with MONITOR in a separate, untimed phase. "
                "Redis CPU: used_cpu_user + used_cpu_sys over the batch enqueue and the drain. Worker RSS is "
-               "summed over the worker's process tree after the drain (PSS splits shared pages).")
+               "summed over the worker's process tree after the drain (PSS splits shared pages). Worker CPU: "
+               "the one-process drain's worker tree, per task, in user space and in the kernel (system calls "
+               "and threads waiting for each other, the GIL among them)"
+               + (f"; the ceiling's bare threads: {_user_system(ceiling_cpu)}" if ceiling_cpu else "") + ".")
     out.append("")
 
     body = []
@@ -397,6 +412,20 @@ def ceiling_runs(results: dict[str, Any]) -> list[float]:
     """Every ceiling run's rate in this run, whichever library's drain it was measured beside."""
     return [float(run["rate"]) for r in results.get("libs", {}).values() if "error" not in r
             for run in get(r, "scenarios.ceiling.runs", []) if _num(run.get("rate")) is not None]
+
+
+def ceiling_worker_cpu(results: dict[str, Any]) -> dict[str, float] | None:
+    """The ceiling process's CPU per task (user, system; µs), medians over the libraries' ceilings."""
+    cpu = [get(r, "scenarios.ceiling.worker_cpu_us", {}) for r in results.get("libs", {}).values() if "error" not in r]
+    pairs: list[tuple[float, float]] = []
+    for c in cpu:
+        user, system = _num(c.get("user")), _num(c.get("system"))
+        if user is not None and system is not None:
+            pairs.append((user, system))
+    if not pairs:
+        return None
+    return {"worker_user_us": summarize_rates([u for u, _ in pairs])["median"],
+            "worker_sys_us": summarize_rates([s for _, s in pairs])["median"]}
 
 
 def summarize_rates(values: list[float]) -> dict[str, Any]:

@@ -45,6 +45,11 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert s["drain1"]["cost"]["commands_per_task"] > 0
     assert s["drain1"]["cost"]["redis_cpu_us_per_task"] >= 0
     assert s["drain1"]["memory"]["rss_mb"] > 0
+    # The worker's CPU per task, split into user space and the kernel (the median run's).
+    for key in ("drain1", "ceiling"):
+        cpu = s[key]["worker_cpu_us"]
+        assert cpu["user"] > 0 and cpu["system"] >= 0, key
+        assert cpu == min(s[key]["runs"], key=lambda run: run["rate"])["worker_cpu_us"], key  # one run
     assert s["drain2"]["workers"] == 2
     assert s["procs2"]["workers"] == 1 and s["procs2"]["processes"] == 2  # one supervisor, two children
     # The ceiling: one bare-thread run right before each drain1 run, measured like a drain.
@@ -83,6 +88,10 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert "| queuecore 0.1.0 |" in md or "| queuecore " in md
     assert "When a worker is killed" in md
     assert "| ceiling: " in md and "of its ceiling" in md
+    cpu = s["drain1"]["worker_cpu_us"]
+    assert "worker CPU µs / task: user + system" in md
+    assert f"{cpu['user']:,.0f} + {cpu['system']:,.0f}" in md
+    assert "the ceiling's bare threads: " in md
     assert not (tmp_path / "chart.png").exists()
     assert results["files"]["json"].endswith("results.json")
     assert not math.isnan(s["latency_idle"]["p99_ms"])
