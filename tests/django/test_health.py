@@ -61,20 +61,36 @@ def test_healthcheck_live_stopped_and_dead_worker(worker, site_env, redis_url, k
     assert live.stdout.startswith(f"ok: worker {info['server_id']} alive")
     assert "Redis answers in" in live.stdout
 
+    # The heartbeat key in Redis and the file both lapse three intervals after the last beat; the file
+    # is written just after the key, so a check in the few ms between may find the key gone first.
+    expired = f"unhealthy: worker {info['server_id']}: its heartbeat is not in Redis"
+    seen: list[str] = []
+
+    def stale_file() -> subprocess.CompletedProcess[str] | None:
+        r = healthcheck(site_env, health_file)
+        if r.returncode == 1:
+            seen.append(r.stderr)
+            if "last heartbeat" in r.stderr:
+                return r
+        return None
+
     proc.send_signal(signal.SIGSTOP)  # frozen: it stops heartbeating, the file goes stale
     stopped_at = time.time()
-    stale = wait_until(lambda: (r := healthcheck(site_env, health_file)).returncode == 1 and r, timeout=30)
+    stale = wait_until(stale_file, timeout=30)
     assert time.time() - stopped_at < 3 * HEARTBEAT + 10
     assert stale.stderr.startswith(f"unhealthy: worker {info['server_id']}: last heartbeat")
     assert "limit 0.6s" in stale.stderr and len(stale.stderr.strip().splitlines()) == 1
+    assert all(line.startswith(expired) for line in seen[:-1]), seen
 
     proc.send_signal(signal.SIGCONT)  # thawed: healthy again at its next beat
     wait_until(lambda: healthcheck(site_env, health_file, "--max-age", "5").returncode == 0, timeout=30)
 
     proc.kill()  # dead: no clean exit, the file stays but goes stale
     proc.wait(10)
-    dead = wait_until(lambda: (r := healthcheck(site_env, health_file)).returncode == 1 and r, timeout=30)
+    seen.clear()
+    dead = wait_until(stale_file, timeout=30)
     assert "last heartbeat" in dead.stderr
+    assert all(line.startswith(expired) for line in seen[:-1]), seen
 
 
 @pytest.mark.slow
