@@ -185,12 +185,12 @@ class Client:
 
     def _prepare(self, task: str | Handler, payload: Any, options: dict[str, Any], now: float, *,
                  send: bool = True) -> _Prepared:
-        unknown = set(options) - ENQUEUE_OPTIONS
-        if unknown:
+        if not ENQUEUE_OPTIONS.issuperset(options):
+            unknown = set(options) - ENQUEUE_OPTIONS
             raise ConfigurationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
         handler = task if isinstance(task, Handler) else self.registry.get(self._valid_name(task, "type"))
         type_name = task.name if isinstance(task, Handler) else task
-        if handler is not None:
+        if handler is not None and handler.options:
             options = {**handler.options, **options}
         payload_json = encode_payload(payload, self.connection.max_payload_bytes)
         payload = payload or {}
@@ -268,7 +268,7 @@ class Client:
         every call is refused the error is raised; when only some are (a batch over several
         queues or chunks), the tasks of a refused call get its error in place of a reply.
         """
-        register = self._queues_to_register({p.message.queue for p in prepared})
+        register = self._queues_to_register([p.message.queue for p in prepared])
         if not register and len(prepared) == 1:  # the common case: one task, one script call
             with broker_errors():
                 try:
@@ -329,8 +329,10 @@ class Client:
                 self._queue_keys[queue] = q
         return self.scripts.enqueue_many(q, items, now_ms=now_ms, client=pipe)
 
-    def _queues_to_register(self, queues: Iterable[str]) -> list[str]:
+    def _queues_to_register(self, queues: list[str]) -> list[str]:
         now = time.monotonic()
+        if len(queues) == 1 and self._registered_queues.get(queues[0], 0.0) > now:
+            return []  # the common case, without the lock: registered a moment ago
         with self._lock:
             fresh = [q for q in set(queues) if self._registered_queues.get(q, 0.0) <= now]
             for q in fresh:

@@ -10,7 +10,7 @@ import re
 import time
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 DEFAULT_PREFIX = "qc"
 GLOBAL_TAG = "/"  # the hash tag of the keys of no queue (Keys.global_base): never a queue name
@@ -97,68 +97,69 @@ def validate_type_name(name: object) -> str:
 
 @dataclass(frozen=True)
 class QueueKeys:
-    """The keys of one queue. Build with ``Keys.queue(name)``."""
+    """The keys of one queue. Build with ``Keys.queue(name)``. Each key is built once, on first use
+    (``cached_property``): the hot scripts name several per call."""
 
     prefix: str
     queue: str
 
-    @property
+    @cached_property
     def base(self) -> str:
         """``<prefix>:{<queue>}:``, the start of every key of this queue."""
         return f"{self.prefix}:{{{self.queue}}}:"
 
-    @property
+    @cached_property
     def pending(self) -> str:
         """LIST of task ids ready to run; pushed on the left, popped on the right."""
         return self.base + "pending"
 
-    @property
+    @cached_property
     def active(self) -> str:
         """ZSET of running task ids scored by lease expiry (unix ms): no active task without a lease."""
         return self.base + "active"
 
-    @property
+    @cached_property
     def scheduled(self) -> str:
         """ZSET of task ids scored by the time they are due (unix ms)."""
         return self.base + "scheduled"
 
-    @property
+    @cached_property
     def retry(self) -> str:
         """ZSET of failed task ids scored by their next attempt (unix ms)."""
         return self.base + "retry"
 
-    @property
+    @cached_property
     def archived(self) -> str:
         """ZSET of archived (dead) task ids scored by when they were archived (unix ms)."""
         return self.base + "archived"
 
-    @property
+    @cached_property
     def completed(self) -> str:
         """ZSET of completed task ids kept for retention, scored by when they expire (unix ms)."""
         return self.base + "completed"
 
-    @property
+    @cached_property
     def paused(self) -> str:
         """STRING present while the queue is paused."""
         return self.base + "paused"
 
-    @property
+    @cached_property
     def stats(self) -> str:
         """HASH of counters: ``processed``/``failed`` totals, per day ``d:`` and per minute ``m:``."""
         return self.base + "stats"
 
-    @property
+    @cached_property
     def repair(self) -> str:
         """HASH of the repair pass shared by the workers: ``cursor`` and ``next_at`` (unix ms)."""
         return self.base + "repair"
 
-    @property
+    @cached_property
     def recovery(self) -> str:
         """HASH of the recoverers' shared view of time: ``seen`` (Redis time of the last recovery
         round, ms) and ``grace_until`` (ms): see ``recover.lua``."""
         return self.base + "recovery"
 
-    @property
+    @cached_property
     def task_prefix(self) -> str:
         """The start of every task hash key of this queue (``...:t:<id>``)."""
         return self.base + "t:"
@@ -167,13 +168,13 @@ class QueueKeys:
         """HASH of one task: ``msg`` (encoded message), ``state`` and the mutable fields."""
         return self.task_prefix + task_id
 
-    @property
+    @cached_property
     def type_stats(self) -> str:
         """HASH type -> per-type counters since the type first ran; also the start of each type's
         per-minute and per-day HASHes (``typestats.py``)."""
         return self.base + "ts"
 
-    @property
+    @cached_property
     def done_prefix(self) -> str:
         """The start of every wake LIST of this queue (``...:done:<id>``)."""
         return self.base + "done:"
@@ -201,18 +202,18 @@ class QueueKeys:
         """The LIST or ZSET holding ids of tasks in ``state``."""
         return self.base + state
 
-    @property
+    @cached_property
     def wake_channel(self) -> str:
         """Pub/sub channel told when the queue turns non-empty, so idle workers fetch at once."""
         return self.base + "wake"
 
-    @property
+    @cached_property
     def cancel_channel(self) -> str:
         """Pub/sub channel carrying ``<queue> <task id>`` cancel requests for this queue's tasks (in the
         queue's slot, so the cancel script can publish on it with sharded pub/sub)."""
         return self.base + "cancel"
 
-    @property
+    @cached_property
     def all_pattern(self) -> str:
         """A SCAN pattern matching every key of this queue."""
         return _escape_glob(self.base) + "*"

@@ -52,13 +52,15 @@ class Range:
     def check(self, value: object, name: str, error: type[ConfigurationError] = ConfigurationError) -> float:
         """``value`` as a float (an int for whole ranges) if it lies in the range, else raise ``error``
         naming ``name`` and the range. Booleans, strings, NaN and infinities are refused."""
-        if isinstance(value, bool) or not isinstance(value, Integral if self.whole else Real):
+        kind = type(value)
+        if not (kind is int or (kind is float and not self.whole)) and (  # the ABC checks only when needed
+                isinstance(value, bool) or not isinstance(value, Integral if self.whole else Real)):
             raise error(f"{name} must be {self.describe()}, got {value!r}", field=name)
         if self.whole:
             number: float = int(value)  # type: ignore[call-overload]
         else:
             try:
-                number = float(value)
+                number = float(value)  # type: ignore[arg-type]
             except OverflowError:  # an int too large for a float
                 number = math.inf
         if (not self.whole and not math.isfinite(number)) or number > self.high or number < self.low \

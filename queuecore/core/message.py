@@ -43,6 +43,10 @@ def loads(text: str | bytes) -> Any:
     return json.loads(text)
 
 
+# ``json.dumps`` with these options would build a new encoder on every call.
+_PAYLOAD_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> str:
     """Validate and encode a payload (a JSON object or ``None``) to JSON text.
 
@@ -58,7 +62,7 @@ def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> 
         if not isinstance(key, str):
             raise InvalidPayload(f"payload keys must be strings, got {key!r}")
     try:
-        text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _PAYLOAD_ENCODER.encode(payload) if payload else "{}"
     except RecursionError:
         raise InvalidPayload(_too_deep()) from None
     except (TypeError, ValueError) as exc:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
@@ -54,25 +53,40 @@ def is_connection_error(exc: BaseException) -> bool:
             or cluster_unreachable(exc))
 
 
-@contextmanager
-def broker_errors() -> Iterator[None]:
+class _BrokerErrors:
+    """The context manager ``broker_errors()`` returns: a plain class, since a generator-based one
+    costs more than the rest of a single enqueue's bookkeeping."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            return
+        if isinstance(exc, UNAVAILABLE):
+            raise RedisUnavailable(f"Redis is unreachable: {exc or type(exc).__name__}") from exc
+        if isinstance(exc, redis.exceptions.RedisClusterException):
+            if cluster_unreachable(exc):
+                raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+            raise BrokerError(f"the Redis Cluster refused the operation: {exc}") from exc
+        if isinstance(exc, redis.ResponseError):
+            text = str(exc)
+            if is_out_of_memory(text):
+                raise RedisFull(full_message(text)) from exc
+            if is_wrong_type(text):
+                raise WrongKeyType(wrong_type_message(text)) from exc
+            raise BrokerError(f"Redis refused the operation: {text}") from exc
+
+
+_BROKER_ERRORS = _BrokerErrors()
+
+
+def broker_errors() -> _BrokerErrors:
     """Re-raise Redis failures as ``BrokerError`` with a one-line message: ``RedisUnavailable`` when Redis
     cannot answer, ``RedisFull`` for OOM, ``WrongKeyType`` for WRONGTYPE."""
-    try:
-        yield
-    except UNAVAILABLE as exc:
-        raise RedisUnavailable(f"Redis is unreachable: {exc or type(exc).__name__}") from exc
-    except redis.exceptions.RedisClusterException as exc:
-        if cluster_unreachable(exc):
-            raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
-        raise BrokerError(f"the Redis Cluster refused the operation: {exc}") from exc
-    except redis.ResponseError as exc:
-        text = str(exc)
-        if is_out_of_memory(text):
-            raise RedisFull(full_message(text)) from exc
-        if is_wrong_type(text):
-            raise WrongKeyType(wrong_type_message(text)) from exc
-        raise BrokerError(f"Redis refused the operation: {text}") from exc
+    return _BROKER_ERRORS
 
 
 def translate(func: F) -> F:
