@@ -3,12 +3,13 @@
 This is the only module that knows each script's KEYS order and reply codes, and the only one
 that runs ``EVALSHA``. Every key comes from ``keys.py``; so does every key-name prefix a script
 builds keys from (passed in ARGV, never cut out of another key name in Lua). Every script runs
-behind the shared prelude ``lua/_lib.lua`` (see ``script_source``).
+behind the helpers it uses of the shared prelude ``lua/_lib.lua`` (see ``script_source``).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -84,14 +85,60 @@ def _lua_file(name: str) -> str:
 
 
 @cache
+def prelude_helpers() -> dict[str, str]:
+    """The prelude's helpers by name, in its order: each one's text, from the comment lines above its
+    ``local function qc_...(`` line to its closing ``end`` (the prelude holds nothing else but its header)."""
+    helpers: dict[str, str] = {}
+    comment: list[str] = []
+    current: list[str] | None = None
+    for line in _lua_file(PRELUDE).splitlines():
+        if current is not None:
+            current.append(line)
+            if line == "end":
+                found = re.match(r"local function (qc_\w+)\(", current[len(comment)])
+                assert found, current[len(comment)]
+                helpers[found[1]] = "\n".join(current)
+                current, comment = None, []
+        elif line.startswith("local function qc_"):
+            current = [*comment, line]
+        elif line.startswith("--"):
+            comment.append(line)
+        else:
+            comment = []
+    return helpers
+
+
+def prelude_for(body: str) -> str:
+    """The prelude's helpers that ``body`` calls, with the helpers they call, in the prelude's order.
+
+    Each call of a script defines every helper in its text anew (a closure each), so a script carries
+    only those it uses: with all 22, the enqueue script ran 1 µs (15 %) longer in Redis."""
+    helpers = prelude_helpers()
+    wanted: set[str] = set()
+    todo = [body]
+    while todo:
+        for called in re.findall(r"\b(qc_\w+)\(", _without_comments(todo.pop())):
+            if called in helpers and called not in wanted:
+                wanted.add(called)
+                todo.append(helpers[called])
+    return "\n\n".join(text for helper, text in helpers.items() if helper in wanted)
+
+
+def _without_comments(lua: str) -> str:
+    return "\n".join(line.split("--", 1)[0] for line in lua.splitlines())
+
+
+@cache
 def script_source(name: str) -> str:
-    """What Redis runs for script ``name``: the prelude ``lua/_lib.lua``, then ``lua/<name>.lua``.
+    """What Redis runs for script ``name``: the helpers of the prelude ``lua/_lib.lua`` that it uses
+    (``prelude_for``), then ``lua/<name>.lua``.
 
     Both the registered SHA and a ``SCRIPT LOAD`` after ``NOSCRIPT`` use this text.
     """
     if name not in SCRIPT_NAMES:
         raise ValueError(f"no Lua script {name!r}")
-    return _lua_file(PRELUDE) + "\n" + _lua_file(name)
+    body = _lua_file(name)
+    return prelude_for(body) + "\n" + body
 
 
 @dataclass(frozen=True)

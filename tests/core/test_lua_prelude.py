@@ -1,4 +1,5 @@
-"""The Lua prelude ``lua/_lib.lua``: every script runs behind it, and what it holds is written once.
+"""The Lua prelude ``lua/_lib.lua``: every script runs behind the helpers of it that it uses, and what it
+holds is written once.
 
 Scripts share their helpers (the wrong-type guard, task keys built from an ARGV prefix) through
 the prelude, never by copying them; reasons and defaults come from Python in ARGV.
@@ -15,7 +16,7 @@ import redis
 
 from queuecore.core import reasons
 from queuecore.core.keys import Keys
-from queuecore.core.scripts import PRELUDE, SCRIPT_NAMES, Scripts, script_source
+from queuecore.core.scripts import PRELUDE, SCRIPT_NAMES, Scripts, prelude_for, prelude_helpers, script_source
 
 
 def lua(name: str) -> str:
@@ -40,9 +41,25 @@ def test_the_prelude_has_a_header_and_only_local_helpers() -> None:
     assert all(line.startswith("local function qc_") for line in top_level), top_level
 
 
+def test_the_prelude_splits_into_its_helpers_whole() -> None:
+    helpers = prelude_helpers()
+    assert list(helpers) == re.findall(r"^local function (qc_\w+)\(", lua(PRELUDE), re.MULTILINE)
+    for name, text in helpers.items():
+        assert text in lua(PRELUDE)
+        assert text.splitlines()[-1] == "end" and f"local function {name}(" in text
+        assert text.count("\nend") == 1, f"{name}: one helper's text, not two"
+
+
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
-def test_every_script_source_is_the_prelude_then_the_script(name: str) -> None:
-    assert script_source(name) == lua(PRELUDE) + "\n" + lua(name)
+def test_every_script_source_is_the_helpers_it_uses_then_the_script(name: str) -> None:
+    source = script_source(name)
+    assert source == prelude_for(lua(name)) + "\n" + lua(name)
+    defined = re.findall(r"^local function (qc_\w+)\(", source, re.MULTILINE)
+    called = set(re.findall(r"\b(qc_\w+)\(", code(source).replace("local function ", "")))
+    assert set(defined) == called, f"{name}: defined but not called {set(defined) - called}, " \
+                                   f"called but not defined {called - set(defined)}"
+    order = list(prelude_helpers())
+    assert defined == sorted(defined, key=order.index), "helpers keep the prelude's order (each after those it calls)"
 
 
 def test_the_prelude_is_not_a_script_source() -> None:
@@ -52,7 +69,7 @@ def test_the_prelude_is_not_a_script_source() -> None:
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_the_registered_sha_is_that_of_the_full_source(name: str) -> None:
-    """EVALSHA's SHA and the SCRIPT LOAD after NOSCRIPT both use prelude + script."""
+    """EVALSHA's SHA and the SCRIPT LOAD after NOSCRIPT both use the helpers + the script."""
     scripts = Scripts(redis.Redis(), Keys("qcx"))  # registering computes the SHA locally: no connection
     assert scripts._script(name).sha == hashlib.sha1(script_source(name).encode()).hexdigest()
 

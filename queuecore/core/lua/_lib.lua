@@ -1,6 +1,8 @@
--- _lib: the prelude that scripts.py puts in front of every script, so one EVALSHA body is this file
--- followed by the script. Not a script of its own: no KEYS, no ARGV, no wrapper; only small local
--- helpers. Key names are never cut out of other key names: what a script needs (the task-key
+-- _lib: the prelude of helpers that scripts.py puts in front of every script: one EVALSHA body is the
+-- helpers the script calls (with those they call, in this file's order) followed by the script, since
+-- Redis defines every helper in the body anew on each call. Not a script of its own: no KEYS, no ARGV,
+-- no wrapper; only small local helpers, each a "local function qc_..." closed by "end" at the start
+-- of a line, with the comment lines right above it. Key names are never cut out of other key names: what a script needs (the task-key
 -- prefix "<prefix>:{<q>}:t:", the queue's "<prefix>:{<q>}:" start) comes in ARGV.
 --
 -- Wrong-type refusal: the error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>"
