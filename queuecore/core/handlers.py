@@ -117,11 +117,10 @@ class HandlerPool:
 
 
 class AsyncLoop:
-    """One event loop thread, started on first use, running at most ``limit`` handlers at once."""
+    """One event loop thread, started on first use, running the async handlers the processor starts
+    (its run slots bound how many run at once, sync and async together)."""
 
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._slots: asyncio.Semaphore | None = None  # made on the loop's thread
+    def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -168,12 +167,6 @@ class AsyncLoop:
                 started(loop.create_task(work()))
             except Exception:  # pragma: no cover - the processor's callables catch everything
                 logger.exception("could not start an async handler")  # its lease brings the task back
-
-    def slots(self) -> asyncio.Semaphore:
-        """The semaphore bounding concurrent handlers; call on the loop's thread."""
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self._limit)
-        return self._slots
 
     def cancel(self, task: asyncio.Task[Any]) -> None:
         """Cancel ``task`` at its next ``await`` (from any thread)."""

@@ -151,13 +151,12 @@ class Runner:
             return
         token = set_current(running.ctx)
         try:
-            async with self._async_loop.slots():
-                self._begin(running)
-                if running.ctx.cancelled:
-                    raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
-                result = self._call_handler(running, handler)
-                if asyncio.iscoroutine(result):
-                    result = await result
+            self._begin(running)
+            if running.ctx.cancelled:
+                raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
+            result = self._call_handler(running, handler)
+            if asyncio.iscoroutine(result):
+                result = await result
             outcome = returned(result)
         except BaseException as exc:  # includes CancelledError
             outcome = classify(exc, running.ctx.cancel_reason)

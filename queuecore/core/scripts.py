@@ -206,9 +206,9 @@ class Recovery(NamedTuple):
         return self.requeued, self.archived, self.orphans
 
 
-@dataclass(frozen=True)
-class DoneItem:
-    """One succeeded task to acknowledge: its id, lease, retention (ms), result (JSON) and unique lock."""
+class DoneItem(NamedTuple):
+    """One succeeded task to acknowledge: its id, lease, retention (ms), result (JSON) and unique lock.
+    (A named tuple: the acker makes one per task.)"""
 
     id: str
     lease: int

@@ -407,7 +407,7 @@ def test_runner_runs_an_attempt_inside_the_middleware_and_hands_on_its_outcome(
         return call_next()
 
     finalized, freed = Calls(reply=True), Calls()
-    loop = AsyncLoop(2)
+    loop = AsyncLoop()
     runner = Runner(60.0, [outer], fake_clock, LimitGate(scripts, scripts.keys, {q.queue: q}, fake_clock, 30.0, 5.0),
                     loop, None, finalized, freed)
     handler = registry.get("test.add")
@@ -436,7 +436,7 @@ def test_runner_runs_an_attempt_inside_the_middleware_and_hands_on_its_outcome(
 def test_async_loop_takes_a_burst_of_handed_over_work_in_one_wake_up() -> None:
     """Work started from other threads while the loop is busy is created together: one
     ``call_soon_threadsafe`` (one write to the loop's wake-up pipe) for the burst, not one per task."""
-    loop = AsyncLoop(4)
+    loop = AsyncLoop()
     event_loop = loop._ensure()
     busy, ran = threading.Event(), []
     event_loop.call_soon_threadsafe(busy.wait, 10)  # the loop is held up, as by a slow callback
