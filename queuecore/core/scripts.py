@@ -8,6 +8,7 @@ behind the helpers it uses of the shared prelude ``lua/_lib.lua`` (see ``script_
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import threading
@@ -43,6 +44,12 @@ from queuecore.core.reasons import (
 from queuecore.core.redis_errors import full_message, is_out_of_memory, is_wrong_type, wrong_type_message
 from queuecore.core.topology import sharded_pubsub
 from queuecore.core.typestats import context as type_stats_context
+
+_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:  # the "fast" extra: script calls are packed by hiredis directly (see Scripts._send)
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - exercised without hiredis
+    _hiredis_pack = None
 
 SCRIPT_NAMES: tuple[str, ...] = (
     "enqueue", "dequeue", "done", "retry", "archive", "requeue", "extend_lease", "forward", "recover",
@@ -232,6 +239,7 @@ class Scripts:
         # (WorkerConfig.type_stats).
         self.type_stats = type_stats
         self._publish_command: str | None = None
+        self._packs = _hiredis_pack is not None and _encodes_utf8_strictly(client)
 
     @property
     def publish_command(self) -> str:
@@ -327,16 +335,29 @@ class Scripts:
     def _evalsha(self, connection: Any, name: str, keys: list[str], args: list[Any]) -> Any:
         """Send ``EVALSHA`` on ``connection`` and read the reply; ``NOSCRIPT`` (a restarted or flushed
         server) loads the script and runs it again."""
-        sha = self._script(name).sha
-        connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
+        command = ("EVALSHA", self._script(name).sha, len(keys), *keys, *args)
+        self._send(connection, command)
         try:
             return connection.read_response()
         except redis.exceptions.NoScriptError:
             pass
         connection.send_command("SCRIPT", "LOAD", script_source(name))
         connection.read_response()
-        connection.send_command("EVALSHA", sha, len(keys), *keys, *args)
+        self._send(connection, command)
         return connection.read_response()
+
+    def _send(self, connection: Any, command: tuple[Any, ...]) -> None:
+        """Send ``command``: packed by hiredis when it is installed and the client encodes text as
+        strict UTF-8 (what redis-py would send, byte for byte, without first converting every
+        argument in Python: 1 µs against 3 for an enqueue's 15 arguments), else by redis-py."""
+        if self._packs and _hiredis_pack is not None:
+            try:
+                packed = _hiredis_pack(command)
+            except TypeError as exc:  # an argument of a type Redis cannot take: redis-py's error
+                raise redis.DataError(str(exc)) from None
+            connection.send_packed_command([packed])  # a list of chunks, as redis-py's packer returns
+        else:
+            connection.send_command(*command)
 
     def dedicated(self) -> Scripts:
         """Scripts over one connection of their own, for a single hot thread (the worker's fetcher
@@ -802,6 +823,18 @@ class Scripts:
 def _pairs(reply: Any) -> dict[str, Any]:
     """A flat ``field, value, ...`` reply (HGETALL's) as a dict."""
     return dict(zip(reply[::2], reply[1::2], strict=True))
+
+
+def _encodes_utf8_strictly(client: Any) -> bool:
+    """True when ``client``'s connections encode text as strict UTF-8 (redis-py's default)."""
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    if not isinstance(kwargs, dict):
+        return False
+    try:
+        encoding = codecs.lookup(kwargs.get("encoding", "utf-8")).name
+    except LookupError:
+        return False
+    return encoding == "utf-8" and kwargs.get("encoding_errors", "strict") == "strict"
 
 
 class DedicatedScripts(Scripts):
