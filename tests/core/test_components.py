@@ -364,6 +364,73 @@ def test_acker_acknowledges_a_batch_and_reports_each_task(
     assert list(read_zset(redis_client, q.active)) == ["t2"]
 
 
+def _acker_counting_calls(scripts: Scripts, recorder: Recorder, clock: FakeClock, q: QueueKeys,
+                          acknowledged: Calls, **linger: float) -> tuple[Acker, list[int]]:
+    """An acker over real scripts whose ``done`` calls are counted (the number of tasks in each)."""
+    dedicated = scripts.dedicated()
+    sizes: list[int] = []
+    real = dedicated.done_many
+
+    def done_many(queue_keys: QueueKeys, items: list, **kwargs: object) -> list[bool]:  # type: ignore[type-arg]
+        sizes.append(len(items))
+        return real(queue_keys, items, **kwargs)  # type: ignore[arg-type]
+
+    dedicated.done_many = done_many  # type: ignore[method-assign]
+    return Acker(dedicated, clock, {q.queue: q}, recorder.with_retries, acknowledged, **linger), sizes  # type: ignore[arg-type]
+
+
+def test_a_busy_acker_lingers_to_write_acknowledgements_together(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
+    """Right after a write (busy), the acker waits for a fuller batch: five successes in one call. The
+    linger here is 60 s, so a test that passes cannot have waited it out; stop() cuts a linger short."""
+    now = fake_clock.now()
+    attempts = [held_attempt(redis_client, q, f"t{i}", lease=1, expires=now + 30) for i in range(7)]
+    recorder = Recorder(WorkerConfig(), scripts, {q.queue: q}, fake_clock, TaskRegistry(), health)
+    acknowledged = Calls()
+    acker, sizes = _acker_counting_calls(scripts, recorder, fake_clock, q, acknowledged, linger=60.0,
+                                         linger_after=60.0, linger_batch=5)
+    acker.start()
+    try:
+        acker.put(attempts[0], "")  # nothing written before: no linger
+        wait_until(lambda: len(acknowledged.args) == 1, 10, message="the first acknowledgement, at once")
+        acker.put(attempts[1], "")
+        wait_until(lambda: acker._lingering, 10, message="the acker to linger for more")
+        assert sizes == [1]  # lingering: the second is not written yet
+        for attempt in attempts[2:6]:
+            acker.put(attempt, "")
+        wait_until(lambda: len(acknowledged.args) == 6, 10, message="a batch of five, as soon as it is full")
+        assert sizes == [1, 5]
+        acker.put(attempts[6], "")  # lingers for four more that never come ...
+        wait_until(lambda: acker._lingering, 10, message="the acker to linger again")
+    finally:
+        stopping = threading.Thread(target=acker.stop)
+        stopping.start()
+        stopping.join(10)  # ... until stop() writes it at once
+    assert not stopping.is_alive() and sizes == [1, 5, 1]
+    assert all(accepted for _, accepted in acknowledged.args) and len(acknowledged.args) == 7
+    assert read_zset(redis_client, q.active) == {}
+
+
+def test_an_acker_after_a_quiet_spell_writes_at_once(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
+    """When the last write is older than ``linger_after``, one success is written alone, without a linger
+    (60 s here: a test that passes did not wait for it)."""
+    now = fake_clock.now()
+    attempts = [held_attempt(redis_client, q, f"t{i}", lease=1, expires=now + 30) for i in range(3)]
+    recorder = Recorder(WorkerConfig(), scripts, {q.queue: q}, fake_clock, TaskRegistry(), health)
+    acknowledged = Calls()
+    acker, sizes = _acker_counting_calls(scripts, recorder, fake_clock, q, acknowledged, linger=60.0,
+                                         linger_after=0.0, linger_batch=5)
+    acker.start()
+    try:
+        for n, attempt in enumerate(attempts, 1):
+            acker.put(attempt, "")
+            wait_until(lambda n=n: len(acknowledged.args) == n, 10, message=f"acknowledgement {n}, at once")
+        assert sizes == [1, 1, 1]
+    finally:
+        acker.stop()
+
+
 def test_processor_runs_a_task_without_a_worker(redis_client: redis.Redis, scripts: Scripts, q: QueueKeys,
                                                 health: RedisHealth) -> None:
     from queuecore.core.clock import SystemClock
