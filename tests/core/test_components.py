@@ -364,50 +364,61 @@ def test_acker_acknowledges_a_batch_and_reports_each_task(
     assert list(read_zset(redis_client, q.active)) == ["t2"]
 
 
-def _acker_counting_calls(scripts: Scripts, recorder: Recorder, clock: FakeClock, q: QueueKeys,
-                          acknowledged: Calls, **linger: float) -> tuple[Acker, list[int]]:
-    """An acker over real scripts whose ``done`` calls are counted (the number of tasks in each)."""
-    dedicated = scripts.dedicated()
-    sizes: list[int] = []
-    real = dedicated.done_many
+class CountingAcker:
+    """An acker over real scripts, with held attempts ``t0``... to acknowledge, whose ``done`` calls are
+    counted (``sizes``: the number of tasks in each call)."""
 
-    def done_many(queue_keys: QueueKeys, items: list, **kwargs: object) -> list[bool]:  # type: ignore[type-arg]
-        sizes.append(len(items))
-        return real(queue_keys, items, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, redis_client: redis.Redis, scripts: Scripts, clock: FakeClock, q: QueueKeys,
+                 health: RedisHealth, tasks: int, **linger: float) -> None:
+        self.attempts = [held_attempt(redis_client, q, f"t{i}", lease=1, expires=clock.now() + 30)
+                         for i in range(tasks)]
+        recorder = Recorder(WorkerConfig(), scripts, {q.queue: q}, clock, TaskRegistry(), health)
+        dedicated = scripts.dedicated()
+        real = dedicated.done_many
+        self.sizes: list[int] = []
 
-    dedicated.done_many = done_many  # type: ignore[method-assign]
-    return Acker(dedicated, clock, {q.queue: q}, recorder.with_retries, acknowledged, **linger), sizes  # type: ignore[arg-type]
+        def done_many(queue_keys: QueueKeys, items: list, **kwargs: object) -> list[bool]:  # type: ignore[type-arg]
+            self.sizes.append(len(items))
+            return real(queue_keys, items, **kwargs)  # type: ignore[arg-type]
+
+        dedicated.done_many = done_many  # type: ignore[method-assign]
+        self.acknowledged = Calls()
+        self.acker = Acker(dedicated, clock, {q.queue: q}, recorder.with_retries, self.acknowledged,
+                           **linger)  # type: ignore[arg-type]
+
+    def put(self, index: int) -> None:
+        self.acker.put(self.attempts[index], "")
+
+    def written(self) -> int:
+        return len(self.acknowledged.args)
 
 
 def test_a_busy_acker_lingers_to_write_acknowledgements_together(
         redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
     """Right after a write (busy), the acker waits for a fuller batch: five successes in one call. The
     linger here is 60 s, so a test that passes cannot have waited it out; stop() cuts a linger short."""
-    now = fake_clock.now()
-    attempts = [held_attempt(redis_client, q, f"t{i}", lease=1, expires=now + 30) for i in range(7)]
-    recorder = Recorder(WorkerConfig(), scripts, {q.queue: q}, fake_clock, TaskRegistry(), health)
-    acknowledged = Calls()
-    acker, sizes = _acker_counting_calls(scripts, recorder, fake_clock, q, acknowledged, linger=60.0,
-                                         linger_after=60.0, linger_batch=5)
+    counting = CountingAcker(redis_client, scripts, fake_clock, q, health, 7, linger=60.0, linger_after=60.0,
+                             linger_batch=5)
+    acker = counting.acker
     acker.start()
     try:
-        acker.put(attempts[0], "")  # nothing written before: no linger
-        wait_until(lambda: len(acknowledged.args) == 1, 10, message="the first acknowledgement, at once")
-        acker.put(attempts[1], "")
+        counting.put(0)  # nothing written before: no linger
+        wait_until(lambda: counting.written() == 1, 10, message="the first acknowledgement, at once")
+        counting.put(1)
         wait_until(lambda: acker._lingering, 10, message="the acker to linger for more")
-        assert sizes == [1]  # lingering: the second is not written yet
-        for attempt in attempts[2:6]:
-            acker.put(attempt, "")
-        wait_until(lambda: len(acknowledged.args) == 6, 10, message="a batch of five, as soon as it is full")
-        assert sizes == [1, 5]
-        acker.put(attempts[6], "")  # lingers for four more that never come ...
+        assert counting.sizes == [1]  # lingering: the second is not written yet
+        for index in range(2, 6):
+            counting.put(index)
+        wait_until(lambda: counting.written() == 6, 10, message="a batch of five, as soon as it is full")
+        assert counting.sizes == [1, 5]
+        counting.put(6)  # lingers for four more that never come ...
         wait_until(lambda: acker._lingering, 10, message="the acker to linger again")
     finally:
         stopping = threading.Thread(target=acker.stop)
         stopping.start()
         stopping.join(10)  # ... until stop() writes it at once
-    assert not stopping.is_alive() and sizes == [1, 5, 1]
-    assert all(accepted for _, accepted in acknowledged.args) and len(acknowledged.args) == 7
+    assert not stopping.is_alive() and counting.sizes == [1, 5, 1]
+    assert counting.written() == 7 and all(accepted for _, accepted in counting.acknowledged.args)
     assert read_zset(redis_client, q.active) == {}
 
 
@@ -415,20 +426,16 @@ def test_an_acker_after_a_quiet_spell_writes_at_once(
         redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
     """When the last write is older than ``linger_after``, one success is written alone, without a linger
     (60 s here: a test that passes did not wait for it)."""
-    now = fake_clock.now()
-    attempts = [held_attempt(redis_client, q, f"t{i}", lease=1, expires=now + 30) for i in range(3)]
-    recorder = Recorder(WorkerConfig(), scripts, {q.queue: q}, fake_clock, TaskRegistry(), health)
-    acknowledged = Calls()
-    acker, sizes = _acker_counting_calls(scripts, recorder, fake_clock, q, acknowledged, linger=60.0,
-                                         linger_after=0.0, linger_batch=5)
-    acker.start()
+    counting = CountingAcker(redis_client, scripts, fake_clock, q, health, 3, linger=60.0, linger_after=0.0,
+                             linger_batch=5)
+    counting.acker.start()
     try:
-        for n, attempt in enumerate(attempts, 1):
-            acker.put(attempt, "")
-            wait_until(lambda n=n: len(acknowledged.args) == n, 10, message=f"acknowledgement {n}, at once")
-        assert sizes == [1, 1, 1]
+        for index in range(3):
+            counting.put(index)
+            wait_until(lambda n=index + 1: counting.written() == n, 10, message=f"acknowledgement {index + 1}, at once")
+        assert counting.sizes == [1, 1, 1]
     finally:
-        acker.stop()
+        counting.acker.stop()
 
 
 def test_processor_runs_a_task_without_a_worker(redis_client: redis.Redis, scripts: Scripts, q: QueueKeys,
