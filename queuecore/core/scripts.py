@@ -239,7 +239,8 @@ class Scripts:
         # (WorkerConfig.type_stats).
         self.type_stats = type_stats
         self._publish_command: str | None = None
-        self._packs = _hiredis_pack is not None and _encodes_utf8_strictly(client)
+        # hiredis's packer when it is installed and the client encodes text as strict UTF-8, else None
+        self._pack = _hiredis_pack if _encodes_utf8_strictly(client) else None
 
     @property
     def publish_command(self) -> str:
@@ -350,9 +351,9 @@ class Scripts:
         """Send ``command``: packed by hiredis when it is installed and the client encodes text as
         strict UTF-8 (what redis-py would send, byte for byte, without first converting every
         argument in Python: 1 µs against 3 for an enqueue's 15 arguments), else by redis-py."""
-        if self._packs and _hiredis_pack is not None:
+        if self._pack is not None:
             try:
-                packed = _hiredis_pack(command)
+                packed = self._pack(command)
             except TypeError as exc:  # an argument of a type Redis cannot take: redis-py's error
                 raise redis.DataError(str(exc)) from None
             connection.send_packed_command([packed])  # a list of chunks, as redis-py's packer returns

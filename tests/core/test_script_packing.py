@@ -38,7 +38,7 @@ class Recording(Connection):
 @pytest.mark.parametrize("command", COMMANDS)
 def test_hiredis_packs_a_script_call_byte_for_byte_as_redis_py(command: tuple[Any, ...]) -> None:
     scripts = Scripts(redis.Redis(), Keys("qcx"))  # no connection is made
-    assert scripts._packs
+    assert scripts._pack is not None
     fast, plain = Recording(), Recording()
     scripts._send(fast, command)
     plain.send_command(*command)
@@ -50,7 +50,7 @@ def test_hiredis_packs_a_script_call_byte_for_byte_as_redis_py(command: tuple[An
                                                 ({"encoding_errors": "replace"}, False)])
 def test_only_a_strict_utf8_client_is_packed_by_hiredis(options: dict[str, str], packs: bool) -> None:
     scripts = Scripts(redis.Redis(**options), Keys("qcx"))  # type: ignore[arg-type]
-    assert scripts._packs is packs
+    assert (scripts._pack is not None) is packs
     fast, plain = Recording(**options), Recording(**options)
     scripts._send(fast, ("EVALSHA", "a" * 40, 0, "é"))
     plain.send_command("EVALSHA", "a" * 40, 0, "é")
@@ -68,7 +68,7 @@ def test_an_argument_redis_cannot_take_is_redis_pys_data_error_and_nothing_is_se
 def test_an_enqueue_through_hiredis_stores_the_text_as_given(connection: ConnectionConfig,
                                                             redis_client: redis.Redis) -> None:
     with Client(connection=connection) as client:
-        assert client.scripts._packs
+        assert client.scripts._pack is not None
         handle = client.enqueue("test.text", {"text": "ü-€-😀", "n": 10**18, "f": 0.1}, queue="packed")
         assert client.result(handle.result_id).payload == {"text": "ü-€-😀", "n": 10**18, "f": 0.1}
     assert '"text":"ü-€-😀"' in str(redis_client.hget(connection.keys.queue("packed").task(handle.id), "msg"))
