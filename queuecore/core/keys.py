@@ -208,6 +208,24 @@ class QueueKeys:
         return self.base + "wake"
 
     @cached_property
+    def idle(self) -> str:
+        """ZSET of the workers waiting for this queue's next task, ``"<lease ms> <worker id>"`` -> when
+        the registration lapses (unix ms): a worker whose dequeue found the queue drained is listed
+        (``dequeue.lua``); an enqueue that finds the queue empty leases the task to one of them and
+        publishes it on that worker's push channel (``enqueue.lua``), taking it off the list."""
+        return self.base + "idle"
+
+    @cached_property
+    def push_prefix(self) -> str:
+        """The start of every worker's push channel of this queue (``push_channel``)."""
+        return self.base + "push:"
+
+    def push_channel(self, worker_id: str) -> str:
+        """Pub/sub channel on which one worker gets ``<task id> <message>`` for a task an enqueue leased
+        to it (lease 1, first attempt), in the queue's slot as the enqueue script publishes it."""
+        return self.push_prefix + worker_id
+
+    @cached_property
     def cancel_channel(self) -> str:
         """Pub/sub channel carrying ``<queue> <task id>`` cancel requests for this queue's tasks (in the
         queue's slot, so the cancel script can publish on it with sharded pub/sub)."""

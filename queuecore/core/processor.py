@@ -69,6 +69,12 @@ class Processor:
         self._fetching = threading.Lock()
         self._parked = False
         self.fetched_on_wake = 0  # fetches ``on_wake`` made on the caller's thread
+        # This worker's entry in each queue's list of waiting workers (QueueKeys.idle): a dequeue that
+        # drains a queue lists it (until the fetcher's next polls would have renewed it), and an enqueue
+        # into the empty queue may then lease its task straight to this worker (``on_push``).
+        self._idle_entry = f"{to_ms(config.lease_duration)} {worker_id}" if worker_id else ""
+        self._idle_for = 2 * config.fetch_poll_interval + 1.0
+        self.pushed = 0  # tasks an enqueue leased straight to this worker
         self._stopping = threading.Event()
         self._done = threading.Event()
         self.pool = HandlerPool("queuecore-handler", config.concurrency, on_drained=self._wake_fetcher)
@@ -225,6 +231,31 @@ class Processor:
                 self._fetching.release()
         self.wake.set()
 
+    def on_push(self, queue: str, data: str) -> None:
+        """An enqueue leased a new task straight to this worker, which its last dequeue of ``queue``
+        listed as waiting: ``data`` is ``"<task id> <message>"`` (lease 1, first attempt). It runs like
+        a fetched task; a worker that has stopped fetching hands it back at once. Then the worker lists
+        itself again, or fetches what came meanwhile (``on_wake``). Called on the subscriber's thread."""
+        task_id, _, msg = data.partition(" ")
+        if not task_id or not msg:
+            logger.error("ignored a malformed push on queue %s: %.80r", queue, data)
+            return
+        with self._fetch_lock:
+            now = self.clock.now()
+            quiet = self._quiet.is_set()
+            if not quiet:
+                self.pushed += 1
+                self._dispatch(queue, task_id, msg, 1, 0, now)
+        if quiet:
+            try:
+                message = TaskMessage.decode(task_id, queue, msg)
+            except TaskDecodeError:  # handed back all the same; a worker that runs it archives it
+                message = TaskMessage(id=task_id, type="?", payload={}, queue=queue)
+            self._finalize(self._hold(queue, task_id, 1, 0, message, now), Outcome("requeue"))
+            return
+        time.sleep(0)  # let the handler thread take the interpreter before this one lists the worker again
+        self.on_wake()
+
     def fetch(self, free: int) -> int:
         """Dequeue up to ``free`` tasks from the queues in priority order and start them.
 
@@ -240,7 +271,8 @@ class Processor:
                 now = self.clock.now()
                 items = self._fetch_scripts.dequeue(self.queue_keys[name], now_ms=to_ms(now),
                                                     lease_until_ms=to_ms(now + self.config.lease_duration),
-                                                    count=free - got)
+                                                    count=free - got, idle_entry=self._idle_entry,
+                                                    idle_until_ms=to_ms(now + self._idle_for))
             self._drained = tried == len(order) and got + len(items) < free
             for item in items:
                 if item.msg is None:

@@ -42,7 +42,7 @@ from queuecore.core.reasons import (
     WORKER_LOST_UNDECODABLE,
 )
 from queuecore.core.redis_errors import full_message, is_out_of_memory, is_wrong_type, wrong_type_message
-from queuecore.core.topology import sharded_pubsub
+from queuecore.core.topology import is_cluster_client, sharded_pubsub
 from queuecore.core.typestats import context as type_stats_context
 
 _hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
@@ -257,6 +257,16 @@ class Scripts:
         """The wake target the scripts publish on (``qc_publish`` in ``lua/_lib.lua``)."""
         return f"{self.publish_command} {q.wake_channel}"
 
+    def _push(self, q: QueueKeys) -> str:
+        """The push target of ``enqueue.lua`` (a worker id is appended), or "" where a task is never
+        leased straight to a waiting worker: on a cluster without sharded pub/sub, where ``PUBLISH``
+        counts only the subscribers of the node it ran on, so a live worker could not be told apart
+        from a gone one."""
+        command = self.publish_command
+        if command == "PUBLISH" and is_cluster_client(self.redis):
+            return ""
+        return f"{command} {q.push_prefix}"
+
     def publish(self, channel: str, message: str) -> None:
         """Publish outside a script, as the scripts do (``publish_command``)."""
         self.redis.execute_command(self.publish_command, channel, message)  # type: ignore[no-untyped-call]
@@ -386,8 +396,8 @@ class Scripts:
     def enqueue_many(self, q: QueueKeys, items: list[EnqueueItem], *, now_ms: int, client: Any = None) -> Any:
         """Store new tasks of one queue in one call: a reply per task (see ``check_enqueue``); with a
         pipeline as ``client`` the call is queued and its reply comes from ``execute()``."""
-        keys = [q.pending, q.scheduled] + [q.task(item.id) for item in items]
-        args: list[Any] = [now_ms, self._wake(q), len(items)]
+        keys = [q.pending, q.scheduled, q.active, q.paused, q.idle] + [q.task(item.id) for item in items]
+        args: list[Any] = [now_ms, self._wake(q), len(items), self._push(q)]
         for item in items:
             unique_index = 0
             if item.unique_key and item.unique_ttl_ms > 0:
@@ -411,9 +421,14 @@ class Scripts:
 
     # -- worker -----------------------------------------------------------------------------------
 
-    def dequeue(self, q: QueueKeys, *, now_ms: int, lease_until_ms: int, count: int) -> list[Dequeued]:
-        """Move up to ``count`` pending tasks to active under new leases; [] when paused or empty."""
-        reply = self._call("dequeue", [q.pending, q.active, q.paused], [now_ms, lease_until_ms, count, q.task_prefix])
+    def dequeue(self, q: QueueKeys, *, now_ms: int, lease_until_ms: int, count: int, idle_entry: str = "",
+                idle_until_ms: int = 0) -> list[Dequeued]:
+        """Move up to ``count`` pending tasks to active under new leases; [] when paused or empty.
+        With ``idle_entry`` (``"<lease ms> <worker id>"``) the worker is listed as waiting for the
+        queue's next task until ``idle_until_ms`` when fewer than ``count`` came (``QueueKeys.idle``),
+        and taken off the list when ``count`` came."""
+        reply = self._call("dequeue", [q.pending, q.active, q.paused, q.idle],
+                           [now_ms, lease_until_ms, count, q.task_prefix, idle_entry, idle_until_ms])
         return [Dequeued(reply[i], reply[i + 1] or None, int(reply[i + 2]), int(reply[i + 3]))
                 for i in range(0, len(reply), 4)]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from queuecore.core.broker import Broker
 from queuecore.core.health import RedisHealth
@@ -17,8 +17,9 @@ class Subscriber:
 
     A message on a cancel channel (``<queue> <task id>``) calls ``on_cancel(task_id)``, which says
     whether this process runs the task; one on a wake channel calls ``on_wake()`` ("due <unix ms>":
-``on_due(unix s)``, a scheduled task falls due then), as does every
-    (re)subscription, for anything published while the connection was away. With ``sharded()`` true
+    ``on_due(unix s)``, a scheduled task falls due then), as does every (re)subscription, for
+    anything published while the connection was away; one on this worker's push channel of a queue
+    (``push_channels``: channel -> queue) calls ``on_push(queue, "<task id> <message>")``. With ``sharded()`` true
     (a Redis 7 cluster; asked at each subscription), the channels are shard channels (``SSUBSCRIBE``),
     each followed on the master that holds its queue.
     """
@@ -26,10 +27,13 @@ class Subscriber:
     def __init__(self, broker: Broker, cancel_channels: Iterable[str], wake_channels: Iterable[str],
                  on_cancel: Callable[[str], bool], on_wake: Callable[[], None], health: RedisHealth,
                  sharded: Callable[[], bool] = lambda: False,
-                 on_due: Callable[[float], None] | None = None) -> None:
+                 on_due: Callable[[float], None] | None = None, push_channels: Mapping[str, str] | None = None,
+                 on_push: Callable[[str, str], None] | None = None) -> None:
         self._broker = broker
         self._cancel_channels = set(cancel_channels)
         self._wake_channels = set(wake_channels)
+        self._push_channels = dict(push_channels or {}) if on_push is not None else {}
+        self._on_push = on_push
         self._sharded = sharded
         self._on_cancel = on_cancel
         self._on_wake = on_wake
@@ -53,7 +57,7 @@ class Subscriber:
         while not self.done.is_set():
             pubsub = self._broker.pubsub()
             try:
-                channels = sorted(self._cancel_channels | self._wake_channels)
+                channels = sorted(self._cancel_channels | self._wake_channels | set(self._push_channels))
                 sharded = self._sharded()
                 if sharded:
                     pubsub.ssubscribe(*channels)
@@ -83,7 +87,10 @@ class Subscriber:
 
     def handle(self, channel: str, data: str) -> None:
         """Act on one pub/sub message."""
-        if channel in self._cancel_channels:
+        queue = self._push_channels.get(channel)
+        if queue is not None and self._on_push is not None:
+            self._on_push(queue, str(data))
+        elif channel in self._cancel_channels:
             queue, _, task_id = str(data).partition(" ")
             if self._on_cancel(task_id):
                 logger.info("cancel requested for task %s in queue %s", task_id, queue)

@@ -106,7 +106,9 @@ class Worker:
         self.subscriber = Subscriber(self.broker, [q.cancel_channel for q in queues], [q.wake_channel for q in queues],
                                      on_cancel=self.processor.cancel, on_wake=self.processor.on_wake,
                                      health=self.health, sharded=lambda: self.scripts.publish_command == "SPUBLISH",
-                                     on_due=self.forwarder.note_due)
+                                     on_due=self.forwarder.note_due,
+                                     push_channels={q.push_channel(self.state.id): q.queue for q in queues},
+                                     on_push=self.processor.on_push)
         self.recoverer = Recoverer(
             self.scripts, self.clock, queues, config.recover_interval, config.repair_interval, renewer, self.health,
             outage_after=outage_threshold(config.lease_duration, config.heartbeat_interval, config.recover_interval),

@@ -63,5 +63,5 @@ def test_the_enqueue_script_takes_flags_0_to_3(scripts: Scripts, redis_client, c
     assert scripts.enqueue_many(q, items, now_ms=NOW) == [1, 1]
     assert redis_client.lrange(q.pending, 0, -1) == ["a", "b"]
     with pytest.raises(redis.ResponseError, match="QCINVALID item 1 flags 4"):
-        scripts._call("enqueue", [q.pending, q.scheduled, q.task("c")], [NOW, q.wake_channel, 1, "c",
-                                                                          make_msg("c", q.queue), 0, 0, 0, 4])
+        scripts._call("enqueue", [q.pending, q.scheduled, q.active, q.paused, q.idle, q.task("c")],
+                      [NOW, q.wake_channel, 1, "", "c", make_msg("c", q.queue), 0, 0, 0, 4])

@@ -81,7 +81,7 @@ local function qc_publish(target, message)
     if command ~= "PUBLISH" and command ~= "SPUBLISH" then  -- scripts.py builds it: a bug, said aloud
         error("QCINVALID publish target " .. tostring(target))
     end
-    redis.call(command, string.sub(target, space + 1), message)
+    return redis.call(command, string.sub(target, space + 1), message)  -- how many subscribers got it
 end
 
 -- The unique lock named in the "unique" field of the task HASH at key, when it is the queue's own

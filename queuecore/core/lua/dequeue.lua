@@ -3,10 +3,15 @@
 -- KEYS[1] <prefix>:{<q>}:pending   LIST
 -- KEYS[2] <prefix>:{<q>}:active    ZSET  id -> lease expiry (unix ms)
 -- KEYS[3] <prefix>:{<q>}:paused    STRING
+-- KEYS[4] <prefix>:{<q>}:idle      ZSET  "<lease ms> <worker id>" -> registration lapses (unix ms)
 -- ARGV[1] now, unix ms
 -- ARGV[2] lease expiry, unix ms
 -- ARGV[3] at most this many tasks
 -- ARGV[4] task-key prefix, <prefix>:{<q>}:t:
+-- ARGV[5] this worker's entry in KEYS[4] ("" = none): listed until ARGV[6] when the queue gives fewer
+--         than N (the worker waits; an enqueue into the empty queue may lease a task straight to it,
+--         enqueue.lua), taken off when it gives N
+-- ARGV[6] when the entry lapses, unix ms
 -- Cluster note: the task HASH of each popped id (<prefix>:{<q>}:t:<id>) is built here from ARGV[4]
 -- (same {<q>} tag as KEYS, so the same slot); its id is not known before the pop.
 -- Returns a flat array id1, msg1, lease1, retried1, id2, ... ; msg is "" and lease 0 for an id whose
@@ -17,9 +22,10 @@
 -- At maxmemory the first write (ZADD, which grows memory) is refused with Redis's own "OOM ..."
 -- error reply, passed on unchanged: nothing is written and the tasks stay pending.
 --
--- Cost: every batch-level step is one command for the whole batch (LRANGE, one ZADD, one LTRIM);
--- per task one HMGET and one HSET. All reads come first; a read of a wrong-type key fails (pcall),
--- and the first write (the ZADD) writes nothing when it fails, so a refusal leaves no trace.
+-- Cost: every batch-level step is one command for the whole batch (LRANGE, one ZADD, one LTRIM, and
+-- with ARGV[5] a TYPE and a ZADD or ZREM of KEYS[4]); per task one HMGET and one HSET. All reads
+-- come first; a read of a wrong-type key fails (pcall), and the first write (the ZADD) writes nothing
+-- when it fails, so a refusal leaves no trace.
 if redis.call("EXISTS", KEYS[3]) == 1 then
     return {}
 end
@@ -32,7 +38,14 @@ if ids["err"] then
     return qc_refuse(KEYS[1], "list")
 end
 local k = #ids
+local listing = ARGV[5] ~= ""
+if listing then
+    local err = qc_check_type(KEYS[4], "zset") if err then return err end
+end
 if k == 0 then
+    if listing then  -- Redis full (OOM): the worker is not listed and fetches as before
+        redis.pcall("ZADD", KEYS[4], ARGV[6], ARGV[5])
+    end
     return {}
 end
 local task_prefix = ARGV[4]
@@ -77,5 +90,12 @@ redis.call("LTRIM", KEYS[1], 0, -(k + 1))
 for i = 1, #live, 2 do
     redis.call("HSET", qc_task_key(task_prefix, live[i]), "state", "active", "started_at", ARGV[1],
         "lease", live[i + 1])
+end
+if listing then
+    if k < n then
+        redis.call("ZADD", KEYS[4], ARGV[6], ARGV[5])
+    else
+        redis.call("ZREM", KEYS[4], ARGV[5])
+    end
 end
 return out

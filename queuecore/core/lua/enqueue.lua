@@ -3,14 +3,22 @@
 --
 -- KEYS[1]    <prefix>:{<q>}:pending         LIST
 -- KEYS[2]    <prefix>:{<q>}:scheduled       ZSET  id -> due (unix ms)
--- KEYS[3..]  <prefix>:{<q>}:t:<id>          task HASH of each task, in ARGV order; then the
+-- KEYS[3]    <prefix>:{<q>}:active          ZSET  id -> lease expiry (unix ms)
+-- KEYS[4]    <prefix>:{<q>}:paused          STRING
+-- KEYS[5]    <prefix>:{<q>}:idle            ZSET  "<lease ms> <worker id>" -> registration lapses (unix ms)
+-- KEYS[6..]  <prefix>:{<q>}:t:<id>          task HASH of each task, in ARGV order; then the
 --            <prefix>:{<q>}:unique:<t>:<d>  STRING uniqueness locks that ARGV points at
 -- ARGV[1] now, unix ms
 -- ARGV[2] wake target (qc_publish: "[S]PUBLISH <prefix>:{<q>}:wake"): "1" is published when the pending
 --         list turns non-empty, "due <ms>" when a task scheduled here falls due before every task
 --         scheduled before it (the forwarders then wake for it, not at their next round)
 -- ARGV[3] n, the number of tasks
--- ARGV[4 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
+-- ARGV[4] push target ("[S]PUBLISH <prefix>:{<q>}:push:", to which a worker id is appended; "" = never
+--         push): when the queue is empty and not paused, the task that would be taken first goes
+--         straight to a worker listed in KEYS[5], under a lease (1) on Redis's clock, published as
+--         "<id> <message>" on its push channel; a worker no longer subscribed (no one got the message)
+--         is taken off the list and the next is tried (at most 3), else the task is pending as usual
+-- ARGV[5 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
 --         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and its flags, the
 --         sum of: 1 when the id was chosen by the caller (an existing task with it is a conflict,
 --         unless it holds this very message; without it the id was generated, and an existing task
@@ -25,19 +33,19 @@
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 --
--- Cost: per task one HSET; the pending ids go in one LPUSH per batch (one RPUSH for those at the head), and the task hashes are looked
+-- Cost: per task one HSET; an enqueue into an empty queue reads KEYS[4] and KEYS[5] (and TIME) once; the pending ids go in one LPUSH per batch (one RPUSH for those at the head), and the task hashes are looked
 -- up with one EXISTS for the whole batch (TYPE each only when some exist); a batch with scheduled
 -- tasks reads the first of KEYS[2] once. Every check comes before the first write.
 local n = tonumber(ARGV[3])
 do  -- the batch is well formed, item by item, before anything is written
-    if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 3 + 6 * n or #KEYS < 2 + n then
+    if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 4 + 6 * n or #KEYS < 5 + n then
         return qc_invalid("batch", "count", ARGV[3])
     end
     local function ms(text)  -- a whole number of ms that every Redis command takes (no sign, no exponent)
         return type(text) == "string" and #text <= 15 and string.match(text, "^%d+$") ~= nil
     end
     for i = 1, n do
-        local base = 4 + 6 * (i - 1)
+        local base = 5 + 6 * (i - 1)
         local unique = ARGV[base + 4]
         local field
         if ARGV[base] == "" then
@@ -48,7 +56,7 @@ do  -- the batch is well formed, item by item, before anything is written
             field = "process_at_ms"
         elseif not ms(ARGV[base + 3]) then
             field = "unique_ttl_ms"
-        elseif not ms(unique) or (tonumber(unique) > 0 and (tonumber(unique) < 3 + n or tonumber(unique) > #KEYS
+        elseif not ms(unique) or (tonumber(unique) > 0 and (tonumber(unique) < 6 + n or tonumber(unique) > #KEYS
                 or tonumber(ARGV[base + 3]) < 1)) then
             field = "lock_index"
         elseif not string.match(ARGV[base + 5], "^[0-3]$") then
@@ -62,23 +70,29 @@ do  -- the batch is well formed, item by item, before anything is written
 end
 local scheduled = false
 for i = 1, n do
-    scheduled = scheduled or tonumber(ARGV[4 + 6 * (i - 1) + 2]) > 0
+    scheduled = scheduled or tonumber(ARGV[5 + 6 * (i - 1) + 2]) > 0
 end
 local err = qc_check_type(KEYS[1], "list") or (scheduled and qc_check_type(KEYS[2], "zset"))
 if err then return err end
 local found = 0
 do
-    for first = 3, 2 + n, 1000 do
-        found = found + redis.call("EXISTS", unpack(KEYS, first, math.min(first + 999, 2 + n)))
+    for first = 6, 5 + n, 1000 do
+        found = found + redis.call("EXISTS", unpack(KEYS, first, math.min(first + 999, 5 + n)))
     end
     if found > 0 then
-        for i = 3, 2 + n do
+        for i = 6, 5 + n do
             err = qc_check_type(KEYS[i], "hash") if err then return err end
         end
     end
-    for i = 3 + n, #KEYS do  -- uniqueness locks
+    for i = 6 + n, #KEYS do  -- uniqueness locks
         err = qc_check_type(KEYS[i], "string") if err then return err end
     end
+end
+-- A task may go straight to a waiting worker only in an empty, running queue (none waiting is passed over).
+local may_push = ARGV[4] ~= "" and redis.call("LLEN", KEYS[1]) == 0 and redis.call("EXISTS", KEYS[4]) == 0
+if may_push then
+    err = qc_check_type(KEYS[3], "zset") or qc_check_type(KEYS[5], "zset")
+    if err then return err end
 end
 local out, push, head = {}, {}, {}
 local earliest, soonest, soonest_text = nil, nil, nil  -- the due time first in KEYS[2] before; the batch's first
@@ -86,10 +100,11 @@ if scheduled then
     local first = redis.call("ZRANGE", KEYS[2], 0, 0, "WITHSCORES")
     earliest = first[2] and tonumber(first[2])
 end
+local ready = {}  -- id -> its item, for the tasks that go to pending now
 for i = 1, n do
-    local base = 4 + 6 * (i - 1)
+    local base = 5 + 6 * (i - 1)
     local id, msg = ARGV[base], ARGV[base + 1]
-    local key = KEYS[2 + i]
+    local key = KEYS[5 + i]
     local unique = tonumber(ARGV[base + 4])
     local flags = tonumber(ARGV[base + 5])
     local chosen = flags % 2 == 1
@@ -110,6 +125,7 @@ for i = 1, n do
             end
         else
             redis.call("HSET", key, "msg", msg, "state", "pending")  -- pending since enqueued_at (in msg)
+            ready[id] = i
             if flags >= 2 then
                 head[#head + 1] = id
             else
@@ -124,6 +140,29 @@ for i = 1, n do
 end
 for j = 1, math.floor(#head / 2) do  -- pushed last to first: the batch's first is taken first
     head[j], head[#head + 1 - j] = head[#head + 1 - j], head[j]
+end
+local taken_first = head[#head] or push[1]  -- what a worker would take first (head: pushed last to first)
+if may_push and taken_first then
+    local i = ready[taken_first]
+    local now = redis.call("TIME")
+    now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    redis.call("ZREMRANGEBYSCORE", KEYS[5], "-inf", now)  -- registrations that lapsed
+    for _, member in ipairs(redis.call("ZRANGE", KEYS[5], 0, 2)) do
+        redis.call("ZREM", KEYS[5], member)  -- taken: a worker lists itself again once it waits again
+        local space = string.find(member, " ", 1, true)
+        local lease_ms = space and tonumber(string.sub(member, 1, space - 1))
+        if lease_ms and qc_publish(ARGV[4] .. string.sub(member, space + 1),
+                taken_first .. " " .. ARGV[5 + 6 * (i - 1) + 1]) > 0 then
+            redis.call("ZADD", KEYS[3], now + lease_ms, taken_first)
+            redis.call("HSET", KEYS[5 + i], "state", "active", "started_at", now, "lease", 1)
+            if head[#head] == taken_first then
+                head[#head] = nil
+            else
+                table.remove(push, 1)
+            end
+            break
+        end
+    end
 end
 local woke = false
 for command, ids in pairs({LPUSH = push, RPUSH = head}) do

@@ -1,0 +1,247 @@
+"""The push hand-over: a worker whose dequeue drained a queue is listed as waiting for it
+(``QueueKeys.idle``), and an enqueue into the empty queue leases the task straight to it and
+publishes it on the worker's push channel, saving the dequeue round trip. A listed worker that is no
+longer subscribed gets nothing: the task is pending as before, so nothing waits for a lease to end."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from queuecore import Client, Inspector, TaskRegistry, TaskState, task
+from queuecore.core.errors import WrongKeyType
+from queuecore.core.keys import QueueKeys
+from queuecore.core.scripts import EnqueueItem, Scripts
+from tests.conftest import wait_until
+from tests.helpers.state import make_msg
+
+LEASE_MS = 30_000
+
+
+@pytest.fixture
+def q(connection) -> QueueKeys:
+    return connection.keys.queue("default")
+
+
+class Listener:
+    """A pub/sub connection on worker "w1"'s push channel, the wake channel and a marker channel, as
+    the scripts publish (sharded on a Redis 7 cluster)."""
+
+    def __init__(self, redis_client: redis.Redis, scripts: Scripts, q: QueueKeys) -> None:
+        self.sharded = scripts.publish_command == "SPUBLISH"
+        self.redis = redis_client
+        self.marker = q.base + "test-marker"
+        self.pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
+        channels = [q.push_channel("w1"), q.wake_channel, self.marker]
+        if self.sharded:
+            self.pubsub.ssubscribe(*channels)
+        else:
+            self.pubsub.subscribe(*channels)
+        self._sent = 0
+        wait_until(lambda: self.messages(0.5) is not None, 10, message="the subscription")
+
+    def messages(self, timeout: float = 5) -> list[tuple[str, str]] | None:
+        """What arrived so far (a marker published now arrives after everything published before it);
+        None when the marker did not come within ``timeout``."""
+        self._sent += 1
+        token = str(self._sent)
+        self.redis.execute_command("SPUBLISH" if self.sharded else "PUBLISH", self.marker, token)
+        got: list[tuple[str, str]] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = (self.pubsub.get_sharded_message(timeout=0.2) if self.sharded
+                       else self.pubsub.get_message(timeout=0.2))  # None also for a subscription confirmation
+            if message is not None and message["type"] in ("message", "smessage"):
+                if message["channel"] != self.marker:
+                    got.append((message["channel"], message["data"]))
+                elif message["data"] == token:
+                    return got
+        return None
+
+
+@pytest.fixture
+def listener(redis_client: redis.Redis, scripts: Scripts, q: QueueKeys) -> Iterator[Listener]:
+    listening = Listener(redis_client, scripts, q)
+    yield listening
+    listening.pubsub.close()
+
+
+def messages(listener: Listener) -> list[tuple[str, str]]:
+    got = listener.messages()
+    assert got is not None, "the marker did not arrive"
+    return got
+
+
+def enqueue(scripts: Scripts, q: QueueKeys, *ids: str, process_at_ms: int = 0, front: bool = False) -> list[Any]:
+    items = [EnqueueItem(i, make_msg(i, q.queue), process_at_ms=process_at_ms, front=front) for i in ids]
+    return scripts.enqueue_many(q, items, now_ms=redis_ms(scripts.redis), client=None)
+
+
+def redis_ms(r: redis.Redis) -> int:
+    seconds, micros = r.time()
+    return seconds * 1000 + micros // 1000
+
+
+def list_worker(r: redis.Redis, q: QueueKeys, worker_id: str = "w1", lapses_in_ms: int = 60_000) -> str:
+    entry = f"{LEASE_MS} {worker_id}"
+    r.zadd(q.idle, {entry: redis_ms(r) + lapses_in_ms})
+    return entry
+
+
+# -- the scripts ----------------------------------------------------------------------------------------
+
+
+def test_an_enqueue_into_the_empty_queue_leases_the_task_to_a_listed_subscribed_worker(
+        scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
+    list_worker(redis_client, q)
+    before = redis_ms(redis_client)
+    assert enqueue(scripts, q, "a") == [1]
+    after = redis_ms(redis_client)
+    assert messages(listener) == [(q.push_channel("w1"), "a " + make_msg("a", q.queue))]  # no wake-up: nothing pending
+    assert redis_client.llen(q.pending) == 0
+    fields = redis_client.hgetall(q.task("a"))
+    assert fields["state"] == "active" and fields["lease"] == "1"
+    assert before <= int(fields["started_at"]) <= after
+    expiry = redis_client.zscore(q.active, "a")
+    assert before + LEASE_MS <= expiry <= after + LEASE_MS  # the worker's lease, on Redis's clock
+    assert redis_client.zcard(q.idle) == 0  # taken: the worker lists itself again when it waits again
+
+
+def test_a_listed_worker_no_longer_subscribed_is_dropped_and_the_task_is_pending(
+        scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
+    list_worker(redis_client, q, "gone")  # nobody listens on its channel (a worker that died)
+    assert enqueue(scripts, q, "a") == [1]
+    assert redis_client.lrange(q.pending, 0, -1) == ["a"]
+    assert redis_client.hget(q.task("a"), "state") == "pending"
+    assert redis_client.zcard(q.active) == 0 and redis_client.zcard(q.idle) == 0
+    assert messages(listener) == [(q.wake_channel, "1")]
+
+
+def test_after_a_gone_worker_the_next_listed_one_gets_the_task(
+        scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
+    redis_client.zadd(q.idle, {f"{LEASE_MS} gone": redis_ms(redis_client) + 1_000,
+                               f"{LEASE_MS} w1": redis_ms(redis_client) + 60_000})
+    assert enqueue(scripts, q, "a") == [1]
+    assert [c for c, _ in messages(listener)] == [q.push_channel("w1")]
+    assert redis_client.zrange(q.active, 0, -1) == ["a"] and redis_client.zcard(q.idle) == 0
+
+
+@pytest.mark.parametrize("why", ["paused", "not empty", "lapsed", "scheduled"])
+def test_no_task_is_pushed_past_a_pause_a_waiting_task_or_its_due_time_nor_to_a_lapsed_listing(
+        why: str, scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
+    if why == "not empty":
+        enqueue(scripts, q, "older")  # before any worker is listed: it waits
+        assert redis_client.llen(q.pending) == 1
+        messages(listener)  # its wake-up
+    list_worker(redis_client, q, lapses_in_ms=-1 if why == "lapsed" else 60_000)
+    if why == "paused":
+        redis_client.set(q.paused, "1")
+    due = redis_ms(redis_client) + 60_000 if why == "scheduled" else 0
+    assert enqueue(scripts, q, "a", process_at_ms=due) == [1]
+    # a wake-up ("1", or "due <ms>" for a task due before any other), unless the queue was not empty
+    assert [(c, d.split(" ")[0]) for c, d in messages(listener)] == {
+        "not empty": [], "scheduled": [(q.wake_channel, "due")]}.get(why, [(q.wake_channel, "1")])
+    assert redis_client.zcard(q.active) == 0
+    assert redis_client.hget(q.task("a"), "state") == ("scheduled" if why == "scheduled" else "pending")
+    assert redis_client.zcard(q.idle) == (0 if why == "lapsed" else 1)  # a lapsed listing is cleared
+
+
+def test_of_a_batch_the_task_taken_first_is_pushed_and_the_rest_wait_in_order(
+        scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
+    list_worker(redis_client, q)
+    assert enqueue(scripts, q, "a", "b", "c") == [1, 1, 1]
+    assert [(c, d.split(" ")[0]) for c, d in messages(listener)] == [(q.push_channel("w1"), "a"),
+                                                                     (q.wake_channel, "1")]
+    assert list(reversed(redis_client.lrange(q.pending, 0, -1))) == ["b", "c"]  # in the order workers take them
+    list_worker(redis_client, q)
+    redis_client.delete(q.pending)
+    items = [EnqueueItem("d", make_msg("d", q.queue)), EnqueueItem("e", make_msg("e", q.queue), front=True)]
+    scripts.enqueue_many(q, items, now_ms=redis_ms(redis_client))
+    assert [d.split(" ")[0] for c, d in messages(listener) if c != q.wake_channel] == ["e"]  # the priority one
+
+
+def test_a_dequeue_that_drains_the_queue_lists_the_worker_and_a_full_one_takes_it_off(
+        scripts: Scripts, redis_client: redis.Redis, q: QueueKeys) -> None:
+    entry = f"{LEASE_MS} w1"
+    now = redis_ms(redis_client)
+    assert scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2, idle_entry=entry,
+                           idle_until_ms=now + 5_000) == []
+    assert redis_client.zrange(q.idle, 0, -1, withscores=True) == [(entry, now + 5_000)]
+    enqueue(scripts, q, "a", "b", "c")  # "a" goes to w1 (no one listens: pending), all three wait
+    assert redis_client.llen(q.pending) == 3 and redis_client.zcard(q.idle) == 0
+    list_worker(redis_client, q)
+    got = scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2, idle_entry=entry,
+                          idle_until_ms=now + 5_000)
+    assert [d.id for d in got] == ["a", "b"] and redis_client.zcard(q.idle) == 0  # busy: not listed
+    got = scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2, idle_entry=entry,
+                          idle_until_ms=now + 6_000)
+    assert [d.id for d in got] == ["c"] and redis_client.zscore(q.idle, entry) == now + 6_000
+    scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2)  # without an entry: no change
+    assert redis_client.zscore(q.idle, entry) == now + 6_000
+
+
+def test_a_wrong_type_listing_key_is_refused_before_anything_is_written(
+        scripts: Scripts, redis_client: redis.Redis, q: QueueKeys) -> None:
+    redis_client.set(q.idle, "junk")
+    now = redis_ms(redis_client)
+    with pytest.raises(WrongKeyType, match="idle holds a string"):
+        enqueue(scripts, q, "a")
+    assert not redis_client.exists(q.task("a"), q.pending)
+    enqueue_items = [EnqueueItem("b", make_msg("b", q.queue))]
+    redis_client.rpush(q.pending, "x")  # not empty: no listing is looked at
+    assert scripts.enqueue_many(q, enqueue_items, now_ms=now) == [1]
+    with pytest.raises(WrongKeyType, match="idle holds a string"):
+        scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=5, idle_entry=f"{LEASE_MS} w1",
+                        idle_until_ms=now + 5_000)
+    assert redis_client.llen(q.pending) == 2 and redis_client.zcard(q.active) == 0
+
+
+# -- a worker -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ran(registry: TaskRegistry) -> list[str]:
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    @task(name="push.note", registry=registry)
+    def note(tag: str) -> None:
+        with lock:
+            seen.append(tag)
+
+    return seen
+
+
+def test_an_idle_worker_gets_each_task_pushed_and_lists_itself_again(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, ran: list[str]) -> None:
+    worker = make_worker(fetch_poll_interval=30.0)  # a 30 s poll: only a wake-up or a push brings a task soon
+    q = worker.keys.queue("default")
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+    for n in range(3):
+        handle = client.enqueue("push.note", {"tag": str(n)}, retention=60)
+        wait_until(lambda h=handle: inspector.get_task("default", h.id).state is TaskState.COMPLETED, 10,
+                   message=f"task {n} to complete")
+        wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself again")
+    assert ran == ["0", "1", "2"]
+    assert worker.processor.pushed == 3  # none went through pending
+    info = inspector.get_task("default", handle.id)
+    assert info.retried == 0
+
+
+def test_a_task_pushed_to_a_worker_that_stopped_fetching_goes_back_to_pending(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, ran: list[str]) -> None:
+    worker = make_worker(fetch_poll_interval=30.0)
+    q = worker.keys.queue("default")
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+    worker.processor.stop()  # quiet: still subscribed, still listed
+    handle = client.enqueue("push.note", {"tag": "late"})
+    wait_until(lambda: redis_client.lrange(q.pending, 0, -1) == [handle.id], 10, message="the task to be handed back")
+    info = inspector.get_task("default", handle.id)
+    assert info.state is TaskState.PENDING and info.retried == 0
+    assert ran == [] and worker.processor.pushed == 0
+    assert redis_client.zcard(q.idle) == 0 and redis_client.zcard(q.active) == 0
