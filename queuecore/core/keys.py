@@ -210,9 +210,9 @@ class QueueKeys:
     @cached_property
     def idle(self) -> str:
         """ZSET of the workers waiting for this queue's next task, ``"<lease ms> <worker id>"`` -> when
-        the registration lapses (unix ms): a worker whose dequeue found the queue drained is listed
-        (``dequeue.lua``); an enqueue that finds the queue empty leases the task to one of them and
-        publishes it on that worker's push channel (``enqueue.lua``), taking it off the list."""
+        the listing lapses (unix ms): a worker with no handler running whose dequeue found the queue
+        empty is listed (``dequeue.lua``); an enqueue that finds the queue empty leases the task to one
+        of them and publishes it on that worker's push channel (``enqueue.lua``), taking it off the list."""
         return self.base + "idle"
 
     @cached_property

@@ -69,9 +69,11 @@ class Processor:
         self._fetching = threading.Lock()
         self._parked = False
         self.fetched_on_wake = 0  # fetches ``on_wake`` made on the caller's thread
-        # This worker's entry in each queue's list of waiting workers (QueueKeys.idle): a dequeue that
-        # drains a queue lists it (until the fetcher's next polls would have renewed it), and an enqueue
-        # into the empty queue may then lease its task straight to this worker (``on_push``).
+        # This worker's entry in each queue's list of waiting workers (QueueKeys.idle): a dequeue made
+        # while no handler runs or waits to run, which finds the queue empty, lists it (until the
+        # fetcher's next polls would have renewed it), and an enqueue into the empty queue may then
+        # lease its task straight to this worker (``on_push``). A busy worker is never listed: its
+        # tasks come through pending, in batches, and the subscriber's thread stays free.
         self._idle_entry = f"{to_ms(config.lease_duration)} {worker_id}" if worker_id else ""
         self._idle_for = 2 * config.fetch_poll_interval + 1.0
         self.pushed = 0  # tasks an enqueue leased straight to this worker
@@ -234,8 +236,9 @@ class Processor:
     def on_push(self, queue: str, data: str) -> None:
         """An enqueue leased a new task straight to this worker, which its last dequeue of ``queue``
         listed as waiting: ``data`` is ``"<task id> <message>"`` (lease 1, first attempt). It runs like
-        a fetched task; a worker that has stopped fetching hands it back at once. Then the worker lists
-        itself again, or fetches what came meanwhile (``on_wake``). Called on the subscriber's thread."""
+        a fetched task; a worker that has stopped fetching hands it back at once. Once no handler runs,
+        the fetcher's next dequeue lists the worker again (``_free_run_slot``). Called on the
+        subscriber's thread."""
         task_id, _, msg = data.partition(" ")
         if not task_id or not msg:
             logger.error("ignored a malformed push on queue %s: %.80r", queue, data)
@@ -252,9 +255,6 @@ class Processor:
             except TaskDecodeError:  # handed back all the same; a worker that runs it archives it
                 message = TaskMessage(id=task_id, type="?", payload={}, queue=queue)
             self._finalize(self._hold(queue, task_id, 1, 0, message, now), Outcome("requeue"))
-            return
-        time.sleep(0)  # let the handler thread take the interpreter before this one lists the worker again
-        self.on_wake()
 
     def fetch(self, free: int) -> int:
         """Dequeue up to ``free`` tasks from the queues in priority order and start them.
@@ -271,7 +271,8 @@ class Processor:
                 now = self.clock.now()
                 items = self._fetch_scripts.dequeue(self.queue_keys[name], now_ms=to_ms(now),
                                                     lease_until_ms=to_ms(now + self.config.lease_duration),
-                                                    count=free - got, idle_entry=self._idle_entry,
+                                                    count=free - got,
+                                                    idle_entry=self._idle_entry if self._idle() else "",
                                                     idle_until_ms=to_ms(now + self._idle_for))
             self._drained = tried == len(order) and got + len(items) < free
             for item in items:
@@ -331,13 +332,20 @@ class Processor:
 
     def _free_run_slot(self, running: Running) -> None:
         """The attempt's thread or coroutine is free (or it was abandoned): its run slot goes to the
-        next fetched attempt. Once per attempt."""
+        next fetched attempt. Once per attempt. When none is left to run while the fetcher is parked,
+        the fetcher is woken: its dequeue lists the worker as waiting (or takes what came meanwhile)."""
         with self._run_lock:
             if not running.run_slot:
                 return
             running.run_slot = False
             self._running -= 1
         self._start_ready()
+        if self._parked and self._idle():
+            self.wake.set()
+
+    def _idle(self) -> bool:
+        """No handler runs and none waits for a run slot."""
+        return self._running == 0 and not self._ready
 
     def _take_ready(self) -> list[Running]:
         """Empty the buffer of fetched attempts that have not started."""

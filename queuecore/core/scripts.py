@@ -424,9 +424,9 @@ class Scripts:
     def dequeue(self, q: QueueKeys, *, now_ms: int, lease_until_ms: int, count: int, idle_entry: str = "",
                 idle_until_ms: int = 0) -> list[Dequeued]:
         """Move up to ``count`` pending tasks to active under new leases; [] when paused or empty.
-        With ``idle_entry`` (``"<lease ms> <worker id>"``) the worker is listed as waiting for the
-        queue's next task until ``idle_until_ms`` when fewer than ``count`` came (``QueueKeys.idle``),
-        and taken off the list when ``count`` came."""
+        With ``idle_entry`` (``"<lease ms> <worker id>"``; a worker with no handler running) the worker
+        is listed as waiting for the queue's next task until ``idle_until_ms`` when none came
+        (``QueueKeys.idle``), and taken off the list when some came."""
         reply = self._call("dequeue", [q.pending, q.active, q.paused, q.idle],
                            [now_ms, lease_until_ms, count, q.task_prefix, idle_entry, idle_until_ms])
         return [Dequeued(reply[i], reply[i + 1] or None, int(reply[i + 2]), int(reply[i + 3]))

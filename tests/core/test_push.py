@@ -18,6 +18,7 @@ from queuecore.core.errors import WrongKeyType
 from queuecore.core.keys import QueueKeys
 from queuecore.core.scripts import EnqueueItem, Scripts
 from tests.conftest import wait_until
+from tests.core.worker_support import let_worker_run
 from tests.helpers.state import make_msg
 
 LEASE_MS = 30_000
@@ -165,24 +166,27 @@ def test_of_a_batch_the_task_taken_first_is_pushed_and_the_rest_wait_in_order(
     assert [d.split(" ")[0] for c, d in messages(listener) if c != q.wake_channel] == ["e"]  # the priority one
 
 
-def test_a_dequeue_that_drains_the_queue_lists_the_worker_and_a_full_one_takes_it_off(
+def test_a_dequeue_that_finds_the_queue_empty_lists_the_worker_and_one_that_gets_a_task_takes_it_off(
         scripts: Scripts, redis_client: redis.Redis, q: QueueKeys) -> None:
     entry = f"{LEASE_MS} w1"
     now = redis_ms(redis_client)
-    assert scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2, idle_entry=entry,
-                           idle_until_ms=now + 5_000) == []
+
+    def dequeue(until_ms: int, entry: str = entry) -> list[str]:
+        got = scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2, idle_entry=entry,
+                              idle_until_ms=until_ms)
+        return [d.id for d in got]
+
+    assert dequeue(now + 5_000) == []
     assert redis_client.zrange(q.idle, 0, -1, withscores=True) == [(entry, now + 5_000)]
     enqueue(scripts, q, "a", "b", "c")  # "a" goes to w1 (no one listens: pending), all three wait
     assert redis_client.llen(q.pending) == 3 and redis_client.zcard(q.idle) == 0
     list_worker(redis_client, q)
-    got = scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2, idle_entry=entry,
-                          idle_until_ms=now + 5_000)
-    assert [d.id for d in got] == ["a", "b"] and redis_client.zcard(q.idle) == 0  # busy: not listed
-    got = scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2, idle_entry=entry,
-                          idle_until_ms=now + 6_000)
-    assert [d.id for d in got] == ["c"] and redis_client.zscore(q.idle, entry) == now + 6_000
-    scripts.dequeue(q, now_ms=now, lease_until_ms=now + LEASE_MS, count=2)  # without an entry: no change
-    assert redis_client.zscore(q.idle, entry) == now + 6_000
+    assert dequeue(now + 5_000) == ["a", "b"] and redis_client.zcard(q.idle) == 0  # it has work: not waiting
+    list_worker(redis_client, q)
+    assert dequeue(now + 6_000) == ["c"] and redis_client.zcard(q.idle) == 0  # fewer than asked, still work
+    assert dequeue(now + 7_000, entry="") == []  # a busy worker gives no entry: not listed
+    assert redis_client.zcard(q.idle) == 0
+    assert dequeue(now + 8_000) == [] and redis_client.zscore(q.idle, entry) == now + 8_000
 
 
 def test_a_wrong_type_listing_key_is_refused_before_anything_is_written(
@@ -231,6 +235,33 @@ def test_an_idle_worker_gets_each_task_pushed_and_lists_itself_again(
     assert worker.processor.pushed == 3  # none went through pending
     info = inspector.get_task("default", handle.id)
     assert info.retried == 0
+
+
+def test_a_worker_is_listed_only_while_no_handler_runs(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, registry: TaskRegistry,
+        ran: list[str]) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @task(name="push.block", registry=registry)
+    def block() -> None:
+        started.set()
+        release.wait(10)
+
+    worker = make_worker()  # polls every 0.2 s: each poll's dequeue finds the queue empty
+    q = worker.keys.queue("default")
+    try:
+        wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the idle worker to list itself")
+        client.enqueue("push.block", {})
+        assert started.wait(10)
+        let_worker_run(inspector, worker, beats=3)  # polls go by while the handler runs
+        assert redis_client.zcard(q.idle) == 0  # busy: its tasks come through pending
+        second = client.enqueue("push.note", {"tag": "beside"}, retention=60)
+        wait_until(lambda: inspector.get_task("default", second.id).state is TaskState.COMPLETED, 10,
+                   message="the second task to run beside the first")
+        assert worker.processor.pushed == 1 and ran == ["beside"]
+    finally:
+        release.set()
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker, idle again, to list itself")
 
 
 def test_a_task_pushed_to_a_worker_that_stopped_fetching_goes_back_to_pending(

@@ -393,9 +393,12 @@ def test_idle_worker_starts_a_new_task_promptly_via_pubsub_wake(make_worker, cli
         assert wait_state(inspector, "default", info.id, "completed", timeout=3).result == i
 
 
-def test_an_idle_worker_takes_a_woken_task_on_the_subscribers_thread(make_worker, client, inspector, registry):
+def test_an_idle_worker_takes_a_woken_task_on_the_subscribers_thread(make_worker, client, inspector, registry,
+                                                                     redis_client):
     """While the fetcher is parked (every queue drained), the wake-up's own thread fetches: the task
-    starts a thread hop sooner. Tasks are not taken on that thread while the fetcher is busy."""
+    starts a thread hop sooner. Tasks are not taken on that thread while the fetcher is busy. (The
+    worker is taken off the list of waiting workers, so that the task is not pushed to it:
+    tests/core/test_push.py.)"""
     ran_on: list[str] = []
 
     @task(name="t.woken", registry=registry)
@@ -405,10 +408,15 @@ def test_an_idle_worker_takes_a_woken_task_on_the_subscribers_thread(make_worker
     worker = make_worker(fetch_poll_interval=30)
     wait_until(lambda: worker.subscriber.subscribed.is_set() and worker.processor._parked, SOON,
                message="the fetcher parked, waiting for a wake-up")
+    idle = worker.keys.queue("default").idle
+    wait_until(lambda: redis_client.zcard(idle) == 1, SOON, message="the worker to list itself as waiting")
+    redis_client.delete(idle)  # listed again only when a handler ends, or at the next poll (30 s)
+    let_worker_run(inspector, worker, beats=2)  # the start-up's fetches are over
+    assert redis_client.zcard(idle) == 0
     before = worker.processor.fetched_on_wake
     info = client.enqueue(woken, retention=60)
     wait_state(inspector, "default", info.id, "completed", timeout=3)
-    assert worker.processor.fetched_on_wake == before + 1
+    assert worker.processor.fetched_on_wake == before + 1 and worker.processor.pushed == 0
     assert ran_on and ran_on[0].startswith("queuecore-handler")
 
 

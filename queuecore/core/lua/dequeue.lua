@@ -8,9 +8,9 @@
 -- ARGV[2] lease expiry, unix ms
 -- ARGV[3] at most this many tasks
 -- ARGV[4] task-key prefix, <prefix>:{<q>}:t:
--- ARGV[5] this worker's entry in KEYS[4] ("" = none): listed until ARGV[6] when the queue gives fewer
---         than N (the worker waits; an enqueue into the empty queue may lease a task straight to it,
---         enqueue.lua), taken off when it gives N
+-- ARGV[5] this worker's entry in KEYS[4] ("" = none; given by a worker with no handler running): listed
+--         until ARGV[6] when the queue is empty (the worker waits; an enqueue into the empty queue may
+--         lease a task straight to it, enqueue.lua), taken off when the queue gives it a task
 -- ARGV[6] when the entry lapses, unix ms
 -- Cluster note: the task HASH of each popped id (<prefix>:{<q>}:t:<id>) is built here from ARGV[4]
 -- (same {<q>} tag as KEYS, so the same slot); its id is not known before the pop.
@@ -91,11 +91,7 @@ for i = 1, #live, 2 do
     redis.call("HSET", qc_task_key(task_prefix, live[i]), "state", "active", "started_at", ARGV[1],
         "lease", live[i + 1])
 end
-if listing then
-    if k < n then
-        redis.call("ZADD", KEYS[4], ARGV[6], ARGV[5])
-    else
-        redis.call("ZREM", KEYS[4], ARGV[5])
-    end
+if listing then  -- it has work now: not waiting
+    redis.call("ZREM", KEYS[4], ARGV[5])
 end
 return out
