@@ -123,6 +123,30 @@ def test_a_slow_filter_is_never_replaced_by_an_unfiltered_refresh(operator_page:
     assert not needles & {t.id for t in inspector.list_tasks("big", "pending", 1, 100).tasks}
 
 
+def test_a_refresh_on_its_way_when_a_row_is_ticked_does_not_untick_it(operator_page: Any, client: Client,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    page = operator_page
+    for n in range(3):
+        client.enqueue("browser.noop", {"n": n}, queue="tick")
+    page.goto("/queues/tick/pending/")
+    rows = page.locator("#qc-task-table tr[data-qc-task]")
+    expect(rows).to_have_count(3)
+    # Each answer to a refresh of the table, and whether it was let into the page (after dashboard.js's say).
+    page.evaluate("""() => { window.__qcTableSwaps = []; document.addEventListener('htmx:beforeSwap', (e) => {
+      const elt = e.detail.requestConfig && e.detail.requestConfig.elt;
+      if (elt && elt.id === 'qc-task-table') { window.__qcTableSwaps.push(e.detail.shouldSwap); } }); }""")
+    entered, release = gate(monkeypatch, "list_tasks", lambda *a, **kw: True)
+    assert entered.wait(15)  # a refresh of the table is on its way, held in the server
+    first = rows.first.locator("input[data-qc-select]")
+    first.check()
+    client.enqueue("browser.noop", {"n": 3}, queue="tick")  # the held refresh answers with a new table
+    release.set()
+    page.wait_for_function("() => window.__qcTableSwaps.length >= 1")
+    assert page.evaluate("window.__qcTableSwaps") == [False]  # dropped: the operator is choosing
+    expect(first).to_be_checked()
+    expect(rows).to_have_count(3)
+
+
 # -- 2. a strict Content-Security-Policy ---------------------------------------------------------------
 
 

@@ -68,12 +68,14 @@
   });
 
   // A refresh only replaces the very fragment that asked for it: if the operator has since moved
-  // (a filter, another page of the list), the stale answer is dropped.
+  // (a filter, another page of the list), the stale answer is dropped; so is one that was on its way
+  // when the operator began choosing in it (a row ticked meanwhile).
   document.addEventListener("htmx:beforeSwap", function (event) {
     var detail = event.detail;
     if (!isPoll(detail.requestConfig)) { return; }
     var elt = detail.requestConfig.elt;
-    if (!elt || !document.body.contains(elt) || elt.getAttribute("hx-get") !== detail.requestConfig.path) {
+    if (!elt || !document.body.contains(elt) || elt.getAttribute("hx-get") !== detail.requestConfig.path ||
+        holds(elt)) {
       detail.shouldSwap = false;
     }
   });
