@@ -3,7 +3,7 @@
 -- KEYS[1] <prefix>:{<q>}:pending   LIST
 -- KEYS[2] <prefix>:{<q>}:active    ZSET  id -> lease expiry (unix ms)
 -- KEYS[3] <prefix>:{<q>}:paused    STRING
--- KEYS[4] <prefix>:{<q>}:idle      ZSET  "<lease ms> <worker id>" -> registration lapses (unix ms)
+-- KEYS[4] <prefix>:{<q>}:idle      ZSET  "<lease ms> <worker id>" -> listing lapses (unix ms)
 -- ARGV[1] now, unix ms
 -- ARGV[2] lease expiry, unix ms
 -- ARGV[3] at most this many tasks
@@ -23,7 +23,7 @@
 -- error reply, passed on unchanged: nothing is written and the tasks stay pending.
 --
 -- Cost: every batch-level step is one command for the whole batch (LRANGE, one ZADD, one LTRIM, and
--- with ARGV[5] a TYPE and a ZADD or ZREM of KEYS[4]); per task one HMGET and one HSET. All reads
+-- with ARGV[5] a TYPE and a ZADD or a ZREM of KEYS[4]); per task one HMGET and one HSET. All reads
 -- come first; a read of a wrong-type key fails (pcall), and the first write (the ZADD) writes nothing
 -- when it fails, so a refusal leaves no trace.
 if redis.call("EXISTS", KEYS[3]) == 1 then

@@ -5,7 +5,7 @@
 -- KEYS[2]    <prefix>:{<q>}:scheduled       ZSET  id -> due (unix ms)
 -- KEYS[3]    <prefix>:{<q>}:active          ZSET  id -> lease expiry (unix ms)
 -- KEYS[4]    <prefix>:{<q>}:paused          STRING
--- KEYS[5]    <prefix>:{<q>}:idle            ZSET  "<lease ms> <worker id>" -> registration lapses (unix ms)
+-- KEYS[5]    <prefix>:{<q>}:idle            ZSET  "<lease ms> <worker id>" -> listing lapses (unix ms)
 -- KEYS[6..]  <prefix>:{<q>}:t:<id>          task HASH of each task, in ARGV order; then the
 --            <prefix>:{<q>}:unique:<t>:<d>  STRING uniqueness locks that ARGV points at
 -- ARGV[1] now, unix ms
@@ -33,9 +33,10 @@
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 --
--- Cost: per task one HSET; an enqueue into an empty queue reads KEYS[4] and KEYS[5] (and TIME) once; the pending ids go in one LPUSH per batch (one RPUSH for those at the head), and the task hashes are looked
--- up with one EXISTS for the whole batch (TYPE each only when some exist); a batch with scheduled
--- tasks reads the first of KEYS[2] once. Every check comes before the first write.
+-- Cost: per task one HSET; the pending ids go in one LPUSH per batch (one RPUSH for those at the
+-- head), and the task hashes are looked up with one EXISTS for the whole batch (TYPE each only when
+-- some exist); a batch with scheduled tasks reads the first of KEYS[2] once; one LLEN per batch, and
+-- when the queue is empty its pause and KEYS[5] (with TIME) once. Every check comes before the first write.
 local n = tonumber(ARGV[3])
 do  -- the batch is well formed, item by item, before anything is written
     if not n or n < 1 or n ~= math.floor(n) or #ARGV ~= 4 + 6 * n or #KEYS < 5 + n then
@@ -146,7 +147,7 @@ if may_push and taken_first then
     local i = ready[taken_first]
     local now = redis.call("TIME")
     now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    redis.call("ZREMRANGEBYSCORE", KEYS[5], "-inf", now)  -- registrations that lapsed
+    redis.call("ZREMRANGEBYSCORE", KEYS[5], "-inf", now)  -- listings that lapsed
     for _, member in ipairs(redis.call("ZRANGE", KEYS[5], 0, 2)) do
         redis.call("ZREM", KEYS[5], member)  -- taken: a worker lists itself again once it waits again
         local space = string.find(member, " ", 1, true)
