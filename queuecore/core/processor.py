@@ -249,12 +249,8 @@ class Processor:
             if not quiet:
                 self.pushed += 1
                 self._dispatch(queue, task_id, msg, 1, 0, now)
-        if quiet:
-            try:
-                message = TaskMessage.decode(task_id, queue, msg)
-            except TaskDecodeError:  # handed back all the same; a worker that runs it archives it
-                message = TaskMessage(id=task_id, type="?", payload={}, queue=queue)
-            self._finalize(self._hold(queue, task_id, 1, 0, message, now), Outcome("requeue"))
+        if quiet:  # a hand-back needs the task's id and lease only: its message is not decoded here
+            self._finalize(self._hold(queue, task_id, 1, 0, _placeholder(task_id, queue), now), Outcome("requeue"))
 
     def fetch(self, free: int) -> int:
         """Dequeue up to ``free`` tasks from the queues in priority order and start them.
@@ -293,8 +289,7 @@ class Processor:
             message = TaskMessage.decode(task_id, queue, msg)
         except TaskDecodeError as exc:
             logger.error("%s; archiving it", exc)
-            placeholder = TaskMessage(id=task_id, type="?", payload={}, queue=queue, max_retry=0)
-            running = self._hold(queue, task_id, lease, retried, placeholder, now)
+            running = self._hold(queue, task_id, lease, retried, _placeholder(task_id, queue), now)
             self._finalize(running, Outcome("skip_retry", error=exc))
             return
         running = self._hold(queue, task_id, lease, retried, message, now)
@@ -473,3 +468,8 @@ class Processor:
         if accepted is not None:
             self.recorder.log(running, "success", accepted)
         self.held.forget(running)
+
+
+def _placeholder(task_id: str, queue: str) -> TaskMessage:
+    """The message an attempt is held with when its own cannot be (or need not be) decoded."""
+    return TaskMessage(id=task_id, type="?", payload={}, queue=queue, max_retry=0)

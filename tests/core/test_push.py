@@ -1,12 +1,11 @@
-"""The push hand-over: a worker whose dequeue drained a queue is listed as waiting for it
-(``QueueKeys.idle``), and an enqueue into the empty queue leases the task straight to it and
+"""The push hand-over: a worker with no handler running whose dequeue found a queue empty is listed as
+waiting for it (``QueueKeys.idle``), and an enqueue into the empty queue leases the task straight to it and
 publishes it on the worker's push channel, saving the dequeue round trip. A listed worker that is no
 longer subscribed gets nothing: the task is pending as before, so nothing waits for a lease to end."""
 
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,7 @@ from queuecore.core.keys import QueueKeys
 from queuecore.core.scripts import EnqueueItem, Scripts
 from tests.conftest import wait_until
 from tests.core.worker_support import let_worker_run
-from tests.helpers.state import make_msg
+from tests.helpers.state import Subscription, make_msg
 
 LEASE_MS = 30_000
 
@@ -30,52 +29,26 @@ def q(connection) -> QueueKeys:
 
 
 class Listener:
-    """A pub/sub connection on worker "w1"'s push channel, the wake channel and a marker channel, as
-    the scripts publish (sharded on a Redis 7 cluster)."""
+    """Worker "w1"'s push channel and the wake channel, each a ``Subscription`` (sharded on a Redis 7
+    cluster, as the scripts publish there)."""
 
-    def __init__(self, redis_client: redis.Redis, scripts: Scripts, q: QueueKeys) -> None:
-        self.sharded = scripts.publish_command == "SPUBLISH"
-        self.redis = redis_client
-        self.marker = q.base + "test-marker"
-        self.pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
-        channels = [q.push_channel("w1"), q.wake_channel, self.marker]
-        if self.sharded:
-            self.pubsub.ssubscribe(*channels)
-        else:
-            self.pubsub.subscribe(*channels)
-        self._sent = 0
-        wait_until(lambda: self.messages(0.5) is not None, 10, message="the subscription")
+    def __init__(self, redis_client: redis.Redis, q: QueueKeys) -> None:
+        self.channels = [Subscription(redis_client, q.push_channel("w1")), Subscription(redis_client, q.wake_channel)]
 
-    def messages(self, timeout: float = 5) -> list[tuple[str, str]] | None:
-        """What arrived so far (a marker published now arrives after everything published before it);
-        None when the marker did not come within ``timeout``."""
-        self._sent += 1
-        token = str(self._sent)
-        self.redis.execute_command("SPUBLISH" if self.sharded else "PUBLISH", self.marker, token)
-        got: list[tuple[str, str]] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            message = (self.pubsub.get_sharded_message(timeout=0.2) if self.sharded
-                       else self.pubsub.get_message(timeout=0.2))  # None also for a subscription confirmation
-            if message is not None and message["type"] in ("message", "smessage"):
-                if message["channel"] != self.marker:
-                    got.append((message["channel"], message["data"]))
-                elif message["data"] == token:
-                    return got
-        return None
+    def messages(self) -> list[tuple[str, str]]:
+        """What each channel got since the last call, as (channel, data): the push channel's first."""
+        return [(sub.channel, data) for sub in self.channels for data in sub.messages()]
+
+    def close(self) -> None:
+        for sub in self.channels:
+            sub.close()
 
 
 @pytest.fixture
-def listener(redis_client: redis.Redis, scripts: Scripts, q: QueueKeys) -> Iterator[Listener]:
-    listening = Listener(redis_client, scripts, q)
+def listener(redis_client: redis.Redis, q: QueueKeys) -> Iterator[Listener]:
+    listening = Listener(redis_client, q)
     yield listening
-    listening.pubsub.close()
-
-
-def messages(listener: Listener) -> list[tuple[str, str]]:
-    got = listener.messages()
-    assert got is not None, "the marker did not arrive"
-    return got
+    listening.close()
 
 
 def enqueue(scripts: Scripts, q: QueueKeys, *ids: str, process_at_ms: int = 0, front: bool = False) -> list[Any]:
@@ -103,7 +76,7 @@ def test_an_enqueue_into_the_empty_queue_leases_the_task_to_a_listed_subscribed_
     before = redis_ms(redis_client)
     assert enqueue(scripts, q, "a") == [1]
     after = redis_ms(redis_client)
-    assert messages(listener) == [(q.push_channel("w1"), "a " + make_msg("a", q.queue))]  # no wake-up: nothing pending
+    assert listener.messages() == [(q.push_channel("w1"), "a " + make_msg("a", q.queue))]  # no wake-up: nothing pending
     assert redis_client.llen(q.pending) == 0
     fields = redis_client.hgetall(q.task("a"))
     assert fields["state"] == "active" and fields["lease"] == "1"
@@ -120,7 +93,7 @@ def test_a_listed_worker_no_longer_subscribed_is_dropped_and_the_task_is_pending
     assert redis_client.lrange(q.pending, 0, -1) == ["a"]
     assert redis_client.hget(q.task("a"), "state") == "pending"
     assert redis_client.zcard(q.active) == 0 and redis_client.zcard(q.idle) == 0
-    assert messages(listener) == [(q.wake_channel, "1")]
+    assert listener.messages() == [(q.wake_channel, "1")]
 
 
 def test_after_a_gone_worker_the_next_listed_one_gets_the_task(
@@ -128,7 +101,7 @@ def test_after_a_gone_worker_the_next_listed_one_gets_the_task(
     redis_client.zadd(q.idle, {f"{LEASE_MS} gone": redis_ms(redis_client) + 1_000,
                                f"{LEASE_MS} w1": redis_ms(redis_client) + 60_000})
     assert enqueue(scripts, q, "a") == [1]
-    assert [c for c, _ in messages(listener)] == [q.push_channel("w1")]
+    assert [c for c, _ in listener.messages()] == [q.push_channel("w1")]
     assert redis_client.zrange(q.active, 0, -1) == ["a"] and redis_client.zcard(q.idle) == 0
 
 
@@ -138,14 +111,14 @@ def test_no_task_is_pushed_past_a_pause_a_waiting_task_or_its_due_time_nor_to_a_
     if why == "not empty":
         enqueue(scripts, q, "older")  # before any worker is listed: it waits
         assert redis_client.llen(q.pending) == 1
-        messages(listener)  # its wake-up
+        listener.messages()  # its wake-up
     list_worker(redis_client, q, lapses_in_ms=-1 if why == "lapsed" else 60_000)
     if why == "paused":
         redis_client.set(q.paused, "1")
     due = redis_ms(redis_client) + 60_000 if why == "scheduled" else 0
     assert enqueue(scripts, q, "a", process_at_ms=due) == [1]
     # a wake-up ("1", or "due <ms>" for a task due before any other), unless the queue was not empty
-    assert [(c, d.split(" ")[0]) for c, d in messages(listener)] == {
+    assert [(c, d.split(" ")[0]) for c, d in listener.messages()] == {
         "not empty": [], "scheduled": [(q.wake_channel, "due")]}.get(why, [(q.wake_channel, "1")])
     assert redis_client.zcard(q.active) == 0
     assert redis_client.hget(q.task("a"), "state") == ("scheduled" if why == "scheduled" else "pending")
@@ -156,14 +129,14 @@ def test_of_a_batch_the_task_taken_first_is_pushed_and_the_rest_wait_in_order(
         scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
     list_worker(redis_client, q)
     assert enqueue(scripts, q, "a", "b", "c") == [1, 1, 1]
-    assert [(c, d.split(" ")[0]) for c, d in messages(listener)] == [(q.push_channel("w1"), "a"),
+    assert [(c, d.split(" ")[0]) for c, d in listener.messages()] == [(q.push_channel("w1"), "a"),
                                                                      (q.wake_channel, "1")]
     assert list(reversed(redis_client.lrange(q.pending, 0, -1))) == ["b", "c"]  # in the order workers take them
     list_worker(redis_client, q)
     redis_client.delete(q.pending)
     items = [EnqueueItem("d", make_msg("d", q.queue)), EnqueueItem("e", make_msg("e", q.queue), front=True)]
     scripts.enqueue_many(q, items, now_ms=redis_ms(redis_client))
-    assert [d.split(" ")[0] for c, d in messages(listener) if c != q.wake_channel] == ["e"]  # the priority one
+    assert [d.split(" ")[0] for c, d in listener.messages() if c != q.wake_channel] == ["e"]  # the priority one
 
 
 def test_a_dequeue_that_finds_the_queue_empty_lists_the_worker_and_one_that_gets_a_task_takes_it_off(
