@@ -53,14 +53,21 @@
     });
   }
 
-  function isPoll(detail) {
+  function triggerType(detail) {
     var trigger = detail && (detail.triggeringEvent || (detail.requestConfig && detail.requestConfig.triggeringEvent));
-    return !!trigger && trigger.type === "qc:poll";
+    return trigger ? trigger.type : "";
   }
+  function isPoll(detail) { return triggerType(detail) === "qc:poll"; }
+  // A refresh the page asked for by itself: a poll, or every panel at once (live refresh resumed, an
+  // action or a bulk job done).
+  function isRefresh(detail) { var type = triggerType(detail); return type === "qc:poll" || type === "qc:refresh"; }
 
   // A refresh says which version of the fragment it shows (data-qc-hash, set by the server): an
   // unchanged fragment comes back as 204 No Content, which htmx leaves in place.
   document.addEventListener("htmx:configRequest", function (event) {
+    if (!isRefresh(event.detail)) { return; }
+    // whether the operator was already choosing in it when it was sent (beforeSwap compares)
+    event.detail.qcHeldWhenSent = holds(event.detail.elt);
     if (!isPoll(event.detail)) { return; }
     event.detail.headers["X-QC-Refresh"] = "1";
     var hash = event.detail.elt.getAttribute("data-qc-hash");
@@ -69,14 +76,15 @@
 
   // A refresh only replaces the very fragment that asked for it: if the operator has since moved
   // (a filter, another page of the list), the stale answer is dropped; so is one that was on its way
-  // when the operator began choosing in it (a row ticked meanwhile).
+  // when the operator began choosing in it (a row ticked meanwhile), whether it was a poll or a refresh
+  // of every panel. (One sent while the operator was choosing, after an action, still replaces it.)
   document.addEventListener("htmx:beforeSwap", function (event) {
-    var detail = event.detail;
-    if (!isPoll(detail.requestConfig)) { return; }
-    var elt = detail.requestConfig.elt;
-    if (!elt || !document.body.contains(elt) || elt.getAttribute("hx-get") !== detail.requestConfig.path ||
-        holds(elt)) {
-      detail.shouldSwap = false;
+    var config = event.detail.requestConfig;
+    if (!isRefresh(config)) { return; }
+    var elt = config.elt;
+    if (!elt || !document.body.contains(elt) || elt.getAttribute("hx-get") !== config.path ||
+        (holds(elt) && !config.qcHeldWhenSent)) {
+      event.detail.shouldSwap = false;
     }
   });
 
