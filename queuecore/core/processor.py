@@ -77,6 +77,7 @@ class Processor:
         self._idle_entry = f"{to_ms(config.lease_duration)} {worker_id}" if worker_id else ""
         self._idle_for = 2 * config.fetch_poll_interval + 1.0
         self.pushed = 0  # tasks an enqueue leased straight to this worker
+        self._unlisted = False  # quiet, and taken off the lists (``_unlist``)
         self._stopping = threading.Event()
         self._done = threading.Event()
         self.pool = HandlerPool("queuecore-handler", config.concurrency, on_drained=self._wake_fetcher)
@@ -187,6 +188,7 @@ class Processor:
         backoff = 0.05
         while not self._stopping.is_set():
             if self._quiet.is_set():
+                self._unlist()
                 self._stopping.wait(0.2)
                 continue
             if not self._slots.take(self._stopping):
@@ -213,6 +215,21 @@ class Processor:
                 self.wake.wait(self.config.fetch_poll_interval)
                 with self._fetching:
                     self._parked = False
+
+    def _unlist(self) -> None:
+        """Once quiet, take this worker off every queue's list of waiting workers, so enqueues stop
+        pushing to it (one pushed meanwhile is handed back by ``on_push``). Best effort: a listing
+        left behind lapses by itself within ``_idle_for``."""
+        if self._unlisted or not self._idle_entry:
+            return
+        self._unlisted = True
+        with self._fetch_lock:
+            for name, keys in self.queue_keys.items():
+                try:
+                    self._fetch_scripts.unlist(keys, self._idle_entry)
+                except Exception as exc:  # Redis away: harmless, the listing lapses
+                    logger.info("could not take this worker off queue %s's idle list (%s); it lapses "
+                                "within %.0f s", name, exc, self._idle_for)
 
     def on_wake(self) -> None:
         """A queue got work (called on the subscriber's thread). While the fetcher is parked (every

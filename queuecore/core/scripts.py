@@ -432,6 +432,10 @@ class Scripts:
         return [Dequeued(reply[i], reply[i + 1] or None, int(reply[i + 2]), int(reply[i + 3]))
                 for i in range(0, len(reply), 4)]
 
+    def unlist(self, q: QueueKeys, idle_entry: str) -> None:
+        """Take a worker's entry off the queue's list of waiting workers (it stopped fetching)."""
+        self.redis.zrem(q.idle, idle_entry)
+
     def done(self, q: QueueKeys, task_id: str, lease: int, *, now_ms: int, retention_ms: int, result: str,
              day: str, minute: str, unique_key: str | None = None) -> bool:
         """Finish a task that succeeded; False when the lease was lost (fencing)."""

@@ -242,10 +242,25 @@ def test_a_task_pushed_to_a_worker_that_stopped_fetching_goes_back_to_pending(
     worker = make_worker(fetch_poll_interval=30.0)
     q = worker.keys.queue("default")
     wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
-    worker.processor.stop()  # quiet: still subscribed, still listed
+    (entry, lapses), = redis_client.zrange(q.idle, 0, -1, withscores=True)
+    worker.processor.stop()  # quiet: still subscribed; it takes itself off the list
+    wait_until(lambda: redis_client.zcard(q.idle) == 0, 10, message="the quiet worker to take itself off the list")
+    redis_client.zadd(q.idle, {entry: lapses})  # as if an enqueue had read the listing just before that
     handle = client.enqueue("push.note", {"tag": "late"})
     wait_until(lambda: redis_client.lrange(q.pending, 0, -1) == [handle.id], 10, message="the task to be handed back")
     info = inspector.get_task("default", handle.id)
     assert info.state is TaskState.PENDING and info.retried == 0
     assert ran == [] and worker.processor.pushed == 0
     assert redis_client.zcard(q.idle) == 0 and redis_client.zcard(q.active) == 0
+
+
+def test_a_worker_that_stops_fetching_takes_itself_off_the_list(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, ran: list[str]) -> None:
+    worker = make_worker(queues={"default": 1, "other": 1}, fetch_poll_interval=30.0)
+    idle = [worker.keys.queue(name).idle for name in ("default", "other")]
+    wait_until(lambda: all(redis_client.zcard(key) == 1 for key in idle), 10, message="the worker to list itself")
+    worker.processor.stop()
+    wait_until(lambda: all(redis_client.zcard(key) == 0 for key in idle), 10, message="the lists to empty")
+    handle = client.enqueue("push.note", {"tag": "after"})
+    assert redis_client.lrange(worker.keys.queue("default").pending, 0, -1) == [handle.id]  # not pushed: waits
+    assert worker.processor.pushed == 0 and ran == []
