@@ -326,7 +326,7 @@ def test_every_lua_file_and_only_those_have_a_wrapper_of_the_same_name() -> None
         if name in BATCH_WRAPPERS:
             assert f"self.{BATCH_WRAPPERS[name]}(" in inspect.getsource(method)
     public = {n for n, v in vars(Scripts).items() if callable(v) and not n.startswith("_")} - {
-        "check_enqueue", "dedicated", "per_thread", "close", "publish", "admin_tasks"}
+        "check_enqueue", "dedicated", "per_thread", "close", "publish", "unlist", "admin_tasks"}
     assert public == set(lua_files()) | set(BATCH_WRAPPERS.values())
 
 
