@@ -215,11 +215,12 @@ class Processor:
                 self.wake.wait(self.config.fetch_poll_interval)
                 with self._fetching:
                     self._parked = False
+        self._unlist()  # shutting down (it may never have seen quiet alone)
 
     def _unlist(self) -> None:
-        """Once quiet, take this worker off every queue's list of waiting workers, so enqueues stop
-        pushing to it (one pushed meanwhile is handed back by ``on_push``). Best effort: a listing
-        left behind lapses by itself within ``_idle_for``."""
+        """Once quiet or shutting down, take this worker off every queue's list of waiting workers, so
+        enqueues stop pushing to it (one pushed meanwhile is handed back by ``on_push``). Best effort:
+        a listing left behind lapses by itself within ``_idle_for``."""
         if self._unlisted or not self._idle_entry:
             return
         self._unlisted = True

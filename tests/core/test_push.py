@@ -255,7 +255,7 @@ def test_a_task_pushed_to_a_worker_that_stopped_fetching_goes_back_to_pending(
 
 
 def test_a_worker_that_stops_fetching_takes_itself_off_the_list(
-        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, ran: list[str]) -> None:
+        make_worker, client: Client, redis_client: redis.Redis, ran: list[str]) -> None:
     worker = make_worker(queues={"default": 1, "other": 1}, fetch_poll_interval=30.0)
     idle = [worker.keys.queue(name).idle for name in ("default", "other")]
     wait_until(lambda: all(redis_client.zcard(key) == 1 for key in idle), 10, message="the worker to list itself")
@@ -264,3 +264,11 @@ def test_a_worker_that_stops_fetching_takes_itself_off_the_list(
     handle = client.enqueue("push.note", {"tag": "after"})
     assert redis_client.lrange(worker.keys.queue("default").pending, 0, -1) == [handle.id]  # not pushed: waits
     assert worker.processor.pushed == 0 and ran == []
+
+
+def test_a_worker_that_shuts_down_is_off_the_list_when_shutdown_returns(make_worker, redis_client: redis.Redis) -> None:
+    worker = make_worker(fetch_poll_interval=30.0)
+    q = worker.keys.queue("default")
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+    worker.shutdown(timeout=2)
+    assert redis_client.zcard(q.idle) == 0
