@@ -77,6 +77,9 @@ def page(browser: Any, live_server: Any) -> Iterator[Any]:
     errors: list[str] = []
     tab.on("pageerror", lambda exc: errors.append(str(exc)))
     yield tab
+    # A route handler (a test's own proxy, e.g. one adding a host's policy) may be mid-fetch when the
+    # test ends: let it finish before the context closes, or its error surfaces in the next test.
+    tab.unroute_all(behavior="wait")
     context.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
 
