@@ -18,7 +18,7 @@ import redis
 
 from queuecore.core import tracing
 from queuecore.core.broker import Broker
-from queuecore.core.clock import Clock, SystemClock, to_ms
+from queuecore.core.clock import AligningClock, Clock, to_ms
 from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
 from queuecore.core.errors import (
     BatchEnqueueError,
@@ -159,7 +159,7 @@ class Client:
         self.scripts = Scripts(self.redis, self.keys).per_thread()
         self.broker = Broker(self.redis, self.keys)
         self.registry = registry or default_registry
-        self.clock = clock or SystemClock()
+        self.clock = clock or AligningClock(self.broker.time)  # Redis's time, not this host's
         self._registered_queues: dict[str, float] = {}
         self._valid_names: set[tuple[str, str]] = set()
         self._queue_keys: dict[str, QueueKeys] = {}

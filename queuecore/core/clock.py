@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -54,12 +55,48 @@ class RedisTimeClock:
         if first or abs(measured - previous) > self._tolerance:
             self.offset = measured if abs(measured) > self._tolerance else 0.0
             if abs(self.offset) >= self.SKEW_WARNING:
-                logger.warning("this host's clock is %.1f s %s Redis's: the worker keeps Redis's time for leases, "
-                               "due tasks, limits and periodic fires; fix the host's clock (NTP)",
-                               abs(self.offset), "behind" if self.offset > 0 else "ahead of")
+                logger.warning("this host's clock is %.1f s %s Redis's: queuecore keeps Redis's time here (for "
+                               "leases, due tasks, limits, periodic fires and enqueue times); fix the host's clock "
+                               "(NTP)", abs(self.offset), "behind" if self.offset > 0 else "ahead of")
             elif abs(previous) >= self.SKEW_WARNING:
                 logger.info("this host's clock agrees with Redis's again (within %.2f s)", self._tolerance)
         return self.offset
+
+
+class AligningClock(RedisTimeClock):
+    """A ``RedisTimeClock`` that measures its own offset, for processes with no heartbeat to do it
+    (a ``Client``, an ``Inspector``): on first use and every ``every`` seconds after, one ``TIME``
+    round trip through ``redis_time``. A failed measurement keeps the offset it had (none at first)
+    and is tried again ``retry`` seconds later; the caller's own Redis call then reports the outage."""
+
+    def __init__(self, redis_time: Callable[[], float], *, every: float = 60.0, retry: float = 5.0,
+                 base: Callable[[], float] = time.time, tolerance: float = 0.25) -> None:
+        super().__init__(base, tolerance)
+        self._redis_time = redis_time
+        self._every = every
+        self._retry = retry
+        self._next_align = -math.inf  # time.monotonic() of the next measurement
+        self._measuring = threading.Lock()
+
+    def now(self) -> float:
+        if time.monotonic() >= self._next_align:
+            self._measure()
+        return self._base() + self.offset
+
+    def _measure(self) -> None:
+        if not self._measuring.acquire(blocking=False):
+            return  # another thread is measuring: use the offset as it is
+        try:
+            if time.monotonic() < self._next_align:
+                return
+            try:
+                self.align(self._redis_time)
+                self._next_align = time.monotonic() + self._every
+            except Exception as exc:  # Redis away: the caller's own call says so
+                self._next_align = time.monotonic() + self._retry
+                logger.debug("could not read Redis's clock (%s); keeping an offset of %.3f s", exc, self.offset)
+        finally:
+            self._measuring.release()
 
 
 class FakeClock:

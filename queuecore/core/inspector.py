@@ -19,8 +19,9 @@ import redis
 from queuecore.core import filters, queue_metrics, typestats
 from queuecore.core.alerts import Alert, active_alerts
 from queuecore.core.attempts import parse_attempts
+from queuecore.core.broker import Broker
 from queuecore.core.bulkjobs import CHUNK, BulkJob, BulkJobStore, BulkScope, run_job
-from queuecore.core.clock import Clock, SystemClock, to_ms
+from queuecore.core.clock import AligningClock, Clock, to_ms
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.context import Progress
 from queuecore.core.errors import (
@@ -301,7 +302,7 @@ class Inspector:
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else self.connection.connect()
         self.scripts = Scripts(self.redis, self.keys)
-        self.clock = clock or SystemClock()
+        self.clock = clock or AligningClock(Broker(self.redis, self.keys).time)  # Redis's time, not this host's
         self.actor = actor
 
     def as_actor(self, actor: str) -> Inspector:

@@ -1,5 +1,7 @@
-"""Workers on hosts whose clocks disagree: each keeps Redis's time (``RedisTimeClock``), so a worker
-whose clock runs ahead does not take back a task whose lease is still being renewed elsewhere."""
+"""Hosts whose clocks disagree: a worker keeps Redis's time (``RedisTimeClock``), so a worker whose
+clock runs ahead does not take back a task whose lease is still being renewed elsewhere; a client and
+an inspector keep it too (``AligningClock``), so a task enqueued on a host whose clock is off is due
+when Redis's clock says and stamped with Redis's time."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ import time
 
 import pytest
 
-from queuecore import Client, task
-from queuecore.core.clock import RedisTimeClock
+from queuecore import Client, Inspector, task
+from queuecore.core.clock import AligningClock, RedisTimeClock
+from queuecore.core.config import ConnectionConfig
 from tests.conftest import wait_until
 
 SKEW = 10.0  # seconds this "host" runs ahead: well past lease_duration - heartbeat_interval
@@ -74,3 +77,93 @@ def test_the_offset_moves_only_beyond_the_tolerance() -> None:
     assert clock.align(lambda: 990.0) == -10.0 and clock.now() == 990.0
     assert clock.align(lambda: 990.2) == -10.0  # jitter: no wobble
     assert clock.align(lambda: 1000.0) == 0.0
+
+
+# -- clients and inspectors ------------------------------------------------------------------------
+
+BEHIND = 3600.0  # seconds this "host" runs behind
+
+
+class BehindClock:
+    """A wall clock an hour slow, used as it is (the control)."""
+
+    def now(self) -> float:
+        return time.time() - BEHIND
+
+
+def schedule_in_a_minute(client: Client, redis_client) -> tuple[float, float, float]:
+    """Enqueue a task due in 60 s; (its due time, its enqueue time, Redis's time), in seconds."""
+    info = client.enqueue("t.later", process_in=60, retention=60)
+    seconds, micros = redis_client.time()
+    due = redis_client.zscore(client.keys.queue("default").scheduled, info.id) / 1000
+    task = Inspector(connection=client.connection, redis_client=client.redis).get_task("default", info.id)
+    assert task.enqueued_at is not None
+    return due, task.enqueued_at.timestamp(), seconds + micros / 1_000_000
+
+
+def test_a_client_on_a_host_an_hour_behind_schedules_and_stamps_by_redis_time(connection: ConnectionConfig,
+                                                                               registry, redis_client) -> None:
+    client = Client(connection=connection, registry=registry)
+    client.clock = AligningClock(client.broker.time, base=lambda: time.time() - BEHIND)
+    try:
+        due, enqueued, redis_now = schedule_in_a_minute(client, redis_client)
+    finally:
+        client.close()
+    assert abs(due - (redis_now + 60)) < 5  # due a minute from now by Redis's clock
+    assert abs(enqueued - redis_now) < 5
+
+
+def test_without_the_correction_the_task_falls_due_an_hour_early(connection: ConnectionConfig, registry,
+                                                             redis_client) -> None:
+    """The control: the slow clock used as it is stamps the task an hour back and makes it due 59
+    minutes ago, so it would run at once instead of in a minute."""
+    client = Client(connection=connection, registry=registry, clock=BehindClock())
+    try:
+        due, enqueued, redis_now = schedule_in_a_minute(client, redis_client)
+    finally:
+        client.close()
+    assert abs(due - (redis_now - BEHIND + 60)) < 5  # due 59 minutes ago: the forwarder's next round runs it
+    assert abs(enqueued - (redis_now - BEHIND)) < 5
+
+
+def test_clients_and_inspectors_keep_redis_time_by_default(connection: ConnectionConfig, registry) -> None:
+    client = Client(connection=connection, registry=registry)
+    inspector = Inspector(connection=connection)
+    try:
+        assert isinstance(client.clock, AligningClock) and isinstance(inspector.clock, AligningClock)
+        assert not client.clock.aligned
+        client.enqueue("t.now")
+        inspector.all_queue_info()
+        assert client.clock.aligned  # measured on first use, against this client's Redis
+        assert inspector.as_actor("olga").clock is inspector.clock
+    finally:
+        client.close()
+        inspector.close()
+
+
+def test_an_aligning_clock_measures_on_first_use_then_every_interval_and_retries_after_a_failure(
+        caplog: pytest.LogCaptureFixture) -> None:
+    local = [1000.0]
+    skew: list[float | None] = [None]  # None: Redis does not answer
+    calls = [0]
+
+    def redis_time() -> float:
+        calls[0] += 1
+        if skew[0] is None:
+            raise ConnectionError("Redis is away")
+        return local[0] + skew[0]
+
+    hourly = AligningClock(redis_time, every=3600, retry=0, base=lambda: local[0])
+    assert hourly.now() == 1000.0 and calls[0] == 1  # tried on first use; away: the host's time
+    skew[0] = -10.0
+    with caplog.at_level(logging.WARNING, logger="queuecore.worker"):
+        assert hourly.now() == 990.0 and calls[0] == 2  # tried again (retry 0 s): measured
+    assert any("10.0 s ahead of Redis's" in r.getMessage() for r in caplog.records)
+    skew[0] = 5.0
+    assert hourly.now() == 990.0 and calls[0] == 2  # measured an hour apart: not yet again
+    every_call = AligningClock(redis_time, every=0, base=lambda: local[0])
+    assert every_call.now() == 1005.0
+    skew[0] = -2.0
+    assert every_call.now() == 998.0
+    skew[0] = None
+    assert every_call.now() == 998.0  # a failed measurement keeps the offset it had

@@ -22,8 +22,8 @@ from queuecore import ConnectionConfig, Inspector
 ROOT = Path(__file__).resolve().parents[2]
 
 # What queuecore needs: reads, writes, key management, pub/sub, scripts, TIME (the recoverers'
-# shared clock), INFO and MEMORY USAGE (for the operator's figures; both optional, see below); minus
-# what no queue needs.
+# shared clock, every process's reference time), INFO and MEMORY USAGE (for the operator's
+# figures; both optional, see below); minus what no queue needs.
 QC_ACL_RULES = ["on", ">qc-acl-pw", "~qct-*", "&qct-*", "-@all", "+@read", "+@write", "+@keyspace", "+@pubsub",
                 "+@scripting", "+@connection", "-@dangerous", "+time", "+info", "+memory|usage", "-script|flush",
                 "-script|kill", "-function", "-fcall", "-fcall_ro"]
