@@ -445,6 +445,7 @@ def test_enqueue_many_sends_one_batch_across_queues(registry, client: Client, re
     pipelines: list[Any] = []
     direct: list[Any] = []
     assert client.scripts.publish_command  # asked once per client (on a cluster: INFO), not per batch
+    client.clock.now()  # Redis's TIME: read on a client's first use, then once a minute, not per batch
     real_pipeline, real_execute = client.redis.pipeline, client.redis.execute_command
     monkeypatch.setattr(client.redis, "pipeline", lambda *a, **k: pipelines.append(1) or real_pipeline(*a, **k))
     monkeypatch.setattr(client.redis, "execute_command", lambda *a, **k: direct.append(a) or real_execute(*a, **k))
