@@ -154,6 +154,10 @@ class App:
         self._base = Inspector(connection=self.connection)
         return self._base.as_actor(default_actor())
 
+    def now(self) -> float:
+        """Redis's time (the Inspector's clock), so the ages a command prints agree with what workers wrote."""
+        return self.inspector.clock.now()
+
     @property
     def client(self) -> Client:
         """A Client sharing the Inspector's connection; it knows no handlers, so payloads are not checked

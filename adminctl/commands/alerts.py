@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 from rich import box
 from rich.table import Table
@@ -49,4 +47,4 @@ def alerts(app: App) -> None:
     elif not active:
         app.terminal.info("no active alerts")
     else:
-        app.terminal.print(alerts_table(active, time.time()))
+        app.terminal.print(alerts_table(active, app.now()))

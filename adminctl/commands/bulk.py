@@ -130,7 +130,7 @@ def bulk_ls(app: App, limit: int) -> None:
     elif not jobs:
         app.terminal.info("no bulk jobs in the last week")
     else:
-        app.terminal.print(jobs_table(jobs, time.time()))
+        app.terminal.print(jobs_table(jobs, app.now()))
 
 
 @bulk.command("show")
@@ -158,8 +158,8 @@ def bulk_show(app: App, job_id: str, watch: bool) -> None:
     rows: list[tuple[str, Any]] = [
         ("Job", job.id), ("What", job.describe()), ("Status", job.status), ("Progress", job.progress_text()),
         ("Done", human_count(job.done)), ("Skipped", human_count(job.skipped)), ("By", job.actor),
-        ("Created", ago(job.created_at, time.time())),
-        ("Finished", ago(job.finished_at, time.time()) if job.finished_at else "-"),
+        ("Created", ago(job.created_at, app.now())),
+        ("Finished", ago(job.finished_at, app.now()) if job.finished_at else "-"),
     ]
     if job.error:
         rows.append(("Error", job.error))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 from rich import box
 from rich.console import Group, RenderableType
@@ -104,7 +102,7 @@ def list_groups(app: App, queue_name: str | None) -> None:
     if not report.groups:
         app.terminal.info("no failed tasks" + (f" in queue {escape(queue_name)}" if queue_name else ""))
         return
-    app.terminal.print(groups_table(report, time.time()))
+    app.terminal.print(groups_table(report, app.now()))
     app.terminal.info(_scope_note(report))
 
 
@@ -130,7 +128,7 @@ def show_group(app: App, key: str, queue_name: str | None, tasks: int) -> None:
     if app.json:
         app.terminal.json(group.to_dict(tasks=tasks))
     else:
-        app.terminal.print(group_detail(group, time.time(), tasks))
+        app.terminal.print(group_detail(group, app.now(), tasks))
 
 
 def _action_command(action: str) -> click.Command:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 from rich import box
 from rich.console import Group, RenderableType
@@ -95,7 +93,7 @@ def periodic_ls(app: App) -> None:
     elif not entries:
         app.terminal.info("no periodic entries (none declared by a live worker)")
     else:
-        app.terminal.print(periodic_table(entries, time.time()))
+        app.terminal.print(periodic_table(entries, app.now()))
 
 
 @periodic.command("inspect")
@@ -113,7 +111,7 @@ def periodic_inspect(app: App, name: str) -> None:
     if app.json:
         app.terminal.json(entry.to_dict())
     else:
-        app.terminal.print(periodic_detail(entry, time.time()))
+        app.terminal.print(periodic_detail(entry, app.now()))
 
 
 @periodic.command("pause")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from ..app import App
@@ -49,7 +47,7 @@ def server_ls(app: App) -> None:
     if not servers:
         term.info("no worker process is running (no live heartbeat)")
         return
-    now = time.time()
+    now = app.now()
     term.print(server_table(servers, now))
     workers = [w for s in servers for w in s.workers]
     if workers:

@@ -20,7 +20,7 @@ def take_snapshot(app: App) -> StatsSnapshot:
     queues = ins.all_queue_info()
     servers = ins.servers()
     info = ins.redis_info(count_keys=False)
-    return StatsSnapshot(taken_at=time.time(), redis_url=app.redacted_url or "", prefix=app.connection.key_prefix,
+    return StatsSnapshot(taken_at=app.now(), redis_url=app.redacted_url or "", prefix=app.connection.key_prefix,
                          queues=queues, servers=servers, redis=info)
 
 

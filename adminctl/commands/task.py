@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -97,7 +96,7 @@ def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_na
         else:
             term.info(f"no {state} tasks in queue {escape(queue_name)}")
         return
-    term.print(task_table(result.tasks, state, time.time()))
+    term.print(task_table(result.tasks, state, app.now()))
     term.print(page_footer(result, queue_name, state))
 
 
@@ -136,7 +135,7 @@ def task_inspect(app: App, queue_name: str, task_ids: tuple[str, ...]) -> None:
         else:
             app.terminal.json([t.to_dict() for t in found])
     else:
-        now = time.time()
+        now = app.now()
         for i, info in enumerate(found):
             if i:
                 app.terminal.print("")

@@ -3,7 +3,6 @@ percentiles (estimates), limits and failures grouped by error."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import click
@@ -103,7 +102,7 @@ def show_type(app: App, queue_name: str, type_name: str, window: str) -> None:
     if app.json:
         app.terminal.json(report.to_dict())
         return
-    app.terminal.print(type_detail(report, window, time.time()))
+    app.terminal.print(type_detail(report, window, app.now()))
 
 
 def type_detail(r: TypeReport, window: str, now: float) -> RenderableType:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from ..app import App
@@ -42,4 +40,4 @@ def worker_ls(app: App) -> None:
     elif not workers:
         term.info("no task is being processed right now")
     else:
-        term.print(worker_table(workers, time.time()))
+        term.print(worker_table(workers, app.now()))

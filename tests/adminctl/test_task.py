@@ -202,3 +202,20 @@ def test_run_all_with_yes_and_json(adminctl, client: Client, inspector: Inspecto
     assert inspector.count("again", "pending") == n
     assert adminctl("task", "run-all", "again", "archived", "--json").json()["count"] == 0
     assert adminctl("task", "run-all", "nope", "archived", "--yes").code == 1
+
+
+def test_printed_ages_are_measured_by_redis_time_not_this_hosts_clock(adminctl, client: Client, monkeypatch) -> None:
+    """adminctl's ages count from its Inspector's clock (Redis's time: ``AligningClock``), not from
+    the clock of the host that prints them: with that clock 2h 5m after the enqueue, the task's age
+    reads 2h 5m, whatever this host's clock says."""
+    from queuecore.core import inspector as inspector_module
+    from queuecore.core.clock import FakeClock
+
+    info = client.enqueue("t.age", queue="ages")
+    assert info.enqueued_at is not None
+    redis_time = FakeClock(info.enqueued_at.timestamp() + 2 * 3600 + 5 * 60 + 2)
+    monkeypatch.setattr(inspector_module, "AligningClock", lambda read_redis_time: redis_time)
+    run = adminctl("task", "inspect", "ages", info.id)
+    assert run.code == 0, run.stderr
+    enqueued_line = next(line for line in run.stdout.splitlines() if "Enqueued" in line)
+    assert "(2h 5m ago)" in enqueued_line, enqueued_line
