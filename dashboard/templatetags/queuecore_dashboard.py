@@ -17,6 +17,8 @@ from django.utils.safestring import SafeString
 
 from queuecore.core.clock import format_duration
 
+from ..inspector import redis_now
+
 register = template.Library()
 
 
@@ -83,7 +85,7 @@ def qc_duration(seconds: Any) -> str:
 
 
 def _seconds_from_now(value: datetime) -> float:
-    return (value - timezone.now()).total_seconds()
+    return (value - redis_now()).total_seconds()
 
 
 @register.filter

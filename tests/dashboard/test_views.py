@@ -224,6 +224,27 @@ def test_task_page_shows_every_field(viewer: DjangoClient, client: Client, redis
     assert 'id="qc-task"' in body and "hx-get" in body  # a pending task is polled
 
 
+def test_task_page_ages_are_measured_by_redis_time_not_the_web_servers_clock(viewer: DjangoClient, client: Client,
+                                                                              monkeypatch) -> None:
+    """A page's ages count from the shared inspector's clock (Redis's time: ``AligningClock``), not from
+    the web server's: with that clock 2h 5m after the enqueue, the task page says "2h 05m ago"."""
+    from dashboard.inspector import shared_inspector
+    from queuecore.core import inspector as inspector_module
+    from queuecore.core.clock import FakeClock
+
+    info = client.enqueue("reports.build", {"report": 1})
+    assert info.enqueued_at is not None
+    redis_time = FakeClock(info.enqueued_at.timestamp() + 2 * 3600 + 5 * 60 + 2)
+    monkeypatch.setattr(inspector_module, "AligningClock", lambda read_redis_time: redis_time)
+    shared_inspector.cache_clear()  # the next request builds the process's inspector, with that clock
+    try:
+        body = html(viewer.get(f"/queues/default/tasks/{info.id}/"))
+    finally:
+        shared_inspector.cache_clear()
+    enqueued = re.search(r"<dt>Enqueued</dt><dd>(.*?)</dd>", body, re.S)
+    assert enqueued is not None and "(2h 05m ago)" in enqueued.group(1), enqueued
+
+
 def test_task_page_result_and_terminal_states_stop_polling(viewer: DjangoClient, client: Client,
                                                            redis_client: Any, connection: Any) -> None:
     client.enqueue("x")
