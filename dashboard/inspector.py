@@ -54,7 +54,7 @@ def redis_info_for(request: HttpRequest, *, count_keys: bool = False) -> tuple[R
     connection = get_config().connection
     info = inspector_for(request).redis_info(count_keys=count_keys)
     if count_keys and info.key_count is not None:
-        _key_counts[connection] = KeyCount(info.key_count, datetime.now(UTC))
+        _key_counts[connection] = KeyCount(info.key_count, redis_now())
     return info, _key_counts.get(connection)
 
 

@@ -228,9 +228,9 @@ def test_task_page_ages_are_measured_by_redis_time_not_the_web_servers_clock(vie
                                                                               monkeypatch) -> None:
     """A page's ages count from the shared inspector's clock (Redis's time: ``AligningClock``), not from
     the web server's: with that clock 2h 5m after the enqueue, the task page says "2h 05m ago"."""
-    from dashboard.inspector import shared_inspector
     from queuecore.core import inspector as inspector_module
     from queuecore.core.clock import FakeClock
+    from queuecore_dashboard.inspector import shared_inspector
 
     info = client.enqueue("reports.build", {"report": 1})
     assert info.enqueued_at is not None
