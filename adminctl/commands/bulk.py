@@ -155,11 +155,12 @@ def bulk_show(app: App, job_id: str, watch: bool) -> None:
     facts = Table.grid(padding=(0, 2))
     facts.add_column(style="bold")
     facts.add_column(overflow="fold")
+    now = app.now()
     rows: list[tuple[str, Any]] = [
         ("Job", job.id), ("What", job.describe()), ("Status", job.status), ("Progress", job.progress_text()),
         ("Done", human_count(job.done)), ("Skipped", human_count(job.skipped)), ("By", job.actor),
-        ("Created", ago(job.created_at, app.now())),
-        ("Finished", ago(job.finished_at, app.now()) if job.finished_at else "-"),
+        ("Created", ago(job.created_at, now)),
+        ("Finished", ago(job.finished_at, now) if job.finished_at else "-"),
     ]
     if job.error:
         rows.append(("Error", job.error))
