@@ -41,7 +41,7 @@ FULL: dict[str, Any] = {
     "enqueue_n": 5000, "enqueue_reps": 3, "batch_reps": 3, "drain_n": 20_000, "drain_reps": 3, "drain_timeout": 20,
     "idle_n": 2000, "idle_interval": 0.005, "idle_max_seconds": 15,
     "load_fraction": 0.5, "load_seconds": 10,
-    "sched_n": 100, "sched_delay": 1.0, "sched_gap": 0.02, "burst_n": 1000,
+    "sched_n": 100, "sched_delay": 1.0, "sched_gap": 0.02, "burst_n": 1000, "burst_ref_n": 10_000, "burst_reps": 3,
     "requests_n": 1000, "requests_max_seconds": 2,
     "backlog_n": 1_000_000, "backlog_window": 15,
     "driver_timeout": 3600,
@@ -50,7 +50,8 @@ QUICK: dict[str, Any] = FULL | {
     "warmup_n": 100, "startup_timeout": 30,
     "enqueue_n": 1000, "enqueue_reps": 2, "batch_reps": 1, "drain_n": 3000, "drain_reps": 1, "drain_timeout": 1.5,
     "idle_n": 150, "idle_max_seconds": 0.75, "load_seconds": 0.8,
-    "sched_n": 10, "sched_delay": 0.5, "sched_gap": 0.02, "burst_n": 50, "requests_n": 100, "requests_max_seconds": 0.3,
+    "sched_n": 10, "sched_delay": 0.5, "sched_gap": 0.02, "burst_n": 50, "burst_ref_n": 500, "burst_reps": 1,
+    "requests_n": 100, "requests_max_seconds": 0.3,
     "backlog_n": 5000, "backlog_window": 0.75,
     "driver_timeout": 300,
 }

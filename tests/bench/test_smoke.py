@@ -19,7 +19,7 @@ TINY = {
     "warmup_n": 20, "enqueue_n": 200, "enqueue_reps": 2, "batch_reps": 2, "batch_size": 100,
     "drain_n": 200, "drain_reps": 1, "drain_timeout": 10,
     "idle_n": 20, "idle_max_seconds": 0.5, "load_seconds": 0.3,
-    "sched_n": 3, "sched_delay": 0.3, "sched_gap": 0.01, "burst_n": 40,
+    "sched_n": 3, "sched_delay": 0.3, "sched_gap": 0.01, "burst_n": 40, "burst_ref_n": 1000,
     "backlog_n": 300, "backlog_window": 5, "driver_timeout": 120, "concurrency": 4,
 }
 TINY_CONCURRENCY = TINY["concurrency"]
@@ -69,7 +69,10 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     # 40 tasks due at one instant, scheduled ahead of it: all ran, none before it was due.
     burst = s["due_burst"]
     assert burst["n"] == 40 and burst["missing"] == 0 and burst["enqueued_ahead_s"] > 0
-    assert burst["p50_ms"] >= -50 and burst["burst_rate"] > 0 and burst["burst_ratio"] > 0
+    assert burst["p50_ms"] >= -50 and burst["burst_rate"] > 0 and burst["burst_ratio_drain1"] > 0
+    # Its ratio is held against ready tasks with the same body, run by the same worker.
+    assert burst["same_body_rate"] > 0 and len(burst["runs"]) == 1
+    assert burst["burst_ratio"] == pytest.approx(burst["burst_rate"] / burst["same_body_rate"])
     assert s["requests"]["sent_per_task"] > 0 and s["requests"]["sent"]
     assert s["backlog"]["bytes_per_task"] > 0
     assert s["backlog"]["enqueue_rate"] > 0 and s["backlog"]["dequeue_rate"] > 0
@@ -84,7 +87,7 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert all(t["best_peer"] is None for t in saved["targets"]
                if (t["key"], t["best_peer"]) not in referenced)  # no peer ran
     assert {t["key"] for t in saved["targets"]} >= {"drain_async", "procs2", "cpu_us", "bytes_per_task",
-                                                     "burst_ratio", "burst_max"}
+                                                     "burst_ratio", "burst_drain1_ratio", "burst_max"}
 
     md = (tmp_path / "results.md").read_text()
     assert "| queuecore 0.1.0 |" in md or "| queuecore " in md
