@@ -12,6 +12,7 @@ import time
 import pytest
 
 from queuecore import Client, Inspector, task
+from queuecore.core.broker import Broker
 from queuecore.core.clock import AligningClock, RedisTimeClock
 from queuecore.core.config import ConnectionConfig
 from tests.conftest import wait_until
@@ -167,3 +168,51 @@ def test_an_aligning_clock_measures_on_first_use_then_every_interval_and_retries
     assert every_call.now() == 998.0
     skew[0] = None
     assert every_call.now() == 998.0  # a failed measurement keeps the offset it had
+
+
+# -- an inspector's timed pause and its statistics' last minutes ----------------------------------
+
+
+def slow_inspector(connection: ConnectionConfig, corrected: bool) -> Inspector:
+    """An inspector on a host an hour slow: its clock corrected to Redis's (the default), or not."""
+    if not corrected:
+        return Inspector(connection=connection, clock=BehindClock())
+    inspector = Inspector(connection=connection)
+    inspector.clock = AligningClock(Broker(inspector.redis, inspector.keys).time, base=lambda: time.time() - BEHIND)
+    return inspector
+
+
+@pytest.mark.parametrize("corrected", [True, False], ids=["corrected", "uncorrected-control"])
+def test_a_timed_pause_from_a_host_an_hour_behind_lasts_the_time_asked(connection: ConnectionConfig, client,
+                                                                        redis_client, corrected: bool) -> None:
+    client.enqueue("t.later", process_in=3600, retention=60)  # the queue exists
+    inspector = slow_inspector(connection, corrected)
+    try:
+        inspector.pause_queue("default", for_=60)
+        paused = inspector.queue_info("default").paused
+    finally:
+        inspector.close()
+    left_ms = redis_client.pttl(client.keys.queue("default").paused)
+    if corrected:
+        assert paused and 55_000 < left_ms <= 60_000  # ends a minute from now by Redis's clock
+    else:  # the control: its end is 59 minutes in the past, so the queue was never paused
+        assert not paused and left_ms == -2
+
+
+@pytest.mark.parametrize("corrected", [True, False], ids=["corrected", "uncorrected-control"])
+def test_the_last_minutes_statistics_read_from_a_host_an_hour_behind_count_a_task_just_done(
+        connection: ConnectionConfig, registry, client, make_worker, corrected: bool) -> None:
+    @task(name="t.now", registry=registry)
+    def now() -> None:
+        pass
+
+    info = client.enqueue("t.now", retention=60)
+    make_worker(queues="default", concurrency=1)
+    wait_until(lambda: client.results.read("default", info.id).state == "completed", 10, message="the task to run")
+    inspector = slow_inspector(connection, corrected)
+    try:
+        last_two = inspector.minute_history("default", minutes=2)  # the minute may turn meanwhile
+    finally:
+        inspector.close()
+    done = sum(m.processed for m in last_two)
+    assert done == (1 if corrected else 0)  # the control reads the minutes of an hour ago
