@@ -9,8 +9,6 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-logger = logging.getLogger("queuecore.worker")
-
 
 class Clock(Protocol):
     """A source of wall-clock time in seconds since the epoch."""
@@ -33,6 +31,7 @@ class RedisTimeClock:
     from it by more than ``tolerance`` seconds, so network jitter does not make time wobble."""
 
     SKEW_WARNING = 1.0  # seconds: an offset this large means the host's clock is wrong; say so
+    log = logging.getLogger("queuecore.worker")  # a worker's clock: its log, where operators look
 
     def __init__(self, base: Callable[[], float] = time.time, tolerance: float = 0.25) -> None:
         self._base = base
@@ -55,11 +54,11 @@ class RedisTimeClock:
         if first or abs(measured - previous) > self._tolerance:
             self.offset = measured if abs(measured) > self._tolerance else 0.0
             if abs(self.offset) >= self.SKEW_WARNING:
-                logger.warning("this host's clock is %.1f s %s Redis's: queuecore keeps Redis's time here (for "
+                self.log.warning("this host's clock is %.1f s %s Redis's: queuecore keeps Redis's time here (for "
                                "leases, due tasks, limits, periodic fires and enqueue times); fix the host's clock "
                                "(NTP)", abs(self.offset), "behind" if self.offset > 0 else "ahead of")
             elif abs(previous) >= self.SKEW_WARNING:
-                logger.info("this host's clock agrees with Redis's again (within %.2f s)", self._tolerance)
+                self.log.info("this host's clock agrees with Redis's again (within %.2f s)", self._tolerance)
         return self.offset
 
 
@@ -67,7 +66,11 @@ class AligningClock(RedisTimeClock):
     """A ``RedisTimeClock`` that measures its own offset, for processes with no heartbeat to do it
     (a ``Client``, an ``Inspector``): on first use and every ``every`` seconds after, one ``TIME``
     round trip through ``redis_time``. A failed measurement keeps the offset it had (none at first)
-    and is tried again ``retry`` seconds later; the caller's own Redis call then reports the outage."""
+    and is tried again ``retry`` seconds later; the caller's own Redis call then reports the outage.
+    It logs under ``queuecore.clock``: a client or an inspector runs in a web or script process,
+    not a worker."""
+
+    log = logging.getLogger("queuecore.clock")
 
     def __init__(self, redis_time: Callable[[], float], *, every: float = 60.0, retry: float = 5.0,
                  base: Callable[[], float] = time.time, tolerance: float = 0.25) -> None:
@@ -94,7 +97,7 @@ class AligningClock(RedisTimeClock):
                 self._next_align = time.monotonic() + self._every
             except Exception as exc:  # Redis away: the caller's own call says so
                 self._next_align = time.monotonic() + self._retry
-                logger.debug("could not read Redis's clock (%s); keeping an offset of %.3f s", exc, self.offset)
+                self.log.debug("could not read Redis's clock (%s); keeping an offset of %.3f s", exc, self.offset)
         finally:
             self._measuring.release()
 

@@ -61,7 +61,8 @@ def test_a_host_clock_running_ahead_is_corrected_to_redis_time(make_worker, regi
         starts = run_with_a_second_worker(make_worker, registry, client,
                                           RedisTimeClock(base=lambda: time.time() + SKEW))
     assert len(starts) == 1  # its lease was renewed: nobody took it back
-    assert any(f"this host's clock is {SKEW:.1f} s ahead of Redis's" in r.getMessage() for r in caplog.records)
+    assert [r.name for r in caplog.records
+            if f"this host's clock is {SKEW:.1f} s ahead of Redis's" in r.getMessage()] == ["queuecore.worker"]
 
 
 def test_without_the_correction_the_clock_ahead_steals_a_live_task(make_worker, registry, client) -> None:
@@ -157,9 +158,10 @@ def test_an_aligning_clock_measures_on_first_use_then_every_interval_and_retries
     hourly = AligningClock(redis_time, every=3600, retry=0, base=lambda: local[0])
     assert hourly.now() == 1000.0 and calls[0] == 1  # tried on first use; away: the host's time
     skew[0] = -10.0
-    with caplog.at_level(logging.WARNING, logger="queuecore.worker"):
+    with caplog.at_level(logging.WARNING, logger="queuecore.clock"):
         assert hourly.now() == 990.0 and calls[0] == 2  # tried again (retry 0 s): measured
-    assert any("10.0 s ahead of Redis's" in r.getMessage() for r in caplog.records)
+    # Logged as a client's or an inspector's, not under the worker's logger.
+    assert [r.name for r in caplog.records if "10.0 s ahead of Redis's" in r.getMessage()] == ["queuecore.clock"]
     skew[0] = 5.0
     assert hourly.now() == 990.0 and calls[0] == 2  # measured an hour apart: not yet again
     every_call = AligningClock(redis_time, every=0, base=lambda: local[0])
