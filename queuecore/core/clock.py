@@ -55,8 +55,8 @@ class RedisTimeClock:
             self.offset = measured if abs(measured) > self._tolerance else 0.0
             if abs(self.offset) >= self.SKEW_WARNING:
                 self.log.warning("this host's clock is %.1f s %s Redis's: queuecore keeps Redis's time here (for "
-                               "leases, due tasks, limits, periodic fires and enqueue times); fix the host's clock "
-                               "(NTP)", abs(self.offset), "behind" if self.offset > 0 else "ahead of")
+                                 "leases, due tasks, limits, periodic fires and enqueue times); fix the host's "
+                                 "clock (NTP)", abs(self.offset), "behind" if self.offset > 0 else "ahead of")
             elif abs(previous) >= self.SKEW_WARNING:
                 self.log.info("this host's clock agrees with Redis's again (within %.2f s)", self._tolerance)
         return self.offset
