@@ -22,9 +22,12 @@ The rules, in one place:
   is forwarded (quiet: no new tasks), also to a child that starts later. A child receives a signal
   only once it said it is ready (its handlers are installed), so a TSTP cannot suspend a child still
   starting up; a TERM reaches a starting child at once (it holds no task yet).
-- **Process groups.** Children run in process groups of their own, so a Ctrl-C in a terminal reaches
-  them once, through the supervisor, not twice (which would force the hand-back). A child whose
-  supervisor disappears (``kill -9``) drains and stops by itself (``SupervisorLink.watch_parent``).
+- **Sessions.** Each child runs in a session (and so a process group) of its own, with no controlling
+  terminal: a Ctrl-C or Ctrl-Z in a terminal reaches it once, through the supervisor, not twice (which
+  would force the hand-back). On Linux with autogroup scheduling (``kernel.sched_autogroup_enabled``)
+  the CPU is shared fairly between sessions, so each child gets the share a separately started worker
+  would, not half of one shared with its siblings. A child whose supervisor disappears (``kill -9``)
+  drains and stops by itself (``SupervisorLink.watch_parent``).
 
 Children say they are ready through a pipe whose descriptor is in ``$QUEUECORE_SUPERVISOR_FD``
 (``run_worker`` does it for a ``Worker``); a child that never does is still supervised, but receives
@@ -118,10 +121,10 @@ class SystemTimer:
 
 
 def popen_spawner(argv: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int]) -> Process:
-    """Start a child with ``subprocess.Popen`` in a process group of its own; stdout and stderr are
-    the supervisor's (one log stream)."""
+    """Start a child with ``subprocess.Popen`` in a session of its own (module docstring); stdout and
+    stderr are the supervisor's (one log stream)."""
     return subprocess.Popen(list(argv), env=dict(env), pass_fds=tuple(pass_fds), stdin=subprocess.DEVNULL,
-                            process_group=0)
+                            start_new_session=True)
 
 
 # -- the restart policy --------------------------------------------------------------------------------

@@ -303,6 +303,22 @@ def test_a_real_child_with_a_configuration_error_is_not_restarted(caplog) -> Non
     assert len([r for r in caplog.records if r.getMessage().startswith("started worker process")]) == 1
 
 
+def test_each_real_child_runs_in_a_session_of_its_own(tmp_path) -> None:
+    # A session per child: terminal signals reach it only through the supervisor, and where the kernel
+    # shares the CPU between sessions (autogroup) each child gets a separately started worker's share.
+    script = ("import os, sys; open(sys.argv[1] + '/' + os.environ['QUEUECORE_WORKER_SLOT'], 'w')"
+              ".write(f'{os.getpid()} {os.getsid(0)} {os.getpgid(0)}'); sys.exit(3)")
+    policy = RestartPolicy(initial_delay=0.01, max_delay=0.05, max_crashes=1, crash_window=60)
+    sup = Supervisor([sys.executable, "-c", script, str(tmp_path)], 2, policy=policy, poll_interval=0.01)
+    assert sup.run(install_signals=False) == 1  # each child exits at once and its slot is given up
+    sessions = set()
+    for slot in ("1", "2"):
+        pid, sid, pgid = (int(x) for x in (tmp_path / slot).read_text().split())
+        assert sid == pid and pgid == pid  # the leader of its own session and process group
+        sessions.add(sid)
+    assert len(sessions) == 2 and os.getsid(0) not in sessions
+
+
 def test_the_system_timer_is_woken_by_a_signal_handler() -> None:
     from queuecore.core.supervisor import SystemTimer
 
