@@ -109,7 +109,7 @@ class Adapter:
         The benchmark flushes Redis after each phase, so ``grace=0`` (SIGKILL at once) is the default.
         """
         sig = signal.SIGTERM if grace > 0 else signal.SIGKILL
-        # Children that run in process groups of their own (queuecore's supervised workers) are
+        # Children that run in sessions of their own (queuecore's supervised workers) are
         # killed one by one; they are found before their parent goes.
         tree = [pid for pid in process_tree(p.pid for p in procs) if pid not in {p.pid for p in procs}]
         for p in procs:

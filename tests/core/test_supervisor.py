@@ -306,7 +306,7 @@ def test_a_real_child_with_a_configuration_error_is_not_restarted(caplog) -> Non
 def test_each_real_child_runs_in_a_session_of_its_own(tmp_path) -> None:
     # A session per child: terminal signals reach it only through the supervisor, and where the kernel
     # shares the CPU between sessions (autogroup) each child gets a separately started worker's share.
-    script = ("import os, sys; open(sys.argv[1] + '/' + os.environ['QUEUECORE_WORKER_SLOT'], 'w')"
+    script = (f"import os, sys; open(sys.argv[1] + '/' + os.environ[{ENV_SLOT!r}], 'w')"
               ".write(f'{os.getpid()} {os.getsid(0)} {os.getpgid(0)}'); sys.exit(3)")
     policy = RestartPolicy(initial_delay=0.01, max_delay=0.05, max_crashes=1, crash_window=60)
     sup = Supervisor([sys.executable, "-c", script, str(tmp_path)], 2, policy=policy, poll_interval=0.01)
