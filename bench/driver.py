@@ -60,6 +60,7 @@ from bench.common import (
 )
 
 POLL = 0.002  # seconds between reads of the completion counter
+SERVER_CALL_TIMEOUT = 300.0  # seconds the harness waits for a reply from its private servers
 
 
 def log(msg: str) -> None:
@@ -77,8 +78,10 @@ class Driver:
 
         os.environ[ENV_VARIANT] = spec_of(cfg["lib"]).variant
         self.adapter = load(cfg["lib"], cfg["broker_url"], cfg["counter_url"], cfg["concurrency"])
-        self.broker = redis.Redis.from_url(cfg["broker_url"])
-        self.counter = redis.Redis.from_url(cfg["counter_url"])
+        # The harness's own calls wait as long as its servers take: redis-py 8 gives up on a reply after
+        # 5 s by default, and a FLUSHDB of a 1,000,000-task backlog takes longer on a slow machine.
+        self.broker = redis.Redis.from_url(cfg["broker_url"], socket_timeout=SERVER_CALL_TIMEOUT)
+        self.counter = redis.Redis.from_url(cfg["counter_url"], socket_timeout=SERVER_CALL_TIMEOUT)
         self.log_dir = Path(cfg["log_dir"])
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.results: dict[str, Any] = {}
@@ -486,8 +489,8 @@ class Driver:
         for what in ("enqueue", "dequeue"):
             empty = res[f"{what}_rate_empty"]
             res[f"{what}_ratio"] = res[f"{what}_rate"] / empty if empty else None
+        self.results["backlog"] = res  # measured: kept even if the clean-up below fails
         self.flush()
-        self.results["backlog"] = res
 
     # -- the whole run -----------------------------------------------------------------------------
 
