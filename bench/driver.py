@@ -463,6 +463,9 @@ class Driver:
         return (len(starts) - 1) / (starts[-1] - starts[0])
 
     def backlog(self) -> None:
+        """Memory per pending task with ``backlog_n`` tasks waiting, then the enqueue and dequeue
+        rates with that backlog against the same two measurements on the empty queue right after
+        (the backlog flushed), so that both sides of each ratio share the machine's conditions."""
         n = self.cfg["backlog_n"]
         self.flush()
         time.sleep(0.2)
@@ -473,24 +476,35 @@ class Driver:
         res: dict[str, Any] = {"tasks": n, "payload_bytes": len(json.dumps(pad_payload(), separators=(",", ":"))),
                                "bytes_per_task": (m1 - m0) / n, "fill_rate": n / fill_seconds}
         log(f"backlog: {n:,} tasks, {res['bytes_per_task']:.0f} B/task, filled at {res['fill_rate']:,.0f}/s")
+        res["enqueue_rate"], res["dequeue_rate"] = self._enqueue_then_dequeue_rates("backlog")
+        self.results["backlog"] = res  # measured: kept even if what follows fails
+        self.flush()
+        res["enqueue_rate_empty"], res["dequeue_rate_empty"] = self._enqueue_then_dequeue_rates(
+            "backlog-empty", top_up=self.cfg["drain_n"])
+        for what in ("enqueue", "dequeue"):
+            res[f"{what}_ratio"] = res[f"{what}_rate"] / res[f"{what}_rate_empty"]
+        # The one-by-one enqueue and one-process drain scenarios' rates, measured earlier in the run.
+        res["enqueue_rate_run"] = self.results.get("enqueue_one", {}).get("rate", {}).get("median")
+        res["dequeue_rate_run"] = self.results.get("drain1", {}).get("rate", {}).get("median")
+        log(f"backlog: rates with it / empty: enqueue {res['enqueue_ratio']:.2f}, dequeue {res['dequeue_ratio']:.2f}")
+        self.flush()
+
+    def _enqueue_then_dequeue_rates(self, phase: str, top_up: int = 0) -> tuple[float, float]:
+        """``enqueue_n`` tasks enqueued one by one (tasks/s); then, after ``top_up`` more with the batch
+        API (untimed), one fresh worker's dequeue rate over up to ``drain_n`` of the tasks waiting,
+        from the moment ``warmup_frac`` of them are done."""
         k = self.cfg["enqueue_n"]
-        seconds = self.adapter.run_sequence(k, lambda i: {})
-        res["enqueue_rate"] = k / seconds
-        res["enqueue_rate_empty"] = self.results.get("enqueue_one", {}).get("rate", {}).get("median")
+        enqueue_rate = k / self.adapter.run_sequence(k, lambda i: {})
+        if top_up:
+            self.fill(top_up)
         self.counter.set(DONE_KEY, 0)
         spawned = time.monotonic()
-        self.start_workers(1, "backlog")
+        self.start_workers(1, phase)
         m = self.cfg["drain_n"]
-        c0, t0, _ = self.warm_up(m, "backlog", spawned)
-        c1, t1 = self.wait_done(m, self.cfg["backlog_window"], "backlog")
+        c0, t0, _ = self.warm_up(m, phase, spawned)
+        c1, t1 = self.wait_done(m, self.cfg["backlog_window"], phase)
         self.stop_workers()
-        res["dequeue_rate"] = (c1 - c0) / max(t1 - t0, 1e-9)
-        res["dequeue_rate_empty"] = self.results.get("drain1", {}).get("rate", {}).get("median")
-        for what in ("enqueue", "dequeue"):
-            empty = res[f"{what}_rate_empty"]
-            res[f"{what}_ratio"] = res[f"{what}_rate"] / empty if empty else None
-        self.results["backlog"] = res  # measured: kept even if the clean-up below fails
-        self.flush()
+        return enqueue_rate, (c1 - c0) / max(t1 - t0, 1e-9)
 
     # -- the whole run -----------------------------------------------------------------------------
 

@@ -75,7 +75,14 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     assert burst["burst_ratio"] == pytest.approx(burst["burst_rate"] / burst["same_body_rate"])
     assert s["requests"]["sent_per_task"] > 0 and s["requests"]["sent"]
     assert s["backlog"]["bytes_per_task"] > 0
-    assert s["backlog"]["enqueue_rate"] > 0 and s["backlog"]["dequeue_rate"] > 0
+    backlog = s["backlog"]
+    assert backlog["enqueue_rate"] > 0 and backlog["dequeue_rate"] > 0
+    # Each rate with the backlog is held against the same measurement on the emptied queue beside it.
+    for what in ("enqueue", "dequeue"):
+        assert backlog[f"{what}_rate_empty"] > 0, what
+        assert backlog[f"{what}_ratio"] == pytest.approx(backlog[f"{what}_rate"] / backlog[f"{what}_rate_empty"])
+    assert backlog["enqueue_rate_run"] == s["enqueue_one"]["rate"]["median"]
+    assert backlog["dequeue_rate_run"] == s["drain1"]["rate"]["median"]
     assert saved["machine"]["cores"] >= 1 and saved["machine"]["redis"]
     targets = {t["target"]: t for t in saved["targets"]}
     assert targets["enqueue, batch (tasks/s)"]["queuecore"] > 0
