@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -61,6 +62,7 @@ from bench.common import (
 
 POLL = 0.002  # seconds between reads of the completion counter
 SERVER_CALL_TIMEOUT = 300.0  # seconds the harness waits for a reply from its private servers
+BACKLOG_ENQUEUE_RUNS = 3  # one-by-one enqueue runs on each side of the backlog's ratio (~1 s each): the median
 
 
 def log(msg: str) -> None:
@@ -476,11 +478,13 @@ class Driver:
         res: dict[str, Any] = {"tasks": n, "payload_bytes": len(json.dumps(pad_payload(), separators=(",", ":"))),
                                "bytes_per_task": (m1 - m0) / n, "fill_rate": n / fill_seconds}
         log(f"backlog: {n:,} tasks, {res['bytes_per_task']:.0f} B/task, filled at {res['fill_rate']:,.0f}/s")
-        res["enqueue_rate"], res["dequeue_rate"] = self._enqueue_then_dequeue_rates("backlog")
+        res["enqueue_rates"], res["dequeue_rate"] = self._enqueue_then_dequeue_rates("backlog")
+        res["enqueue_rate"] = statistics.median(res["enqueue_rates"])
         self.results["backlog"] = res  # measured: kept even if what follows fails
         self.flush()
-        res["enqueue_rate_empty"], res["dequeue_rate_empty"] = self._enqueue_then_dequeue_rates(
+        res["enqueue_rates_empty"], res["dequeue_rate_empty"] = self._enqueue_then_dequeue_rates(
             "backlog-empty", top_up=self.cfg["drain_n"])
+        res["enqueue_rate_empty"] = statistics.median(res["enqueue_rates_empty"])
         for what in ("enqueue", "dequeue"):
             res[f"{what}_ratio"] = res[f"{what}_rate"] / res[f"{what}_rate_empty"]
         # The one-by-one enqueue and one-process drain scenarios' rates, measured earlier in the run.
@@ -489,12 +493,13 @@ class Driver:
         log(f"backlog: rates with it / empty: enqueue {res['enqueue_ratio']:.2f}, dequeue {res['dequeue_ratio']:.2f}")
         self.flush()
 
-    def _enqueue_then_dequeue_rates(self, phase: str, top_up: int = 0) -> tuple[float, float]:
-        """``enqueue_n`` tasks enqueued one by one (tasks/s); then, after ``top_up`` more with the batch
-        API (untimed), one fresh worker's dequeue rate over up to ``drain_n`` of the tasks waiting,
-        from the moment ``warmup_frac`` of them are done."""
+    def _enqueue_then_dequeue_rates(self, phase: str, top_up: int = 0) -> tuple[list[float], float]:
+        """The rates of ``BACKLOG_ENQUEUE_RUNS`` runs of ``enqueue_n`` tasks enqueued one by one
+        (tasks/s); then, after ``top_up`` more with the batch API (untimed), one fresh worker's dequeue
+        rate over up to ``drain_n`` of the tasks waiting, from the moment ``warmup_frac`` of them are
+        done."""
         k = self.cfg["enqueue_n"]
-        enqueue_rate = k / self.adapter.run_sequence(k, lambda i: {})
+        enqueue_rates = [k / self.adapter.run_sequence(k, lambda i: {}) for _ in range(BACKLOG_ENQUEUE_RUNS)]
         if top_up:
             self.fill(top_up)
         self.counter.set(DONE_KEY, 0)
@@ -504,7 +509,7 @@ class Driver:
         c0, t0, _ = self.warm_up(m, phase, spawned)
         c1, t1 = self.wait_done(m, self.cfg["backlog_window"], phase)
         self.stop_workers()
-        return enqueue_rate, (c1 - c0) / max(t1 - t0, 1e-9)
+        return enqueue_rates, (c1 - c0) / max(t1 - t0, 1e-9)
 
     # -- the whole run -----------------------------------------------------------------------------
 

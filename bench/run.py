@@ -41,7 +41,7 @@ FULL: dict[str, Any] = {
     "enqueue_n": 5000, "enqueue_reps": 3, "batch_reps": 3, "drain_n": 20_000, "drain_reps": 3, "drain_timeout": 20,
     "idle_n": 2000, "idle_interval": 0.005, "idle_max_seconds": 15,
     "load_fraction": 0.5, "load_seconds": 10,
-    "sched_n": 100, "sched_delay": 1.0, "sched_gap": 0.02, "burst_n": 1000, "burst_ref_n": 10_000, "burst_reps": 3,
+    "sched_n": 100, "sched_delay": 1.0, "sched_gap": 0.02, "burst_n": 1000, "burst_ref_n": 10_000, "burst_reps": 5,
     "requests_n": 1000, "requests_max_seconds": 2,
     "backlog_n": 1_000_000, "backlog_window": 15,
     "driver_timeout": 3600,

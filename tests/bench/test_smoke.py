@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import sys
 
 import pytest
 
 from bench.common import REPO_ROOT
+from bench.driver import BACKLOG_ENQUEUE_RUNS
 from bench.run import SCENARIOS, run_benchmark
 
 TINY = {
@@ -81,6 +83,11 @@ def test_harness_runs_queuecore_and_reports(tmp_path):
     for what in ("enqueue", "dequeue"):
         assert backlog[f"{what}_rate_empty"] > 0, what
         assert backlog[f"{what}_ratio"] == pytest.approx(backlog[f"{what}_rate"] / backlog[f"{what}_rate_empty"])
+    # The enqueue sides are medians of several one-by-one runs each, every run kept.
+    for side in ("", "_empty"):
+        runs = backlog[f"enqueue_rates{side}"]
+        assert len(runs) == BACKLOG_ENQUEUE_RUNS and min(runs) > 0
+        assert backlog[f"enqueue_rate{side}"] == statistics.median(runs)
     assert backlog["enqueue_rate_run"] == s["enqueue_one"]["rate"]["median"]
     assert backlog["dequeue_rate_run"] == s["drain1"]["rate"]["median"]
     assert saved["machine"]["cores"] >= 1 and saved["machine"]["redis"]
