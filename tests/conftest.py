@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import socketserver
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -251,3 +253,33 @@ def make_worker(connection: ConnectionConfig, registry: TaskRegistry) -> Iterato
         if worker.started_at:
             worker.force_stop()
             worker.shutdown(timeout=2)
+
+
+@dataclass
+class NotRedis:
+    """A real server on a private port that answers every connection as a web server would, not as
+    Redis (as at a URL whose port belongs to something else)."""
+
+    url: str
+    served: list[int]  # one item per connection answered
+
+
+@pytest.fixture
+def not_redis() -> Iterator[NotRedis]:
+    """A ``NotRedis`` for the test, stopped after it."""
+    served: list[int] = []
+
+    class AnswersHttp(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.recv(65536)
+            self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            served.append(1)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), AnswersHttp)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="not-redis", daemon=True)
+    thread.start()
+    yield NotRedis(f"redis://127.0.0.1:{server.server_address[1]}/0", served)
+    server.shutdown()
+    server.server_close()
+    thread.join(5)

@@ -10,7 +10,7 @@ import time
 import redis
 
 from queuecore.core.errors import RedisFull
-from queuecore.core.redis_errors import is_connection_error, is_out_of_memory
+from queuecore.core.redis_errors import is_connection_error, is_out_of_memory, unavailable_reason
 
 logger = logging.getLogger("queuecore.worker")
 
@@ -52,7 +52,7 @@ class RedisHealth:
                 if first:
                     self._down_since = time.monotonic()
             if first:
-                logger.error("Redis is unreachable (%s: %s); retrying with backoff", where, exc)
+                logger.error("Redis is unreachable (%s: %s); retrying with backoff", where, unavailable_reason(exc))
             return
         if is_full(exc):
             with self._lock:

@@ -35,9 +35,19 @@ def full_message(text: str) -> str:
 
 # Errors that mean "Redis cannot answer right now" rather than "Redis refused this": besides lost
 # connections and timeouts, a Redis Cluster failing over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN, no node
-# for a slot) and a sentinel naming no master (MasterNotFoundError is a ConnectionError).
+# for a slot), a sentinel naming no master (MasterNotFoundError is a ConnectionError), and a server
+# that does not answer in Redis's protocol (InvalidResponse: the URL's port belongs to something else).
 UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterDownError,
-               redis.exceptions.TryAgainError, redis.exceptions.ClusterError, redis.exceptions.SlotNotCoveredError)
+               redis.exceptions.TryAgainError, redis.exceptions.ClusterError, redis.exceptions.SlotNotCoveredError,
+               redis.exceptions.InvalidResponse)
+
+
+def unavailable_reason(exc: BaseException) -> str:
+    """Why Redis cannot answer, in one line: the error's own text, and for a server that answered in
+    another protocol, what that means."""
+    if isinstance(exc, redis.exceptions.InvalidResponse):
+        return f"the server at that address does not answer in Redis's protocol ({exc})"
+    return str(exc) or type(exc).__name__
 
 
 def cluster_unreachable(exc: BaseException) -> bool:
@@ -66,7 +76,7 @@ class _BrokerErrors:
         if exc is None:
             return
         if isinstance(exc, UNAVAILABLE):
-            raise RedisUnavailable(f"Redis is unreachable: {exc or type(exc).__name__}") from exc
+            raise RedisUnavailable(f"Redis is unreachable: {unavailable_reason(exc)}") from exc
         if isinstance(exc, redis.exceptions.RedisClusterException):
             if cluster_unreachable(exc):
                 raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc

@@ -117,6 +117,20 @@ def test_unreachable_redis_is_one_line_exit_2_and_hides_the_password(adminctl, a
         assert "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize("args", [["queue", "ls"], ["stats"], ["task", "inspect", "q", "id1"],
+                                  ["enqueue", "demo.noop"]], ids=lambda a: " ".join(a[:2]))
+def test_a_server_that_does_not_speak_redis_is_unreachable_exit_2(adminctl, not_redis, args) -> None:
+    """A URL whose port belongs to something else: the same one line and exit code as a Redis that is
+    down, saying what answered, not redis-py's protocol error under "Redis error" (exit 1)."""
+    for json_flag in ([], ["--json"]):
+        run = adminctl("--redis-url", not_redis.url, "--prefix", "qct-none", *json_flag, *args, connect=False)
+        assert run.code == 2, run
+        assert run.stdout == "" and len(run.stderr.splitlines()) == 1, run.stderr
+        assert run.stderr.startswith("error: Redis is unreachable: the server at that address does not answer in "
+                                     "Redis's protocol"), run.stderr
+        assert not_redis.url in run.stderr and "Traceback" not in run.stderr
+
+
 def test_unreachable_redis_as_a_real_process_and_debug_shows_the_traceback(adminctl_process) -> None:
     url = "redis://user:hunter2secret@127.0.0.1:1/0"
     run = adminctl_process("--redis-url", url, "queue", "ls", connect=False)

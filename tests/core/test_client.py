@@ -19,7 +19,9 @@ from queuecore import (
     ConnectionConfig,
     DuplicateTask,
     FakeClock,
+    Inspector,
     InvalidPayload,
+    RedisUnavailable,
     TaskIdConflict,
     TaskInfo,
     TaskRegistry,
@@ -518,6 +520,25 @@ def test_unreachable_redis_raises_broker_error(key_prefix, registry) -> None:
             dead.enqueue_many([("t", {"a": 1}), ("t", {"a": 2})])
         with pytest.raises(BrokerError):  # a failed attempt does not leave the queue marked as registered
             dead.enqueue("t", {"a": 1})
+
+
+def test_a_server_that_does_not_speak_redis_is_unreachable_not_a_raw_redis_error(not_redis, key_prefix,
+                                                                                   registry) -> None:
+    """A URL whose port belongs to something else (here a server that answers as a web server): the
+    caller gets ``RedisUnavailable`` saying so, as for a Redis that is down, not redis-py's
+    ``InvalidResponse``."""
+    expected = "Redis is unreachable: the server at that address does not answer in Redis's protocol"
+    with Client(redis_url=not_redis.url, key_prefix=key_prefix, registry=registry) as wrong:
+        with pytest.raises(RedisUnavailable, match=expected):
+            wrong.enqueue("t", {"a": 1})
+        with pytest.raises(RedisUnavailable, match=expected):
+            wrong.enqueue_many([("t", {"a": 1}), ("t", {"a": 2})])
+    with Inspector(redis_url=not_redis.url, key_prefix=key_prefix) as wrong_inspector:
+        with pytest.raises(RedisUnavailable, match=expected):
+            wrong_inspector.queues()
+        with pytest.raises(RedisUnavailable, match=expected):
+            wrong_inspector.get_task("default", "0" * 32)
+    assert not_redis.served  # the requests did reach that server
 
 
 def test_enqueue_many_option_precedence(registry, client: Client) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import threading
@@ -311,3 +312,25 @@ def test_outcomes_held_through_an_outage_longer_than_the_lease_are_not_run_again
         client.close()
         inspector.close()
         server.stop()
+
+
+def test_a_worker_pointed_at_a_server_that_does_not_speak_redis_logs_one_outage_line(
+        not_redis, key_prefix, registry, caplog: pytest.LogCaptureFixture) -> None:
+    """A worker whose URL names a port of something else (a server answering as a web server) is
+    in an outage, as with a Redis that is down: one line that says what is wrong, then quiet
+    retries; not an error with its traceback from every component on every round."""
+    caplog.set_level(logging.INFO, logger="queuecore.worker")
+    worker = Worker(connection=ConnectionConfig(redis_url=not_redis.url, key_prefix=key_prefix), registry=registry,
+                    **FAST)  # type: ignore[arg-type]
+    worker.start()
+    try:
+        # Every component has met the server by then: each failed call drops its connection.
+        wait_until(lambda: len(not_redis.served) >= 30, 20, message="the worker's components retrying")
+        assert worker.health.down
+    finally:
+        worker.force_stop()
+        worker.shutdown(timeout=2)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage().split(" (")[0] for r in errors] == ["Redis is unreachable"], errors
+    assert "does not answer in Redis's protocol" in errors[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info]

@@ -93,6 +93,18 @@ def test_pages_that_do_not_exist_are_404_no_such_page(viewer: DjangoClient, clie
     assert viewer.get("/queues/audit/?page=" + "1" * 30).status_code == 404
 
 
+def test_a_server_that_does_not_speak_redis_is_503_unreachable(viewer: DjangoClient, settings: Any, key_prefix: str,
+                                                                not_redis: Any) -> None:
+    """A URL whose port belongs to something else: the friendly 503 of a Redis that is down, saying what
+    answered (not a 500 with redis-py's protocol error)."""
+    settings.QUEUECORE = {"REDIS_URL": not_redis.url, "KEY_PREFIX": key_prefix}
+    for path in ("/queues/", "/queues/default/pending/", "/queues/workers/"):
+        r = viewer.get(path)
+        assert r.status_code == 503, path
+        assert "Redis is unreachable" in html(r) and "does not answer in Redis&#x27;s protocol" in html(r), path
+    assert viewer.get("/queues/_/stats/", headers=HX)["X-Qc-Error"].startswith("Redis is unreachable.")
+
+
 def test_unreachable_stays_503_unreachable(viewer: DjangoClient, settings: Any, key_prefix: str) -> None:
     settings.QUEUECORE = {"REDIS_URL": "redis://127.0.0.1:1/0", "KEY_PREFIX": key_prefix}
     r = viewer.get("/queues/default/pending/")
