@@ -23,7 +23,7 @@ from queuecore.core.errors import (
     RedisFull,
     RedisUnavailable,
 )
-from queuecore.core.redis_errors import is_connection_error, unavailable_reason
+from queuecore.core.redis_errors import is_connection_error, unreachable_message
 
 from . import __version__
 from .app import App, ConnectionDefaults, GlobalOptions
@@ -70,7 +70,7 @@ def error_message(exc: BaseException, app: App) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, (BrokerError, redis.RedisError)):
         if not isinstance(exc, BrokerError):
-            text = f"Redis is unreachable: {unavailable_reason(exc)}" if _unreachable(exc) else f"Redis error: {text}"
+            text = unreachable_message(exc) if _unreachable(exc) else f"Redis error: {text}"
         where = app.redacted_url
         if _unreachable(exc) and where:
             text += f" (Redis at {where}; set --redis-url or QUEUECORE_REDIS_URL)"

@@ -40,7 +40,7 @@ from queuecore.core.redis_errors import (
     full_message,
     is_out_of_memory,
     is_wrong_type,
-    unavailable_reason,
+    unreachable_message,
     wrong_type_message,
 )
 from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry
@@ -422,7 +422,7 @@ def _enqueue_error(exc: BaseException) -> QueuecoreError:
     if isinstance(exc, QueuecoreError):
         return exc
     if isinstance(exc, UNAVAILABLE):  # a cluster failing over: nothing was written, try again later
-        return RedisUnavailable(f"Redis is unreachable: {unavailable_reason(exc)}")
+        return RedisUnavailable(unreachable_message(exc))
     text = str(exc)
     if "QCINVALID" in text:
         found = re.search(r"QCINVALID (batch|item \d+) (\w+) ?(.*)", text, re.DOTALL)

@@ -50,6 +50,11 @@ def unavailable_reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def unreachable_message(exc: BaseException) -> str:
+    """The one-line message of ``RedisUnavailable`` (and of the CLI's error) for ``exc``."""
+    return f"Redis is unreachable: {unavailable_reason(exc)}"
+
+
 def cluster_unreachable(exc: BaseException) -> bool:
     """True for redis-py's error when no node of a cluster answers (a RedisClusterException, which
     otherwise means a command the cluster cannot run, such as keys of several slots)."""
@@ -76,10 +81,10 @@ class _BrokerErrors:
         if exc is None:
             return
         if isinstance(exc, UNAVAILABLE):
-            raise RedisUnavailable(f"Redis is unreachable: {unavailable_reason(exc)}") from exc
+            raise RedisUnavailable(unreachable_message(exc)) from exc
         if isinstance(exc, redis.exceptions.RedisClusterException):
             if cluster_unreachable(exc):
-                raise RedisUnavailable(f"Redis is unreachable: {exc}") from exc
+                raise RedisUnavailable(unreachable_message(exc)) from exc
             raise BrokerError(f"the Redis Cluster refused the operation: {exc}") from exc
         if isinstance(exc, redis.ResponseError):
             text = str(exc)
