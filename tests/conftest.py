@@ -283,3 +283,40 @@ def not_redis() -> Iterator[NotRedis]:
     server.shutdown()
     server.server_close()
     thread.join(5)
+
+
+@dataclass
+class SilentRedis:
+    """A real server on a private port that takes every connection and what is sent on it but never
+    answers (a Redis host that hangs, a network that drops the replies)."""
+
+    url: str
+    connections: list[int]  # one item per connection taken
+
+
+@pytest.fixture
+def silent_redis() -> Iterator[SilentRedis]:
+    """A ``SilentRedis`` for the test, stopped after it (its connections closed)."""
+    connections: list[int] = []
+    stopping = threading.Event()
+
+    class NeverAnswers(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            connections.append(1)
+            self.request.settimeout(0.1)
+            while not stopping.is_set():
+                try:
+                    if not self.request.recv(65536):
+                        return  # the client closed it
+                except TimeoutError:
+                    continue
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), NeverAnswers)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="silent-redis", daemon=True)
+    thread.start()
+    yield SilentRedis(f"redis://127.0.0.1:{server.server_address[1]}/0", connections)
+    stopping.set()
+    server.shutdown()
+    server.server_close()
+    thread.join(5)

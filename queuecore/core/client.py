@@ -160,7 +160,9 @@ class Client:
         self.scripts = Scripts(self.redis, self.keys).per_thread()
         self.broker = Broker(self.redis, self.keys)
         self.registry = registry or default_registry
-        self.clock = clock or AligningClock(self.broker.time)  # Redis's time, not this host's
+        # Redis's time, not this host's; an enqueue whose measurement of it finds Redis unreachable fails
+        # at once, instead of waiting out the same timeout again on its own call
+        self.clock = clock or AligningClock(self.broker.time, raise_unreachable=True)
         self._registered_queues: dict[str, float] = {}
         self._valid_names: set[tuple[str, str]] = set()
         self._queue_keys: dict[str, QueueKeys] = {}
@@ -346,8 +348,13 @@ class Client:
         return self.results.lookup(result_id)
 
     def check(self, task: str | Handler, payload: dict[str, Any] | None = None, **options: Any) -> None:
-        """Validate a task as ``enqueue`` would, without sending it; raises the same errors."""
-        self._prepare(task, payload, options, self.clock.now(), send=False)
+        """Validate a task as ``enqueue`` would, without sending it; raises the same errors, but not
+        ``BrokerError``: an outage is for the enqueue to report."""
+        try:
+            now = self.clock.now()
+        except RedisUnavailable:  # the clock could not measure Redis's: it keeps the offset it had
+            now = self.clock.now()
+        self._prepare(task, payload, options, now, send=False)
 
     # -- enqueueing -------------------------------------------------------------------------------
 

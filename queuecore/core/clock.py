@@ -9,6 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from queuecore.core.errors import RedisUnavailable
+from queuecore.core.redis_errors import is_connection_error, unreachable_message
+
 
 class Clock(Protocol):
     """A source of wall-clock time in seconds since the epoch."""
@@ -67,15 +70,20 @@ class AligningClock(RedisTimeClock):
     (a ``Client``, an ``Inspector``): on first use and every ``every`` seconds after, one ``TIME``
     round trip through ``redis_time``. A failed measurement keeps the offset it had (none at first)
     and is tried again ``retry`` seconds later; the caller's own Redis call then reports the outage.
+    With ``raise_unreachable``, a measurement that finds Redis unreachable raises ``RedisUnavailable``
+    from the ``now()`` that made it, for callers about to call Redis themselves (a client, an
+    inspector): their own call would only wait out the same connect or read timeout a second time.
     It logs under ``queuecore.clock``: a client or an inspector runs in a web or script process,
     not a worker."""
 
     log = logging.getLogger("queuecore.clock")
 
     def __init__(self, redis_time: Callable[[], float], *, every: float = 60.0, retry: float = 5.0,
-                 base: Callable[[], float] = time.time, tolerance: float = 0.25) -> None:
+                 base: Callable[[], float] = time.time, tolerance: float = 0.25,
+                 raise_unreachable: bool = False) -> None:
         super().__init__(base, tolerance)
         self._redis_time = redis_time
+        self._raise_unreachable = raise_unreachable
         self._every = every
         self._retry = retry
         self._next_align = -math.inf  # time.monotonic() of the next measurement
@@ -83,21 +91,27 @@ class AligningClock(RedisTimeClock):
 
     def now(self) -> float:
         if time.monotonic() >= self._next_align:
-            self._measure()
+            failure = self._measure()
+            if failure is not None and self._raise_unreachable and is_connection_error(failure):
+                raise RedisUnavailable(unreachable_message(failure)) from failure
         return self._base() + self.offset
 
-    def _measure(self) -> None:
+    def _measure(self) -> Exception | None:
+        """Measure the offset unless another thread is at it or it is not due; the measurement's error,
+        if it failed (the offset is kept)."""
         if not self._measuring.acquire(blocking=False):
-            return  # another thread is measuring: use the offset as it is
+            return None  # another thread is measuring: use the offset as it is
         try:
             if time.monotonic() < self._next_align:
-                return
+                return None
             try:
                 self.align(self._redis_time)
                 self._next_align = time.monotonic() + self._every
-            except Exception as exc:  # Redis away: the caller's own call says so
+            except Exception as exc:  # Redis away (the caller's own call says so), or TIME refused by an ACL
                 self._next_align = time.monotonic() + self._retry
                 self.log.debug("could not read Redis's clock (%s); keeping an offset of %.3f s", exc, self.offset)
+                return exc
+            return None
         finally:
             self._measuring.release()
 

@@ -302,7 +302,9 @@ class Inspector:
         self._owns_redis = redis_client is None
         self.redis = redis_client if redis_client is not None else self.connection.connect()
         self.scripts = Scripts(self.redis, self.keys)
-        self.clock = clock or AligningClock(Broker(self.redis, self.keys).time)  # Redis's time, not this host's
+        # Redis's time, not this host's; a call whose measurement of it finds Redis unreachable fails at
+        # once (RedisUnavailable), instead of waiting out the same timeout again on its own Redis call
+        self.clock = clock or AligningClock(Broker(self.redis, self.keys).time, raise_unreachable=True)
         self.actor = actor
 
     def as_actor(self, actor: str) -> Inspector:

@@ -214,7 +214,7 @@ def test_printed_ages_are_measured_by_redis_time_not_this_hosts_clock(adminctl, 
     info = client.enqueue("t.age", queue="ages")
     assert info.enqueued_at is not None
     redis_time = FakeClock(info.enqueued_at.timestamp() + 2 * 3600 + 5 * 60 + 2)
-    monkeypatch.setattr(inspector_module, "AligningClock", lambda read_redis_time: redis_time)
+    monkeypatch.setattr(inspector_module, "AligningClock", lambda read_redis_time, **_options: redis_time)
     run = adminctl("task", "inspect", "ages", info.id)
     assert run.code == 0, run.stderr
     enqueued_line = next(line for line in run.stdout.splitlines() if "Enqueued" in line)

@@ -20,6 +20,7 @@ from queuecore import (
     DuplicateTask,
     FakeClock,
     Inspector,
+    InvalidOption,
     InvalidPayload,
     RedisUnavailable,
     TaskIdConflict,
@@ -539,6 +540,41 @@ def test_a_server_that_does_not_speak_redis_is_unreachable_not_a_raw_redis_error
         with pytest.raises(RedisUnavailable, match=expected):
             wrong_inspector.get_task("default", "0" * 32)
     assert not_redis.served  # the requests did reach that server
+
+
+SILENT_TIMEOUT = 0.5  # seconds a call waits for a reply from the silent server
+
+
+def test_a_first_call_that_finds_redis_silent_fails_after_one_timeout_not_two(silent_redis, key_prefix,
+                                                                              registry) -> None:
+    """A new client or inspector measures Redis's clock (TIME) before its first call. When Redis does
+    not answer, that measurement's timeout is the outage: the call raises ``RedisUnavailable`` at once,
+    rather than sending its own command and waiting out a second timeout on a second connection."""
+    connection = ConnectionConfig(redis_url=silent_redis.url, key_prefix=key_prefix, socket_timeout=SILENT_TIMEOUT)
+    calls = [lambda c, i: c.enqueue("t", {"a": 1}), lambda c, i: c.enqueue_many([("t", {"a": 1})]),
+             lambda c, i: i.limits(), lambda c, i: i.pause_queue("default", 60)]
+    for call in calls:
+        before = len(silent_redis.connections)
+        with Client(connection=connection, registry=registry) as fresh, Inspector(connection=connection) as ins:
+            started = time.monotonic()
+            with pytest.raises(RedisUnavailable, match="Redis is unreachable: Timeout"):
+                call(fresh, ins)
+            waited = time.monotonic() - started
+        assert len(silent_redis.connections) - before == 1, "one connection, one timeout"
+        print(f"raised RedisUnavailable after {waited:.2f}s (socket timeout {SILENT_TIMEOUT}s)")
+
+
+def test_check_does_not_report_an_outage_that_the_enqueue_reports(silent_redis, key_prefix, registry) -> None:
+    """``check`` sends nothing: with Redis silent it still validates (bad input raises, good input
+    passes) after its clock's failed measurement; the enqueue that follows reports the outage."""
+    connection = ConnectionConfig(redis_url=silent_redis.url, key_prefix=key_prefix, socket_timeout=SILENT_TIMEOUT)
+    with Client(connection=connection, registry=registry) as fresh:
+        fresh.check("t", {"a": 1})
+        with pytest.raises(InvalidOption, match="timeout"):
+            fresh.check("t", {"a": 1}, timeout=-5)
+        with pytest.raises(RedisUnavailable):
+            fresh.enqueue("t", {"a": 1})
+    assert silent_redis.connections  # the clock did try
 
 
 def test_enqueue_many_option_precedence(registry, client: Client) -> None:

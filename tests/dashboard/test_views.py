@@ -235,7 +235,7 @@ def test_task_page_ages_are_measured_by_redis_time_not_the_web_servers_clock(vie
     info = client.enqueue("reports.build", {"report": 1})
     assert info.enqueued_at is not None
     redis_time = FakeClock(info.enqueued_at.timestamp() + 2 * 3600 + 5 * 60 + 2)
-    monkeypatch.setattr(inspector_module, "AligningClock", lambda read_redis_time: redis_time)
+    monkeypatch.setattr(inspector_module, "AligningClock", lambda read_redis_time, **_options: redis_time)
     shared_inspector.cache_clear()  # the next request builds the process's inspector, with that clock
     try:
         body = html(viewer.get(f"/queues/default/tasks/{info.id}/"))
