@@ -458,7 +458,9 @@ def draw_chart(results: dict[str, Any], path: Path) -> Path | None:
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     x = range(len(libs))
 
-    def bars(ax: Any, keys: list[tuple[str, str]], title: str, ylabel: str, log: bool = False) -> None:
+    def bars(ax: Any, keys: list[tuple[str, str]], title: str, ylabel: str, log: bool = False,
+             extra: tuple[Any, ...] = ()) -> None:
+        """Grouped bars of ``keys`` per library; ``extra`` handles (a reference line) join the legend."""
         width = 0.8 / len(keys)
         shades = [1.0, 0.6, 0.35]
         for i, (key, label) in enumerate(keys):
@@ -480,24 +482,28 @@ def draw_chart(results: dict[str, Any], path: Path) -> Path | None:
         if log:
             ax.set_yscale("log")
         ax.margins(y=0.2)
-        if len(keys) > 1:
+        if len(keys) > 1 or extra:
             from matplotlib.patches import Patch
 
-            ax.legend(handles=[Patch(facecolor="#7f7f7f", alpha=shades[i % 3], edgecolor="black", label=label)
-                               for i, (_key, label) in enumerate(keys)], fontsize=8)
+            handles = [Patch(facecolor="#7f7f7f", alpha=shades[i % 3], edgecolor="black", label=label)
+                       for i, (_key, label) in enumerate(keys)] + list(extra)
+            if log:  # room above the tallest bar and its label for the legend, which then covers no bar
+                low, high = ax.get_ylim()
+                ax.set_ylim(low, high * 10 ** (0.5 * ((len(handles) + 1) // 2)))
+            ax.legend(handles=handles, fontsize=8, loc="upper center", ncol=2)
         ax.grid(axis="y", alpha=0.3)
 
     drains = [("drain1", "1 worker process")]
     if any(m.get("drain_async") for m in metrics.values()):
         drains.append(("drain_async", "1 process, async handlers"))
     drains.append(("drain2", "2 worker processes"))
-    bars(axes[0][0], drains, "Drain throughput (no-op tasks/s, higher is better)", "tasks/s", log=True)
     ceiling = ceiling_runs(results)
-    if ceiling:
+    lines = ()
+    if ceiling:  # a line across the panel, named in the legend (a label on the line sat on the bars)
         level = summarize_rates(ceiling)["median"]
-        axes[0][0].axhline(level, color="#1f77b4", linestyle="--", linewidth=1)
-        axes[0][0].annotate(f"ceiling: bare threads, no queue ({level:,.0f})", (0, level), fontsize=7,
-                            color="#1f77b4", xytext=(0, 2), textcoords="offset points")
+        lines = (axes[0][0].axhline(level, color="#1f77b4", linestyle="--", linewidth=1,
+                                    label=f"ceiling: bare threads, no queue ({level:,.0f})"),)
+    bars(axes[0][0], drains, "Drain throughput (no-op tasks/s, higher is better)", "tasks/s", log=True, extra=lines)
     bars(axes[0][1], [("enqueue_one", "one by one"), ("enqueue_batch", "batch API")],
          "Enqueue throughput (tasks/s, higher is better)", "tasks/s", log=True)
     bars(axes[1][0], [("idle_p50", "p50"), ("idle_p99", "p99")],
