@@ -13,7 +13,7 @@ when the handler started (absent when it never started), a lost attempt has ``fe
 its worker fetched it) and no worker, and ``error_type`` is the class path of a failed attempt's
 error (absent when the core ended it for a reason of its own). Times are unix ms.
 
-Pure: imports only the standard library and ``message``.
+Pure: imports only the standard library, ``message`` and ``text``.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import unicodedata
 from typing import Any
 
 from queuecore.core.message import AttemptInfo, ms_to_datetime
+from queuecore.core.text import storable_text
 
 ATTEMPT_HISTORY = 10  # attempts kept per task, newest first
 ATTEMPT_HISTORY_BYTES = 8192  # at most this many bytes of history per task (older lines dropped first)
@@ -44,11 +45,20 @@ def one_line(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def error_message(error: BaseException) -> str:
+    """``str(error)`` as it can be stored: a lone surrogate escaped, and a placeholder when the
+    exception's own ``__str__`` raises (a handler's error must never stop its outcome being written)."""
+    try:
+        return storable_text(str(error))
+    except Exception as exc:
+        return f"<the error's message could not be read: {type(exc).__name__}>"
+
+
 def error_summary(error: BaseException | None) -> str | None:
     """``Type: first line of the message``, on one line and cut (``None`` for no error)."""
     if error is None:
         return None
-    message = one_line(str(error), ATTEMPT_ERROR_CHARS)
+    message = one_line(error_message(error), ATTEMPT_ERROR_CHARS)
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from queuecore.core.errors import ConfigurationError, TaskCancelled
+from queuecore.core.text import storable_text
 
 _current: contextvars.ContextVar[TaskContext | None] = contextvars.ContextVar("queuecore_task", default=None)
 # Guards the lazy creation of a context's cancel event (only a handler that waits for a cancel gets
@@ -38,7 +39,8 @@ class Progress:
             raise ConfigurationError("progress total must be above 0")
         if note is not None and not isinstance(note, str):
             raise ConfigurationError(f"progress note must be text, got {type(note).__name__}")
-        return cls(float(done), None if total is None else float(total), note[:NOTE_CHARS] if note else None)
+        return cls(float(done), None if total is None else float(total),
+                   storable_text(note[:NOTE_CHARS]) if note else None)
 
     @property
     def fraction(self) -> float | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, one_line
+from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, error_message, one_line
 from queuecore.core.clock import format_duration
 from queuecore.core.config import default_retry_delay
 from queuecore.core.errors import PayloadMismatch, SkipRetry, Snooze, TaskCancelled, TaskDecodeError, TaskTimeout
@@ -82,7 +82,8 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
         return Outcome("skip_retry", error=exc)
     if not isinstance(exc, Exception):
         # KeyboardInterrupt, SystemExit or a stray CancelledError from the handler: a failure.
-        error = RuntimeError(f"handler raised {type(exc).__name__}: {exc}").with_traceback(exc.__traceback__)
+        error = RuntimeError(f"handler raised {type(exc).__name__}: {error_message(exc)}").with_traceback(
+            exc.__traceback__)
         return Outcome("failure", error=error)
     return Outcome("failure", error=exc)
 
@@ -169,7 +170,7 @@ def format_error(error: BaseException) -> str:
 
     Frames of the worker's own modules are left out: they are the same for every task.
     """
-    head = f"{type(error).__name__}: {error}".rstrip(": ")
+    head = f"{type(error).__name__}: {error_message(error)}".rstrip(": ")
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename not in _WORKER_FILES]
     text = head
     if frames:

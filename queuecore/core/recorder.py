@@ -19,6 +19,7 @@ from queuecore.core.redis_errors import is_connection_error
 from queuecore.core.registry import TaskRegistry
 from queuecore.core.running import Running
 from queuecore.core.scripts import Scripts
+from queuecore.core.text import storable_text
 
 logger = logging.getLogger("queuecore.worker")
 
@@ -160,7 +161,13 @@ class Recorder:
         if not running.message.retention:
             return ""
         try:
-            return dumps(outcome.result)
-        except (TypeError, ValueError):
-            logger.warning("task %s returned a value that is not JSON; keeping its repr()", running.id)
-            return dumps(repr(outcome.result))
+            text = dumps(outcome.result)
+            text.encode()  # a lone surrogate ("\ud800") passes json.dumps but has no UTF-8 for Redis
+            return text
+        except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+            logger.warning("task %s returned a value that is not JSON (or holds text that is not valid Unicode); "
+                           "keeping its repr()", running.id)
+        try:
+            return dumps(storable_text(repr(outcome.result)))
+        except Exception as exc:  # its own __repr__ raised
+            return dumps(f"<the result's repr() could not be made: {type(exc).__name__}>")
