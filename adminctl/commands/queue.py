@@ -162,17 +162,18 @@ def queue_unpause(app: App, name: str) -> None:
 
 @queue.command("remove")
 @click.argument("name", metavar="QUEUE")
-@click.option("--force", is_flag=True, help="Also delete the tasks it holds (never running ones).")
+@click.option("--force", is_flag=True, help="Also delete its pending, scheduled, retry and archived tasks (never running ones).")
 @yes_option
 @json_option
 @click.pass_obj
 def queue_remove(app: App, name: str, force: bool, yes: bool) -> None:
     """Forget a queue; --force also deletes its tasks.
 
-    The queue must be empty, unless --force.
+    The queue must hold no pending, scheduled, retry or archived task, unless
+    --force. Its completed tasks (and their results) are deleted with it.
 
-    A queue with running tasks is never removed. With --force and tasks to
-    delete, asks for confirmation unless --yes.
+    A queue with running tasks is never removed. With tasks to delete,
+    asks for confirmation unless --yes.
 
     \b
     Examples:
@@ -181,10 +182,10 @@ def queue_remove(app: App, name: str, force: bool, yes: bool) -> None:
     """
     ins = app.inspector
     info = ins.queue_info(name)
-    if info.size and force and not info.active and not yes:
-        question = (f"Remove queue {escape(name)} and delete its {human_count(info.size)} task(s) "
+    if info.stored and (force or not info.size) and not info.active and not yes:
+        question = (f"Remove queue {escape(name)} and delete its {human_count(info.stored)} task(s) "
                     f"({info.pending} pending, {info.scheduled} scheduled, {info.retry} retry, "
-                    f"{info.archived} archived)?")
+                    f"{info.archived} archived, {info.completed} completed with their results)?")
         if not app.terminal.confirm(question):
             app.terminal.error("aborted: nothing was changed")
             raise click.exceptions.Exit(1)
@@ -196,8 +197,7 @@ def queue_remove(app: App, name: str, force: bool, yes: bool) -> None:
         raise QueueNotEmpty(f"queue {name!r} holds {human_count(info.size)} task(s); "
                             "add --force to delete them too") from None
     if app.json:
-        app.terminal.json({"queue": name, "removed": True, "tasks_deleted": info.size if force else 0,
-                           "keys_deleted": deleted})
+        app.terminal.json({"queue": name, "removed": True, "tasks_deleted": info.stored, "keys_deleted": deleted})
     else:
         app.terminal.success(f"removed queue {escape(name)}"
-                             + (f" and its {human_count(info.size)} task(s)" if force and info.size else ""))
+                             + (f" and its {human_count(info.stored)} task(s)" if info.stored else ""))

@@ -554,7 +554,9 @@ class Inspector:
 
     @translate
     def remove_queue(self, name: str, force: bool = False) -> int:
-        """Forget a queue. It must be empty unless ``force``; never with active tasks.
+        """Forget a queue, deleting its keys. It must hold no pending, scheduled, retry or archived
+        task unless ``force``; never an active one. Its completed tasks (and their results) go with
+        it either way; ``QueueInfo.stored`` counts them before.
 
         Returns the number of keys deleted.
         """
@@ -568,7 +570,7 @@ class Inspector:
         for batch in self._scan_batches(q.all_pattern):
             deleted += self.redis.unlink(*batch)
         self.redis.srem(self.keys.queues, name)
-        self._audit(f"queue.{QueueAction.REMOVE}", name, count=info.size)
+        self._audit(f"queue.{QueueAction.REMOVE}", name, count=info.stored)
         return deleted
 
     def _scan_batches(self, pattern: str, count: int = 500) -> Iterator[list[str]]:

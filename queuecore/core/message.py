@@ -322,6 +322,12 @@ class QueueInfo:
         return self.pending + self.active + self.scheduled + self.retry + self.archived
 
     @property
+    def stored(self) -> int:
+        """Every task the queue holds, completed ones (kept for their retention) included: what
+        removing the queue deletes."""
+        return self.size + self.completed
+
+    @property
     def error_rate(self) -> float:
         """Failed over processed today, 0.0 when nothing was processed."""
         return self.failed_today / self.processed_today if self.processed_today else 0.0

@@ -7,6 +7,9 @@ from datetime import UTC, datetime, timedelta
 from queuecore import Client, ConnectionConfig, Inspector
 from tests.adminctl.conftest import widest_line
 from tests.adminctl.test_stats import QUEUE_KEYS
+from tests.helpers.state import seed_task
+
+NOW_MS = int(datetime.now(UTC).timestamp() * 1000)
 
 
 def test_queue_ls_table_and_json(adminctl, client: Client, inspector: Inspector) -> None:
@@ -113,3 +116,30 @@ def test_remove_queue_empty_non_empty_force_and_prompt(adminctl, client: Client,
     assert data["queue"] == "scripted" and data["removed"] is True and data["tasks_deleted"] == 2
     assert data["keys_deleted"] >= 3
     assert adminctl("queue", "remove", "scripted").code == 1  # now unknown
+
+
+def test_remove_queue_says_it_deletes_completed_tasks_and_counts_them(adminctl, redis_client,
+                                                                    connection: ConnectionConfig,
+                                                                    inspector: Inspector) -> None:
+    """Completed tasks (kept results) do not block a removal, but they are deleted with the queue: the
+    command asks first, and the counts (text, --json, audit log) include them."""
+    def kept_results(name: str, completed: int, scheduled: int = 0) -> None:
+        redis_client.sadd(connection.keys.queues, name)
+        q = connection.keys.queue(name)
+        for n in range(completed):
+            seed_task(redis_client, q, f"c{n}", "completed", score=NOW_MS + 60_000, result='"r"')
+        for n in range(scheduled):
+            seed_task(redis_client, q, f"s{n}", "scheduled", score=NOW_MS + 60_000)
+
+    kept_results("results", 2)
+    declined = adminctl("queue", "remove", "results", input="n\n")
+    assert declined.code == 1 and "2 completed with their results" in declined.stderr
+    assert inspector.queue_info("results").completed == 2
+    accepted = adminctl("queue", "remove", "results", input="y\n")
+    assert accepted.code == 0 and "removed queue results and its 2 task(s)" in accepted.stderr
+    assert "results" not in inspector.queues()
+
+    kept_results("mixed", 2, scheduled=1)
+    data = adminctl("queue", "remove", "mixed", "--force", "--yes", "--json").json()
+    assert data["tasks_deleted"] == 3
+    assert inspector.audit_log(1)[0].count == 3
