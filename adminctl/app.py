@@ -68,7 +68,12 @@ def read_django_settings(module: str) -> dict[str, Any]:
 
 def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],
                        injected: ConnectionDefaults | None = None) -> ConnectionConfig:
-    """Where Redis is: flag, else host defaults, else env, else Django settings, else the default."""
+    """Where Redis is: flag, else host defaults, else env, else Django settings, else the default.
+    A flag given empty is refused, not taken as absent (``--prefix "$P"`` with ``P`` unset must not
+    act on the default prefix's data)."""
+    for flag, value in (("--redis-url", options.redis_url), ("--prefix", options.prefix)):
+        if value is not None and not value.strip():
+            raise ConfigurationError(f"{flag} is empty: give a value, or leave the option out")
     url = options.redis_url
     prefix = options.prefix
     if injected is not None:

@@ -196,6 +196,20 @@ def test_connection_precedence_flag_env_settings(adminctl, client: Client, key_p
         sys.modules.pop("qct_cli_settings", None)
 
 
+def test_an_empty_flag_is_refused_not_taken_as_absent(adminctl, client: Client, key_prefix: str,
+                                                       redis_url: str) -> None:
+    """``adminctl --prefix "$P"`` with ``P`` unset must not act on another prefix's data (the
+    environment's, or the default ``qc``)."""
+    client.enqueue("t", queue="elsewhere")
+    env = {"QUEUECORE_REDIS_URL": redis_url, "QUEUECORE_KEY_PREFIX": key_prefix}
+    for flags in (["--prefix", ""], ["--prefix", " "], ["--redis-url", ""], ["--redis-url", redis_url, "--prefix", ""]):
+        for json_flag in ([], ["--json"]):
+            run = adminctl(*flags, *json_flag, "queue", "ls", connect=False, env=env)
+            assert run.code == 2, (flags, run)
+            assert run.stderr == f"error: {flags[-2]} is empty: give a value, or leave the option out\n"
+            assert run.stdout == ""  # no queue list: the one under the environment's prefix was not read
+
+
 def test_django_settings_module_from_flag_and_env_as_real_processes(adminctl_process, client: Client,
                                                                     redis_url: str, key_prefix: str, tmp_path) -> None:
     client.enqueue("t", queue="from-settings")
