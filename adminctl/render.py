@@ -66,7 +66,8 @@ DIM = "dim"
 
 @dataclass(frozen=True)
 class Column:
-    """A column of a ``FitTable``. ``shrink``: 2 = free text, cut first; 1 = cut if needed; 0 = cut last (ids)."""
+    """A column of a ``FitTable``. ``shrink``: 2 = free text, cut first; 0 = ids, never cut: folded
+    onto more lines when even so the table is too wide; 1 = numbers and words, cut last."""
 
     header: str
     justify: JustifyMethod = "left"
@@ -80,8 +81,11 @@ class FitTable:
 
     rich's own layout, given ``no_wrap`` columns wider than the screen, drops whole columns; here
     ids and numbers keep their width and payloads, errors and names give way, so the table reads
-    well at 80 columns and uses the room of a wider terminal.
+    well at 80 columns and uses the room of a wider terminal. An id too long even then (a custom
+    task id of 200 characters) folds onto more lines, whole, before a number is cut.
     """
+
+    ID_FOLD_WIDTH = 16  # an id column folds down to this width at most
 
     def __init__(self, columns: Sequence[Column], rows: Sequence[Sequence[Text | str]], *,
                  title: str | None = None) -> None:
@@ -93,7 +97,8 @@ class FitTable:
         table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True,
                       title=self.title, title_justify="left", title_style="bold")
         for i, col in enumerate(self.columns):
-            table.add_column(col.header, justify=col.justify, no_wrap=True, overflow="ellipsis",
+            table.add_column(col.header, justify=col.justify, no_wrap=col.shrink != 0,
+                             overflow="fold" if col.shrink == 0 else "ellipsis",
                              header_style=col.header_style, width=widths[i] if widths else None)
         return table
 
@@ -103,10 +108,10 @@ class FitTable:
         probe = self._table([1] * len(self.columns))
         extra = console.measure(probe).maximum - len(self.columns)
         widths = list(natural)
-        for level in (2, 1, 0):
+        for level in (2, 0, 1):
             while sum(widths) + extra > max_width:
-                candidates = [i for i, col in enumerate(self.columns)
-                              if col.shrink == level and widths[i] > min(col.min_width, natural[i])]
+                candidates = [i for i, col in enumerate(self.columns) if col.shrink == level
+                              and widths[i] > min(self.ID_FOLD_WIDTH if level == 0 else col.min_width, natural[i])]
                 if not candidates:
                     break
                 widest = max(candidates, key=lambda i: widths[i])

@@ -162,7 +162,8 @@ def queue_unpause(app: App, name: str) -> None:
 
 @queue.command("remove")
 @click.argument("name", metavar="QUEUE")
-@click.option("--force", is_flag=True, help="Also delete its pending, scheduled, retry and archived tasks (never running ones).")
+@click.option("--force", is_flag=True,
+              help="Also delete its pending, scheduled, retry and archived tasks (never running ones).")
 @yes_option
 @json_option
 @click.pass_obj

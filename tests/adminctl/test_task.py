@@ -101,6 +101,29 @@ def test_user_data_prints_literally_escaped_and_truncated(adminctl, client: Clie
     assert data["payload"] == {**HOSTILE, "long": long_text} and data["type"] == "evil\x1b[2Jtype"
 
 
+def test_a_long_task_id_is_never_cut_and_numbers_keep_their_width(adminctl, client: Client) -> None:
+    """A custom id of 200 characters (the longest allowed) on 80 columns: the table folds it onto more
+    lines, whole and in order, rather than cutting it (or the figures beside it) with an ellipsis."""
+    long_id = "".join(f"{n:03d}-" for n in range(50))[:200]
+    client.enqueue("t", {}, task_id=long_id)
+    short = client.enqueue("t", {})
+    run = adminctl("task", "ls", "default", "pending")
+    assert run.code == 0
+    out = run.stdout
+    assert "…" not in out  # nothing cut: neither the id nor the waiting time
+    assert widest_line(out) <= 80
+    assert short.id in out  # a usual id stays on one line
+    body = out.splitlines()
+    first = next(i for i, line in enumerate(body) if line.startswith(long_id[:10]))
+    pieces = []
+    for line in body[first:]:
+        piece = line.split()[0] if line.strip() else ""
+        if not long_id.startswith("".join(pieces) + piece) or not piece:
+            break
+        pieces.append(piece)
+    assert "".join(pieces) == long_id
+
+
 def test_errors_escaped_in_tables_and_whole_in_inspect(adminctl, redis_client, connection: ConnectionConfig) -> None:
     q = connection.keys.queue("failing")
     redis_client.sadd(connection.keys.queues, "failing")
