@@ -17,6 +17,8 @@ Cluster and sentinel URLs accept these query options and no others: ``sentinel_u
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 import time
 from collections.abc import Mapping
@@ -98,16 +100,43 @@ def _parse_nodes(url: str, hosts: str) -> tuple[tuple[str, int], ...]:
     return tuple(dict.fromkeys(nodes))
 
 
+def _check_single(url: str, scheme: str) -> None:
+    """Refuse a one-server URL that redis-py would refuse only at the first command, or misread: a bad
+    port, a database path that is not a number (redis-py ignores it and uses 0), an option it does not
+    know or a value it cannot take."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018
+        if scheme != "unix" and parts.path not in ("", "/") and not re.fullmatch(r"/\d{1,5}", parts.path):
+            raise ValueError(f"the path {parts.path!r} is not a database number (as in /0)")
+        pool = redis.ConnectionPool.from_url(url)  # parses each option's value; connects to nothing
+        unknown = sorted(set(pool.connection_kwargs) - _connection_options(pool.connection_class))
+        if unknown:
+            raise ValueError(f"unknown option {unknown[0]!r}")
+        if pool.connection_kwargs.get("protocol", 2) not in (2, 3, "2", "3"):
+            raise ValueError("protocol must be 2 or 3")
+    except (ValueError, redis.RedisError) as exc:
+        raise _refuse(url, str(exc)) from None
+
+
+@functools.cache
+def _connection_options(connection_class: type) -> frozenset[str]:
+    """The keyword arguments ``connection_class`` takes (what a URL's options become)."""
+    names: set[str] = set()
+    for cls in connection_class.__mro__:
+        if cls is not object and "__init__" in vars(cls):
+            names.update(name for name, p in inspect.signature(vars(cls)["__init__"]).parameters.items()
+                         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name != "self")
+    return frozenset(names)
+
+
 def parse_redis_url(url: object) -> RedisTarget:
     """Parse and check a Redis URL (see the module); ``ConfigurationError`` names what is wrong."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"the Redis URL must be a non-empty string, got {url!r}", field="redis_url")
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     if scheme in SINGLE_SCHEMES:
-        try:
-            urlsplit(url).port  # noqa: B018  # redis-py parses the rest; a bad port is refused here, at once
-        except ValueError as exc:
-            raise _refuse(url, str(exc)) from None
+        _check_single(url, scheme)
         return RedisTarget("single", url)
     if scheme not in CLUSTER_SCHEMES + SENTINEL_SCHEMES:
         raise _refuse(url, "use redis://, rediss://, unix://, redis+cluster:// or redis+sentinel:// "

@@ -210,6 +210,14 @@ def test_an_empty_flag_is_refused_not_taken_as_absent(adminctl, client: Client, 
             assert run.stdout == ""  # no queue list: the one under the environment's prefix was not read
 
 
+def test_a_url_option_redis_py_does_not_take_is_a_configuration_error(adminctl) -> None:
+    for url, why in (("redis://127.0.0.1:6379/0?bogus=1", "unknown option 'bogus'"),
+                     ("redis://127.0.0.1:6379/0?protocol=9", "protocol must be 2 or 3")):
+        run = adminctl("--redis-url", url, "stats", connect=False)
+        assert run.code == 2 and run.stderr.startswith(f"error: invalid Redis URL '{url}': {why}"), run
+        assert "unexpected" not in run.stderr and "unreachable" not in run.stderr
+
+
 def test_django_settings_module_from_flag_and_env_as_real_processes(adminctl_process, client: Client,
                                                                     redis_url: str, key_prefix: str, tmp_path) -> None:
     client.enqueue("t", queue="from-settings")

@@ -20,6 +20,9 @@ def test_a_cluster_url_names_its_seed_nodes() -> None:
 def test_a_plain_url_stays_redis_pys() -> None:
     assert parse_redis_url("redis://localhost:6379/2").kind == "single"
     assert parse_redis_url("unix:///run/redis.sock?db=1").kind == "single"
+    for url in ("redis://h", "redis://h/", "redis://u:pw@h:1/3?socket_timeout=2&client_name=x&protocol=3",
+                "rediss://h:1/0?ssl_cert_reqs=none&ssl_ca_certs=/etc/ca.pem", "redis://h:1/0?max_connections=5"):
+        assert parse_redis_url(url).url == url  # options redis-py takes pass, as given
 
 
 @pytest.mark.parametrize(("url", "why"), [
@@ -35,6 +38,15 @@ def test_a_plain_url_stays_redis_pys() -> None:
     ("redis+cluster://h:1/?sentinel_password=x", "unknown option"),
     ("redis+cluster://h:1/#frag", "fragment"),
     ("redis://h:99999/", "out of range"),
+    # one server: what redis-py would refuse only at the first command (a TypeError, a ConnectionError
+    # "protocol must be either 2 or 3"), or misread (a path that is not a number was database 0)
+    ("redis://h:6379/0?bogus=1", "unknown option 'bogus'"),
+    ("redis://h:6379/0?ssl_cert_reqs=none", "unknown option 'ssl_cert_reqs'"),
+    ("unix:///run/redis.sock?ssl_ca_certs=x", "unknown option 'ssl_ca_certs'"),
+    ("redis://h:6379/0?socket_timeout=abc", "Invalid value for 'socket_timeout'"),
+    ("redis://h:6379/0?db=x", "Invalid value for 'db'"),
+    ("redis://h:6379/abc", "not a database number"),
+    ("redis://h:6379/0?protocol=9", "protocol must be 2 or 3"),
     ("redis+cluster://" + ",".join(f"h{i}:1" for i in range(65)), "at most 64"),
 ])
 def test_bad_urls_are_refused_with_the_reason(url: str, why: str) -> None:
