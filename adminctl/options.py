@@ -41,9 +41,10 @@ class Duration(click.ParamType):
 
     name = "duration"
 
-    def __init__(self, minimum: float | None = 0.0, minimum_open: bool = False) -> None:
+    def __init__(self, minimum: float | None = 0.0, minimum_open: bool = False, maximum: float | None = None) -> None:
         self.minimum = minimum
         self.minimum_open = minimum_open
+        self.maximum = maximum  # None: the core bounds the value where it is used
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         if isinstance(value, (int, float)):
@@ -62,6 +63,8 @@ class Duration(click.ParamType):
         if self.minimum is not None and (seconds < self.minimum or (self.minimum_open and seconds == self.minimum)):
             bound = "more than" if self.minimum_open else "at least"
             self.fail(f"{value!r} must be {bound} {self.minimum:g} seconds", param, ctx)
+        if self.maximum is not None and seconds > self.maximum:
+            self.fail(f"{value!r} must be at most {self.maximum:,g} seconds", param, ctx)
         return seconds
 
 

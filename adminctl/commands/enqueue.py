@@ -18,19 +18,28 @@ from ..fmt import ago, escape
 from ..options import Duration, json_option
 
 
+def _utf8(raw: bytes, source: str) -> str:
+    try:
+        return raw.decode("utf-8-sig")  # JSON is UTF-8; a byte-order mark some editors write is dropped
+    except UnicodeDecodeError as exc:
+        raise InvalidPayload(f"{source} is not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r})") \
+            from None
+
+
 def parse_payload(text: str | None) -> dict[str, Any] | None:
     """The ``--payload`` value: JSON text, ``@file.json``, or ``-`` for stdin."""
     if text is None:
         return None
     source = "--payload"
     if text == "-":
-        text, source = sys.stdin.read(), "stdin"
+        text, source = _utf8(sys.stdin.buffer.read(), "stdin"), "stdin"
     elif text.startswith("@"):
         path = Path(text[1:])
         try:
-            text, source = path.read_text(), str(path)
+            raw = path.read_bytes()
         except OSError as exc:
             raise InvalidPayload(f"cannot read the payload file {str(path)!r}: {exc.strerror}") from None
+        text, source = _utf8(raw, f"the payload file {str(path)!r}"), str(path)
     try:
         value = json.loads(text)
     except ValueError as exc:

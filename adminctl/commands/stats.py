@@ -24,9 +24,13 @@ def take_snapshot(app: App) -> StatsSnapshot:
                          queues=queues, servers=servers, redis=info)
 
 
+WATCH_MAX_INTERVAL = 86_400.0  # seconds: a day between refreshes at most
+
+
 @click.command()
 @click.option("--watch", "-w", "watching", is_flag=True, help="Redraw in place every interval until Ctrl-C.")
-@click.option("--interval", "-n", type=Duration(minimum=0.1), default=1.0, show_default=True, metavar="S",
+@click.option("--interval", "-n", type=Duration(minimum=0.1, maximum=WATCH_MAX_INTERVAL), default=1.0,
+              show_default=True, metavar="S",
               help="Seconds between refreshes with --watch (e.g. 0.5, 2, 1m).")
 @click.option("--count", type=click.IntRange(min=1), metavar="N",
               help="With --watch: stop after N refreshes instead of running until Ctrl-C.")

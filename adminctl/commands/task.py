@@ -9,6 +9,7 @@ import click
 
 from queuecore.core.errors import ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, ORDERS
+from queuecore.core.keys import validate_queue_name
 from queuecore.core.message import TaskInfo
 from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, TaskAction
 
@@ -78,11 +79,11 @@ def task_ls(app: App, queue_name: str, state: str, page: int, size: int, type_na
     result = app.inspector.list_tasks(queue_name, state, page, size, type=type_name, search=search, order=order,
                                       filter=filter_text)
     term = app.terminal
+    if page > 1 and page > result.pages:  # with --json too: the same exit code for the same request
+        raise PageNotFound(f"no such page: page {page:,} is past the end: {result.pages:,} page(s) of {size}")
     if app.json:
         term.json(result.to_dict())
         return
-    if page > 1 and page > result.pages:
-        raise PageNotFound(f"no such page: page {page:,} is past the end: {result.pages:,} page(s) of {size}")
     if not result.tasks:
         if result.matched is not None and not result.scanned_all:
             other = "oldest" if result.order == "newest" else "newest"
@@ -120,6 +121,7 @@ def task_inspect(app: App, queue_name: str, task_ids: tuple[str, ...]) -> None:
       adminctl task inspect default 3f2a9c41d0e84b7f9d2c1b0a5e6f7d8c
       adminctl task inspect default ID1 ID2 --json
     """
+    validate_queue_name(queue_name)  # a bad name is a usage error (exit 2), not a failure per id
     found: list[TaskInfo] = []
     failed = 0
     for task_id in task_ids:
@@ -187,6 +189,7 @@ def _action_command(action: Action, name: str | None = None) -> click.Command:
     @click.pass_obj
     def command(app: App, queue_name: str, task_ids: tuple[str, ...]) -> None:
         method: Callable[[str, str], None] = getattr(app.inspector, action.method)
+        validate_queue_name(queue_name)  # a bad name is a usage error (exit 2), not a failure per id
         results = []
         for task_id in task_ids:
             try:

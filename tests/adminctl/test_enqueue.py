@@ -54,11 +54,15 @@ def test_enqueue_payload_from_stdin_and_file(adminctl, inspector: Inspector, tmp
 
 
 def test_enqueue_refuses_bad_payloads_with_exit_1(adminctl, inspector: Inspector, tmp_path) -> None:
+    (tmp_path / "latin1.json").write_bytes(b'{"name": "caf\xe9"}')
     for payload, message in (("{not json", "is not valid JSON"), ("[1, 2]", "must be a JSON object"),
-                             ('"text"', "must be a JSON object"), (f"@{tmp_path}/missing.json", "cannot read")):
+                             ('"text"', "must be a JSON object"), (f"@{tmp_path}/missing.json", "cannot read"),
+                             (f"@{tmp_path}/latin1.json", "latin1.json' is not UTF-8 text (byte 13: b'\\xe9')")):
         run = adminctl("enqueue", "t", "--payload", payload)
         assert run.code == 1, payload
-        assert run.stdout == "" and message in run.stderr and len(run.stderr.splitlines()) == 1
+        assert run.stdout == "" and message in run.stderr and len(run.stderr.splitlines()) == 1, run
+    from_stdin = adminctl("enqueue", "t", "--payload", "-", input=b"\xff\xfe{}")
+    assert from_stdin.code == 1 and from_stdin.stderr == "error: stdin is not UTF-8 text (byte 0: b'\\xff')\n"
     bad_type = adminctl("enqueue", "has space")
     assert bad_type.code == 2 and "invalid task type" in bad_type.stderr
     assert inspector.queues() == []  # nothing was enqueued

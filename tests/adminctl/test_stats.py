@@ -273,3 +273,9 @@ def test_first_fetch_failure_is_an_ordinary_error() -> None:
     with pytest.raises(BrokerError):
         watch(fetch, render_stats, StatsSnapshot.to_dict, terminal=Terminal(out=Console(file=io.StringIO())),
               interval=0.01, json_lines=False, count=1, sleep=lambda s: None)
+
+
+def test_watch_interval_is_bounded(adminctl) -> None:
+    for interval in ("99999999999", "1e300", "2d"):
+        run = adminctl("stats", "--watch", "--interval", interval, "--count", "2")
+        assert run.code == 2 and "must be at most 86,400 seconds" in run.stderr and run.stdout == "", run

@@ -124,6 +124,25 @@ def test_a_long_task_id_is_never_cut_and_numbers_keep_their_width(adminctl, clie
     assert "".join(pieces) == long_id
 
 
+def test_a_bad_queue_name_is_a_usage_error_for_every_task_command(adminctl) -> None:
+    """Exit 2, as for ``task ls``: the name is wrong for the whole command, not for one id."""
+    for command in (["task", "inspect"], ["task", "run"], ["task", "archive"], ["task", "delete"],
+                    ["task", "cancel"], ["task", "kill"]):
+        for json_flag in ([], ["--json"]):
+            run = adminctl(*command, "a{b}", "abc", *json_flag)
+            assert run.code == 2 and "invalid queue name 'a{b}'" in run.stderr, (command, run)
+            assert run.stdout == ""
+    assert adminctl("task", "ls", "a{b}", "pending").code == 2
+
+
+def test_a_page_past_the_end_exits_1_with_json_too(adminctl, client: Client) -> None:
+    client.enqueue("t", {})
+    for json_flag in ([], ["--json"]):
+        run = adminctl("task", "ls", "default", "pending", "--page", "99", *json_flag)
+        assert run.code == 1 and "no such page: page 99 is past the end" in run.stderr and run.stdout == ""
+    assert adminctl("task", "ls", "default", "pending", "--json").json()["total"] == 1
+
+
 def test_errors_escaped_in_tables_and_whole_in_inspect(adminctl, redis_client, connection: ConnectionConfig) -> None:
     q = connection.keys.queue("failing")
     redis_client.sadd(connection.keys.queues, "failing")
