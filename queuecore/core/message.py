@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -71,6 +72,12 @@ def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> 
     # fewer brackets than the limit cannot nest deeper, so most payloads are never walked.
     if text.count("{") + text.count("[") > MAX_PAYLOAD_DEPTH and _depth(payload) > MAX_PAYLOAD_DEPTH:
         raise InvalidPayload(_too_deep())
+    # A run of 19 digits or more (in a number, or only in a string) is the only way to hold an
+    # integer beyond 64 bits: most payloads are never walked.
+    if _LONG_DIGITS.search(text) and (wide := _wide_integer(payload)) is not None:
+        raise InvalidPayload(f"payload holds the integer {wide}, beyond 64 bits: send it as a string (JSON "
+                             "readers such as orjson, which queuecore uses when installed, or JavaScript, "
+                             "would read it back as an inexact float)")
     try:
         size = len(text.encode())
     except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800") has no UTF-8 encoding
@@ -79,6 +86,24 @@ def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> 
     if size > max_bytes:
         raise InvalidPayload(f"payload is {size} bytes, over the limit of {max_bytes} bytes")
     return text
+
+
+_LONG_DIGITS = re.compile(r"\d{19}")
+_INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson reads back as an int (a wider one becomes a float)
+
+
+def _wide_integer(payload: dict[str, Any]) -> int | None:
+    """An integer of ``payload`` (an encodable one) outside ``_INT_RANGE``, or None. Iterative."""
+    stack: list[Any] = [payload]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            return value
+    return None
 
 
 def _too_deep() -> str:

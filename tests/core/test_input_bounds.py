@@ -176,6 +176,25 @@ def test_a_lone_surrogate_in_a_payload_is_an_invalid_payload(client: Client, red
     assert all_keys(redis_client, key_prefix) == set()
 
 
+@pytest.mark.parametrize("wide", [2**64, -(2**63) - 1, 123456789012345678901234567890])
+def test_an_integer_beyond_64_bits_is_an_invalid_payload(client: Client, redis_client, key_prefix,
+                                                         wide: int) -> None:
+    """orjson (the fast extra) reads such an integer back as an inexact float: refused where it enters,
+    the same with or without orjson installed."""
+    for payload in ({"n": wide}, {"a": [1, {"b": wide}]}):
+        with pytest.raises(InvalidPayload, match=f"the integer {wide}, beyond 64 bits"):
+            client.enqueue("t", payload)
+    assert all_keys(redis_client, key_prefix) == set()
+
+
+def test_the_ends_of_the_64_bit_range_and_long_digit_strings_run_through(client: Client, redis_client,
+                                                                        connection) -> None:
+    payload = {"max": 2**64 - 1, "min": -(2**63), "digits": "1" * 40, "big": 1e300}
+    info = client.enqueue("t", payload)
+    q = connection.keys.queue("default")
+    assert TaskMessage.decode(info.id, "default", redis_client.hget(q.task(info.id), "msg")).payload == payload
+
+
 @pytest.mark.parametrize("depth", [MAX_PAYLOAD_DEPTH + 1, 1000, 5000])
 def test_a_payload_nested_too_deeply_is_an_invalid_payload(client: Client, redis_client, key_prefix,
                                                            depth: int) -> None:
