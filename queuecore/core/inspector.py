@@ -52,6 +52,7 @@ from queuecore.core.keys import (
     validate_task_id,
     validate_type_name,
 )
+from queuecore.core.limits import Range
 from queuecore.core.message import (
     AuditEntry,
     DailyStats,
@@ -94,6 +95,15 @@ PENDING_MANY_ACTIONS = ("archive", "delete")  # what admin_pending_many does to 
 PENDING_SPAN = 10_000  # places of the pending list one admin_pending_many call reads between its tasks
 PENDING_SLACK = 2_000  # and on each side (workers take tasks meanwhile; priority tasks join the right)
 AUDIT_MAX_ENTRIES = 10_000
+# The ranges of the reads' numeric arguments (checked where they enter, as ConfigurationError).
+HISTORY_DAYS = Range(1, 90, whole=True, unit="days")
+HISTORY_MINUTES = Range(1, 180, whole=True, unit="minutes")
+PAGE_SIZE = Range(1, 1000, whole=True, unit="tasks")
+BULK_JOBS_LISTED = Range(1, 1000, whole=True, unit="jobs")
+AUDIT_LIMIT = Range(1, AUDIT_MAX_ENTRIES, whole=True, unit="entries")
+AUDIT_OFFSET = Range(0, AUDIT_MAX_ENTRIES, whole=True, unit="entries")
+FAILURES_SCANNED = Range(1, FAILURE_SCAN_LIMIT, whole=True, unit="tasks per list")
+STATS_WINDOW = Range(60, typestats.DAYS_KEPT * 86_400, note=f"(1 minute to {typestats.DAYS_KEPT} days)")
 AUDIT_MAX_IDS = 100
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
 ORDERS = ("newest", "oldest")
@@ -233,6 +243,12 @@ def default_order(state: str) -> str:
     completed (the latest failures and results on page 1), else ``"oldest"`` (pending: next to run
     first; scheduled: soonest due first; active: lease ending soonest first)."""
     return "newest" if state in NEWEST_FIRST_STATES else "oldest"
+
+
+def _stats_window(window: object) -> timedelta:
+    """A statistics window (seconds or a ``timedelta``) within ``STATS_WINDOW``."""
+    seconds = window.total_seconds() if isinstance(window, timedelta) else window
+    return timedelta(seconds=STATS_WINDOW.check(seconds, "window"))
 
 
 def check_page(page: Any) -> int:
@@ -483,8 +499,7 @@ class Inspector:
     @translate
     def history(self, name: str, days: int = 7) -> list[DailyStats]:
         """Processed and failed per UTC day, oldest first, for the last ``days`` days."""
-        if days < 1 or days > 90:
-            raise ConfigurationError("days must be between 1 and 90")
+        days = int(HISTORY_DAYS.check(days, "days"))
         q = self._require_queue(name)
         today = datetime.fromtimestamp(self.clock.now(), tz=UTC).date()
         dates = [(today - timedelta(days=n)).isoformat() for n in range(days - 1, -1, -1)]
@@ -493,8 +508,7 @@ class Inspector:
     @translate
     def minute_history(self, name: str, minutes: int = 60) -> list[DailyStats]:
         """Processed and failed per UTC minute, oldest first, for the last ``minutes`` minutes."""
-        if minutes < 1 or minutes > 180:
-            raise ConfigurationError("minutes must be between 1 and 180")
+        minutes = int(HISTORY_MINUTES.check(minutes, "minutes"))
         q = self._require_queue(name)
         now = self.clock.now()
         stamps = [stats_minute(now - 60 * n) for n in range(minutes - 1, -1, -1)]
@@ -511,9 +525,7 @@ class Inspector:
         per minute up to 72 h, per day beyond (up to 90 days). Counts are exact; the duration
         percentiles are estimates from fixed buckets (``typestats.BUCKETS_MS``)."""
         q = self._require_queue(queue)
-        span = window if isinstance(window, timedelta) else timedelta(seconds=window)
-        if not timedelta(minutes=1) <= span <= timedelta(days=typestats.DAYS_KEPT):
-            raise ConfigurationError("window must be between 1 minute and 90 days")
+        span = _stats_window(window)
         return typestats.read(self.redis, q.type_stats, q.queue, type, span, self.clock.now())
 
     @translate
@@ -664,8 +676,7 @@ class Inspector:
         order = default_order(state) if order is None else _one_of(order, ORDERS, "order")
         newest = order == "newest"
         check_page(page)
-        if size < 1 or size > 1000:
-            raise ConfigurationError("size must be between 1 and 1000")
+        size = int(PAGE_SIZE.check(size, "size"))
         keep = self._predicate(type, search, filter)
         q = self._require_queue(queue)
         total = self._count(q, state)
@@ -918,9 +929,7 @@ class Inspector:
     @translate
     def bulk_jobs(self, limit: int = 50) -> list[BulkJob]:
         """The recent bulk jobs, newest first (open ones and those finished in the last week)."""
-        if not 1 <= limit <= 1000:
-            raise ConfigurationError("limit must be between 1 and 1000")
-        return self._bulk_store.recent(limit)
+        return self._bulk_store.recent(int(BULK_JOBS_LISTED.check(limit, "limit")))
 
     @translate
     def open_bulk_job_ids(self) -> list[str]:
@@ -1171,6 +1180,7 @@ class Inspector:
     @translate
     def audit_log(self, limit: int = 100, offset: int = 0) -> list[AuditEntry]:
         """Operator actions, newest first (the log keeps the last ``AUDIT_MAX_ENTRIES``)."""
+        limit, offset = int(AUDIT_LIMIT.check(limit, "limit")), int(AUDIT_OFFSET.check(offset, "offset"))
         out = []
         for raw in self.redis.lrange(self.keys.audit, offset, offset + limit - 1):
             try:
@@ -1283,6 +1293,7 @@ class Inspector:
         fingerprint of their last error, the biggest group first (the newest ``limit`` tasks of each
         list are read; ``FailureReport.scanned_all`` says whether that was all of them);
         ``FailureReport.of_type`` narrows it to one task type."""
+        limit = int(FAILURES_SCANNED.check(limit, "limit"))
         queues = [self._require_queue(queue).queue] if queue is not None else self.queues()
         return read_failures(self.redis, self.keys, queues, limit)
 
@@ -1290,6 +1301,7 @@ class Inspector:
         """One task type in ``queue``: its statistics over ``window``, its limits and their use, and its
         failed tasks grouped by error (``typereport.py``); ``TaskTypeNotFound`` when it never ran there."""
         validate_type_name(type)
+        _stats_window(window)  # refused before any read
         if type not in self.task_types(queue):
             raise TaskTypeNotFound(f"no task of type {type!r} has run in queue {queue!r}")
         return self._type_reports(queue, [type], window)[0]
@@ -1297,6 +1309,7 @@ class Inspector:
     def type_reports(self, queue: str, window: float | timedelta = timedelta(hours=1)) -> list[TypeReport]:
         """``type_report`` of every task type that has run in ``queue``, in name order, with the limits
         and the failed tasks read once for them all."""
+        _stats_window(window)  # refused before any read
         return self._type_reports(queue, self.task_types(queue), window)
 
     def _type_reports(self, queue: str, types: list[str], window: float | timedelta) -> list[TypeReport]:

@@ -725,3 +725,40 @@ def test_search_finds_text_pasted_from_the_displayed_payload(fi: Inspector, redi
     assert ids('"k": "v: w, x"') == ["t1"]
     assert ids('"s": "é"') == ["t1"]
     assert ids('"user_id": 5006') == []
+
+
+# -- the reads' numeric arguments ----------------------------------------------------------------
+
+BAD_NUMBERS = [0, -1, 10**30, 2.5, float("nan"), float("inf"), "7", None, True]
+
+
+@pytest.mark.parametrize("value", BAD_NUMBERS, ids=repr)
+@pytest.mark.parametrize(("read", "name"), [
+    (lambda ins, v: ins.history("q", v), "days"),
+    (lambda ins, v: ins.minute_history("q", v), "minutes"),
+    (lambda ins, v: ins.list_tasks("q", "pending", 1, v), "size"),
+    (lambda ins, v: ins.bulk_jobs(v), "limit"),
+    (lambda ins, v: ins.audit_log(v), "limit"),
+    (lambda ins, v: ins.failure_groups(None, v), "limit"),
+    (lambda ins, v: ins.type_stats("q", "t", v), "window"),
+    (lambda ins, v: ins.type_report("q", "t", v), "window"),
+], ids=["history", "minute_history", "list_tasks", "bulk_jobs", "audit_log", "failure_groups", "type_stats",
+        "type_report"])
+def test_a_read_refuses_a_number_out_of_its_range_naming_it(fi: Inspector, redis_client, connection, read, name: str,
+                                                            value: object) -> None:
+    """Not a raw TypeError/ValueError/OverflowError, nor Redis's "not an integer", nor a limit of 0 or
+    less read as "everything" (LRANGE 0 -1)."""
+    q = queue(redis_client, connection, "q")
+    seed_task(redis_client, q, "c", "completed", score=to_ms(fi.clock.now()), type="t")
+    with pytest.raises(ConfigurationError, match=rf"^{name} "):
+        read(fi, value)
+
+
+def test_audit_log_offset_is_bounded_and_a_limit_reads_that_many(fi: Inspector) -> None:
+    for n in range(5):
+        fi._audit("queue.pause", f"q{n}")
+    assert [e.queue for e in fi.audit_log(2)] == ["q4", "q3"]
+    assert [e.queue for e in fi.audit_log(2, offset=3)] == ["q1", "q0"]
+    for offset in (-1, 10**6, 1.5):
+        with pytest.raises(ConfigurationError, match=r"^offset "):
+            fi.audit_log(1, offset=offset)
