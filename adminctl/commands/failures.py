@@ -145,7 +145,7 @@ def _action_command(action: str) -> click.Command:
         if group is None:
             term.error(f"no failure group {escape(key)} (see `adminctl failures ls`)")
             raise click.exceptions.Exit(1)
-        if not yes and not app.json:
+        if not yes:  # with --json too, as every action that deletes or moves many tasks
             term.info(f"This will {action} {human_count(group.count)} task(s) failing with "
                       f"{escape(group.example)} in {escape(', '.join(group.queues))}.")
             if not term.confirm("Continue?"):
@@ -154,7 +154,7 @@ def _action_command(action: str) -> click.Command:
         drive(app, ins.start_bulk_job(action, queue=queue_name, group=key), background=background)
 
     command.help = (f"{action.capitalize()} every task of a failure group.\n\n    Asks first unless --yes "
-                    "(or --json). Runs as a bulk job with a progress bar (Ctrl-C stops it), or with --background "
+                    "(with --json too). Runs as a bulk job with a progress bar (Ctrl-C stops it), or with --background "
                     "left to the workers; one audit entry records its count.\n\n    \b\n    Examples:\n"
                     f"      adminctl failures {action} 3fa2c1d09e7b\n"
                     f"      adminctl failures {action} 3fa2c1d09e7b --queue emails --yes --json")

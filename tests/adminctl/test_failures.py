@@ -52,6 +52,10 @@ def test_show_then_delete_a_group_and_unknown_groups(adminctl, redis_client, con
     assert shown["count"] == 5 and [t["id"] for t in shown["tasks"]] == ["m0", "b0"]
     refused = adminctl("failures", "delete", key, input="n\n")
     assert refused.code == 1 and "This will delete 5 task(s)" in refused.stderr + refused.stdout
+    refused_json = adminctl("failures", "delete", key, "--json", input="n\n")  # --json asks too
+    assert refused_json.code == 1 and "This will delete 5 task(s)" in refused_json.stderr
+    assert refused_json.stdout == ""
+    assert adminctl("failures", "show", key, "--json").json()["count"] == 5  # nothing was deleted
     done = adminctl("failures", "delete", key, "--yes")
     assert done.code == 0 and "deleted 5 task(s)" in done.stderr + done.stdout
     ins = Inspector(connection=connection)

@@ -135,6 +135,17 @@ def test_a_bad_queue_name_is_a_usage_error_for_every_task_command(adminctl) -> N
     assert adminctl("task", "ls", "a{b}", "pending").code == 2
 
 
+def test_a_bulk_action_with_nothing_to_do_checks_its_filter_and_answers_a_jobs_shape(adminctl,
+                                                                                     client: Client) -> None:
+    client.enqueue("t", {})  # the queue exists; it has no archived task
+    for args in (["--filter", "payload.x:"], ["--filter", "nosuchfield:1"], ["--type", "has space"]):
+        run = adminctl("task", "delete-all", "default", "archived", *args, "--yes")
+        assert run.code == 2 and run.stdout == "", (args, run)
+    data = adminctl("task", "delete-all", "default", "archived", "--yes", "--json").json()
+    assert data == {"queue": "default", "state": "archived", "action": "delete", "count": 0, "done": 0,
+                    "skipped": 0, "status": "done"}
+
+
 def test_a_page_past_the_end_exits_1_with_json_too(adminctl, client: Client) -> None:
     client.enqueue("t", {})
     for json_flag in ([], ["--json"]):
