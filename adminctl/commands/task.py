@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import click
 
+from queuecore.core import filters
 from queuecore.core.errors import ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, ORDERS
-from queuecore.core import filters
 from queuecore.core.keys import validate_queue_name, validate_type_name
 from queuecore.core.message import TaskInfo
 from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, TaskAction
