@@ -13,6 +13,7 @@ from queuecore.core.config import WorkerConfig
 from queuecore.core.errors import TaskDecodeError
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
+from queuecore.core.limits import MAX_PAYLOAD_BYTES_LIMIT
 from queuecore.core.message import dumps
 from queuecore.core.outcome import OUTCOME_WORDS, Outcome, decide, outcome_log_line
 from queuecore.core.redis_errors import is_connection_error
@@ -22,6 +23,8 @@ from queuecore.core.scripts import Scripts
 from queuecore.core.text import storable_text
 
 logger = logging.getLogger("queuecore.worker")
+MAX_RESULT_BYTES = MAX_PAYLOAD_BYTES_LIMIT  # 256 MiB: a Redis string holds 512 MB, and the acknowledgement
+                                            # sends several results in one call
 
 
 class Recorder:
@@ -157,17 +160,25 @@ class Recorder:
 
     @staticmethod
     def encode_result(running: Running, outcome: Outcome) -> str:
-        """The handler's return value as JSON when the task keeps it (``retention``), else ""."""
+        """The handler's return value as JSON when the task keeps it (``retention``), else "". Never
+        raises: a value JSON cannot encode (or nested past the recursion limit, or holding text that
+        is not valid Unicode) is kept as its ``repr()``, one over ``MAX_RESULT_BYTES`` as a note of its
+        size, each with a WARNING, so that the task is acknowledged whatever its handler returned."""
         if not running.message.retention:
             return ""
         try:
             text = dumps(outcome.result)
-            text.encode()  # a lone surrogate ("\ud800") passes json.dumps but has no UTF-8 for Redis
-            return text
-        except (TypeError, ValueError):  # UnicodeEncodeError is a ValueError
-            logger.warning("task %s returned a value that is not JSON (or holds text that is not valid Unicode); "
-                           "keeping its repr()", running.id)
-        try:
-            return dumps(storable_text(repr(outcome.result)))
-        except Exception as exc:  # its own __repr__ raised
-            return dumps(f"<the result's repr() could not be made: {type(exc).__name__}>")
+            size = len(text.encode())  # a lone surrogate ("\ud800") passes json.dumps but has no UTF-8
+        except Exception:  # TypeError, ValueError (UnicodeEncodeError), RecursionError
+            logger.warning("task %s returned a value that is not JSON (or holds text that is not valid Unicode, "
+                           "or nests too deeply); keeping its repr()", running.id)
+            try:
+                text = dumps(storable_text(repr(outcome.result)))
+            except Exception as exc:  # its own __repr__ raised, or recursed too deeply
+                return dumps(f"<the result's repr() could not be made: {type(exc).__name__}>")
+            size = len(text.encode())
+        if size > MAX_RESULT_BYTES:
+            logger.warning("task %s returned %d bytes of JSON, over the %d-byte limit for a result; keeping a note "
+                           "of its size instead", running.id, size, MAX_RESULT_BYTES)
+            return dumps(f"<a result of {size:,} bytes, not kept: over the {MAX_RESULT_BYTES:,}-byte limit>")
+        return text

@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from queuecore import Client, Inspector, SkipRetry, current_task, task
+from queuecore.core import recorder
 from tests.conftest import wait_until
 from tests.core.worker_support import SOON, wait_state
 
@@ -99,3 +100,42 @@ def test_a_result_whose_repr_raises_completes_the_task(registry, client: Client,
     handle = client.enqueue("text.opaque", {}, retention=60)
     info = wait_state(inspector, "default", handle.id, "completed")
     assert info.retried == 0 and "could not be made" in str(info.result)
+
+
+def test_a_result_nested_past_the_recursion_limit_completes_and_frees_its_slot(registry, client: Client,
+                                                                             inspector: Inspector,
+                                                                             make_worker) -> None:
+    """json.dumps raises RecursionError (not TypeError/ValueError): the task stayed active for good,
+    its lease renewed, and the worker's one handler slot was never given back."""
+    make_worker(queues={"deep": 1}, concurrency=1)
+
+    @task(name="text.deep", registry=registry)
+    def returns_deep() -> list[object]:
+        value: list[object] = []
+        for _ in range(100_000):
+            value = [value]
+        return value
+
+    @task(name="text.after", registry=registry)
+    def after() -> str:
+        return "ran"
+
+    deep = client.enqueue("text.deep", {}, queue="deep", retention=60)
+    info = wait_state(inspector, "deep", deep.id, "completed")
+    assert info.retried == 0 and "could not be made: RecursionError" in str(info.result)
+    nxt = client.enqueue("text.after", {}, queue="deep", retention=60)
+    assert wait_state(inspector, "deep", nxt.id, "completed").result == "ran"  # the slot came back
+
+
+def test_a_result_over_the_size_limit_is_kept_as_a_note(registry, client: Client, inspector: Inspector, worker,
+                                                        monkeypatch, caplog) -> None:
+    monkeypatch.setattr(recorder, "MAX_RESULT_BYTES", 1000)
+
+    @task(name="text.huge", registry=registry)
+    def returns_huge() -> str:
+        return "x" * 5000
+
+    handle = client.enqueue("text.huge", {}, retention=60)
+    info = wait_state(inspector, "default", handle.id, "completed")
+    assert info.result == "<a result of 5,002 bytes, not kept: over the 1,000-byte limit>"
+    assert any("over the 1000-byte limit" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
