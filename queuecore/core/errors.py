@@ -205,6 +205,11 @@ class TaskTimeout(BaseException):
     as ``ERROR_HANDLER`` and ``RETRY_DELAY`` receive it (its message says after how long)."""
 
 
+class DeadlinePassed(TaskTimeout):
+    """The error of an attempt that would have started after its task's ``deadline``: the handler is
+    not called and the task is archived at once (a retry could only start later still)."""
+
+
 class BatchEnqueueError(QueuecoreError):
     """Some tasks of an ``enqueue_many`` batch were refused; the others were enqueued."""
 

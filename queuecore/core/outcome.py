@@ -21,7 +21,15 @@ from typing import Any, Literal
 from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, error_message, one_line
 from queuecore.core.clock import format_duration
 from queuecore.core.config import default_retry_delay
-from queuecore.core.errors import PayloadMismatch, SkipRetry, Snooze, TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.errors import (
+    DeadlinePassed,
+    PayloadMismatch,
+    SkipRetry,
+    Snooze,
+    TaskCancelled,
+    TaskDecodeError,
+    TaskTimeout,
+)
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 
 logger = logging.getLogger("queuecore.worker")
@@ -78,7 +86,7 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
         return Outcome("failure", error=TaskTimeout(cancel_reason).with_traceback(exc.__traceback__))
     if isinstance(exc, Snooze):
         return Outcome("snooze", exc.seconds)
-    if isinstance(exc, (SkipRetry, PayloadMismatch)):  # a payload that does not fit: retrying cannot help
+    if isinstance(exc, (SkipRetry, PayloadMismatch, DeadlinePassed)):  # retrying cannot help
         return Outcome("skip_retry", error=exc)
     if not isinstance(exc, Exception):
         # KeyboardInterrupt, SystemExit or a stray CancelledError from the handler: a failure.

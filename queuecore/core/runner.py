@@ -13,9 +13,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from queuecore.core.clock import Clock
+from queuecore.core.clock import Clock, format_duration
 from queuecore.core.context import Middleware, call_with_middleware, reset_current, set_current
-from queuecore.core.errors import InvalidPayload, PayloadMismatch, TaskCancelled, TaskTimeout
+from queuecore.core.errors import DeadlinePassed, InvalidPayload, PayloadMismatch, TaskCancelled, TaskTimeout
 from queuecore.core.flow import LimitGate
 from queuecore.core.handlers import AsyncLoop, interrupt_thread
 from queuecore.core.outcome import Outcome, classify, held_back, returned
@@ -119,6 +119,8 @@ class Runner:
                     self._begin(running)
                 if running.ctx.cancelled:  # interrupted (deadline, cancel, shutdown) before it started
                     raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
+                if (late := _deadline_passed(running)) is not None:
+                    raise late
                 if handler is None:
                     raise LookupError(f"no handler is registered for task type {running.message.type!r} "
                                       "in this worker")
@@ -154,6 +156,8 @@ class Runner:
             self._begin(running)
             if running.ctx.cancelled:
                 raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
+            if (late := _deadline_passed(running)) is not None:
+                raise late
             result = self._call_handler(running, handler)
             if asyncio.iscoroutine(result):
                 result = await result
@@ -166,3 +170,12 @@ class Runner:
             self._finalize(running, outcome)  # hands it to the acker: no blocking call, no thread hop
         else:
             await self._async_loop.in_thread(self._finalize, running, outcome)
+
+
+def _deadline_passed(running: Running) -> DeadlinePassed | None:
+    """The error of an attempt starting at or after its task's deadline (None when it is in time)."""
+    deadline = running.message.deadline
+    if deadline is None or running.started < deadline:
+        return None
+    return DeadlinePassed(f"the task's deadline passed {format_duration(running.started - deadline)} before this "
+                          "attempt would have started; its handler was not run")

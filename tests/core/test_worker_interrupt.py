@@ -229,6 +229,34 @@ def test_deadline_bounds_an_attempt(make_worker, client, inspector, registry):
     assert archived.last_error.startswith("TaskTimeout: timed out after")
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_task_past_its_deadline_is_archived_without_running(make_worker, client, inspector, registry, kind):
+    """The deadline is when an attempt must be over: one that would start after it does not call the
+    handler (whose side effects would come too late), and is not retried (a retry starts later still)."""
+    ran = []
+
+    if kind == "sync":
+        @task(name="t.late", registry=registry, max_retry=5)
+        def late() -> str:
+            ran.append(1)
+            return "ran"
+    else:
+        @task(name="t.late", registry=registry, max_retry=5)
+        async def late() -> str:
+            ran.append(1)
+            return "ran"
+
+    past = client.enqueue("t.late", {}, deadline=time.time() - 100, retention=60)
+    future = client.enqueue("t.late", {}, deadline=time.time() + 600, retention=60)
+    make_worker()
+    archived = wait_state(inspector, "default", past.id, "archived")
+    assert archived.retried == 0
+    assert archived.last_error.startswith("DeadlinePassed: the task's deadline passed 1m 4")  # 100 s and a little
+    assert "its handler was not run" in archived.last_error
+    assert wait_state(inspector, "default", future.id, "completed").result == "ran"
+    assert ran == [1]  # the task in time only
+
+
 def test_handler_blocked_in_c_is_abandoned_and_its_slot_freed(make_worker, client, inspector, registry, gates):
     release = gates.new()
     finished = threading.Event()
