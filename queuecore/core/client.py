@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import os
 import re
@@ -230,7 +231,7 @@ class Client:
         unique_ttl = 0.0
         if options.get("unique_for") is not None:
             unique_ttl = _seconds(options["unique_for"], "unique_for", UNIQUE_FOR)
-            digest = hashlib.sha256(f"{type_name}\0{queue}\0{payload_json}".encode()).hexdigest()[:32]
+            digest = hashlib.sha256(f"{type_name}\0{queue}\0{_canonical(payload)}".encode()).hexdigest()[:32]
             unique_key = self.keys.queue(queue).unique(type_name, digest)
         span = trace = None
         if self._tracing is not None and send:  # the opentelemetry extra: the send span, its context in the message
@@ -422,6 +423,12 @@ class Client:
         with self._lock:
             for q in queues:
                 self._registered_queues.pop(q, None)
+
+
+def _canonical(payload: dict[str, Any]) -> str:
+    """A checked payload's JSON with every object's keys sorted: equal payloads, whatever the order
+    their dicts were built in, give one text (and one uniqueness lock)."""
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _enqueue_error(exc: BaseException) -> QueuecoreError:

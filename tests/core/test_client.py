@@ -234,6 +234,16 @@ def test_unique_for_refuses_a_duplicate_while_held(client: Client, redis_client,
     assert redis_client.get(first.unique_key) == first.id
 
 
+def test_unique_for_sees_equal_payloads_built_in_another_key_order(client: Client) -> None:
+    first = client.enqueue("report.build", {"a": 1, "b": {"x": [1, {"p": 1, "q": 2}], "y": 2}}, unique_for=60)
+    with pytest.raises(DuplicateTask, match=first.id):
+        client.enqueue("report.build", {"b": {"y": 2, "x": [1, {"q": 2, "p": 1}]}, "a": 1}, unique_for=60)
+    with pytest.raises(BatchEnqueueError, match=first.id):
+        client.enqueue_many([("report.build", {"b": {"y": 2, "x": [1, {"q": 2, "p": 1}]}, "a": 1})], unique_for=60)
+    # a list's order is its content: not the same payload
+    client.enqueue("report.build", {"a": 1, "b": {"x": [{"p": 1, "q": 2}, 1], "y": 2}}, unique_for=60)
+
+
 def test_unique_lock_is_released_when_the_task_completes(client: Client, scripts: Scripts, connection) -> None:
     first = client.enqueue("report.build", {"year": 2026}, unique_for=60)
     q = connection.keys.queue("default")
