@@ -126,6 +126,7 @@ class TaskHandle(TaskInfo):
 
     def wait(self, timeout: float | None = None) -> TaskHandle:
         """Block until the task is final (completed or archived) and return it."""
+        _require_kept(self)
         return self._bound().wait(self.queue, self.id, timeout)
 
     def get(self, timeout: float | None = None) -> Any:
@@ -138,6 +139,7 @@ class TaskHandle(TaskInfo):
 
     async def await_(self, timeout: float | None = None) -> TaskHandle:
         """``wait`` for asyncio."""
+        _require_kept(self)
         return await self._bound().await_(self.queue, self.id, timeout)
 
     async def aget(self, timeout: float | None = None) -> Any:
@@ -150,6 +152,14 @@ class TaskHandle(TaskInfo):
         handle = info if type(info) is cls else cls(**{f.name: getattr(info, f.name) for f in fields(info)})
         object.__setattr__(handle, "_results", results)
         return handle
+
+
+def _require_kept(info: TaskInfo) -> None:
+    """``ResultNotKept`` for a task that keeps no result, whatever its state (once it succeeded it
+    would be gone, which nobody could tell apart from a deletion)."""
+    if not info.retention:
+        raise ResultNotKept(f"task {info.id} in queue {info.queue} keeps no result (its retention is 0): enqueue "
+                            "it with retention=... or set default_retention (QUEUECORE['DEFAULT_RETENTION'])")
 
 
 def outcome(info: TaskInfo) -> Any:
@@ -277,11 +287,9 @@ class Results:
 
     def _next_block(self, info: TaskHandle, deadline: float | None, chunk: float) -> float | None:
         """How long to block before looking again, or None when ``info`` ends the wait."""
+        _require_kept(info)
         if info.state in FINAL_STATES:
             return None
-        if not info.retention:
-            raise ResultNotKept(f"task {info.id} in queue {info.queue} keeps no result (its retention is 0): enqueue "
-                                "it with retention=... or set default_retention (QUEUECORE['DEFAULT_RETENTION'])")
         if deadline is None:
             return chunk
         left = deadline - time.monotonic()

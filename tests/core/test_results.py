@@ -31,6 +31,7 @@ from queuecore import (
     TaskState,
     TaskWasArchived,
     TaskWasCancelled,
+    task,
 )
 from queuecore.core import reasons
 from queuecore.core.attempts import parse_attempts
@@ -117,6 +118,28 @@ def test_a_task_without_retention_refuses_to_be_waited_for_at_once(client: Clien
     with pytest.raises(ResultNotKept, match="retention"):
         handle.get(timeout=30)
     assert time.monotonic() - started < 1
+
+
+def test_a_task_without_retention_refuses_a_wait_in_every_state(client: Client, make_worker, registry,
+                                                                 inspector: Inspector) -> None:
+    """Completed (and so gone) or archived: ResultNotKept, not TaskNotFound or TaskFailed, sync and async."""
+    @task(name="results.fine", registry=registry)
+    def fine() -> int:
+        return 1
+
+    @task(name="results.boom", registry=registry, max_retry=0)
+    def boom() -> None:
+        raise RuntimeError("boom")
+
+    done, failed = client.enqueue("results.fine", {}), client.enqueue("results.boom", {})
+    make_worker()
+    wait_until(lambda: client.redis.exists(client.keys.queue("default").task(done.id)) == 0, message="it to go")
+    wait_until(lambda: inspector.get_task("default", failed.id).state == "archived", message="it to be archived")
+    for handle in (done, failed, client.result(failed.result_id)):
+        for call in (handle.get, handle.wait, lambda h=handle: asyncio.run(h.aget()),
+                     lambda h=handle: asyncio.run(h.await_())):
+            with pytest.raises(ResultNotKept, match="retention"):
+                call()
 
 
 # -- the scripts: who wakes a waiter -----------------------------------------------------------------
