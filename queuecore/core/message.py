@@ -72,6 +72,10 @@ def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> 
     # fewer brackets than the limit cannot nest deeper, so most payloads are never walked.
     if text.count("{") + text.count("[") > MAX_PAYLOAD_DEPTH and _depth(payload) > MAX_PAYLOAD_DEPTH:
         raise InvalidPayload(_too_deep())
+    # A nested object opens with "{" in the text: a payload with one "{" has no nested keys to check.
+    if text.count("{") > 1 and (found := _non_text_key(payload)) is not None:
+        raise InvalidPayload(f"payload keys must be strings, got {found[0]!r} in a nested object (JSON would turn it "
+                             "into text, or drop the entry beside an equal text key)")
     # A run of 19 digits or more (in a number, or only in a string) is the only way to hold an
     # integer beyond 64 bits: most payloads are never walked.
     if _LONG_DIGITS.search(text) and (wide := _wide_integer(payload)) is not None:
@@ -90,6 +94,22 @@ def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> 
 
 _LONG_DIGITS = re.compile(r"\d{19}")
 _INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson reads back as an int (a wider one becomes a float)
+
+
+def _non_text_key(payload: dict[str, Any]) -> tuple[object] | None:
+    """``(key,)`` for a key that is not a string in an object nested in ``payload`` (an encodable
+    one; the key may be None itself), or None."""
+    stack: list[Any] = list(payload.values())
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if not isinstance(key, str):
+                    return (key,)
+                stack.append(child)
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return None
 
 
 def _wide_integer(payload: dict[str, Any]) -> int | None:

@@ -176,6 +176,18 @@ def test_a_lone_surrogate_in_a_payload_is_an_invalid_payload(client: Client, red
     assert all_keys(redis_client, key_prefix) == set()
 
 
+@pytest.mark.parametrize("payload", [{"m": {1: "int", "1": "str"}}, {"m": [{None: 1}]}, {"a": {"b": {2.5: "f"}}},
+                                     {"a": {"b": {True: "t"}}}])
+def test_a_nested_key_that_is_not_a_string_is_an_invalid_payload(client: Client, redis_client, key_prefix,
+                                                                  payload: dict[str, Any]) -> None:
+    """JSON turns such a key into text (and drops one of 1 and "1"): what a handler got was not what
+    was enqueued, and the handle disagreed with the stored task."""
+    with pytest.raises(InvalidPayload, match="keys must be strings, got .* in a nested object"):
+        client.enqueue("t", payload)
+    assert all_keys(redis_client, key_prefix) == set()
+    assert encode_payload({"m": {"1": "a", "x": [{"y": "{"}]}, "s": "{{"})  # text keys and braces in text pass
+
+
 @pytest.mark.parametrize("wide", [2**64, -(2**63) - 1, 123456789012345678901234567890])
 def test_an_integer_beyond_64_bits_is_an_invalid_payload(client: Client, redis_client, key_prefix,
                                                          wide: int) -> None:
