@@ -182,7 +182,7 @@ def test_a_nested_key_that_is_not_a_string_is_an_invalid_payload(client: Client,
                                                                   payload: dict[str, Any]) -> None:
     """JSON turns such a key into text (and drops one of 1 and "1"): what a handler got was not what
     was enqueued, and the handle disagreed with the stored task."""
-    with pytest.raises(InvalidPayload, match="keys must be strings, got .* in a nested object"):
+    with pytest.raises(InvalidPayload, match=r"keys must be strings, got .* in a nested object"):
         client.enqueue("t", payload)
     assert all_keys(redis_client, key_prefix) == set()
     assert encode_payload({"m": {"1": "a", "x": [{"y": "{"}]}, "s": "{{"})  # text keys and braces in text pass
