@@ -19,6 +19,22 @@ _cancel_lock = threading.Lock()
 NOTE_CHARS = 200  # of a progress note
 
 
+def _finite(value: float) -> bool:
+    """True for a number a float can hold that is not NaN or infinite (an int too large is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _shown(value: object) -> str:
+    """``value`` for an error message, short (an integer too long to print as text is described)."""
+    if isinstance(value, int) and value.bit_length() > 128:
+        return f"an integer of {value.bit_length():,} bits"
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:40]}…"
+
+
 @dataclass(frozen=True)
 class Progress:
     """How far a running task has come, as its handler said (``TaskContext.set_progress``)."""
@@ -33,8 +49,8 @@ class Progress:
         for name, value in (("done", done), ("total", total)):
             if value is None and name == "total":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ConfigurationError(f"progress {name} must be a finite number >= 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not _finite(value) or value < 0:
+                raise ConfigurationError(f"progress {name} must be a finite number >= 0, got {_shown(value)}")
         if total is not None and total == 0:
             raise ConfigurationError("progress total must be above 0")
         if note is not None and not isinstance(note, str):

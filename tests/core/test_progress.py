@@ -49,10 +49,16 @@ def test_progress_reaches_operators_with_the_heartbeat(make_worker, registry, cl
 
 @pytest.mark.parametrize(("done", "total", "note"), [(-1, 10, None), (float("nan"), None, None), (1, 0, None),
                                                      (True, 5, None), ("3", 5, None), (1, float("inf"), None),
-                                                     (1, 2, 7)])
+                                                     (1, 2, 7), (10**400, None, None), (1, 10**5000, None)])
 def test_bad_progress_is_refused(done, total, note) -> None:
     with pytest.raises(ConfigurationError, match="progress"):
         Progress.of(done, total, note)
+
+
+def test_a_huge_integer_is_described_not_printed() -> None:
+    with pytest.raises(ConfigurationError, match="progress total must be a finite number >= 0, got an integer of "
+                                                 "16,610 bits"):
+        Progress.of(1, 10**5000)
 
 
 def test_a_count_without_total_and_a_long_note() -> None:
