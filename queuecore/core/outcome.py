@@ -31,6 +31,7 @@ from queuecore.core.errors import (
     TaskTimeout,
 )
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
+from queuecore.core.text import storable_text
 
 logger = logging.getLogger("queuecore.worker")
 
@@ -157,7 +158,7 @@ def decide(outcome: Outcome, *, retried: int, max_retry: int, retry_delay: Retry
 
 def class_path(cls: type) -> str:
     """``module.QualifiedName`` of a class (``builtins.ValueError``), as Django's task errors name them."""
-    return f"{cls.__module__}.{cls.__qualname__}"
+    return storable_text(f"{cls.__module__}.{cls.__qualname__}")  # a class made at run time may be named anything
 
 
 def retry_delay_seconds(policy: RetryPolicy, retried: int, error: BaseException, task_id: str = "?") -> float:
@@ -178,7 +179,7 @@ def format_error(error: BaseException) -> str:
 
     Frames of the worker's own modules are left out: they are the same for every task.
     """
-    head = f"{type(error).__name__}: {error_message(error)}".rstrip(": ")
+    head = storable_text(f"{type(error).__name__}: {error_message(error)}").rstrip(": ")
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename not in _WORKER_FILES]
     text = head
     if frames:

@@ -139,3 +139,16 @@ def test_a_result_over_the_size_limit_is_kept_as_a_note(registry, client: Client
     info = wait_state(inspector, "default", handle.id, "completed")
     assert info.result == "<a result of 5,002 bytes, not kept: over the 1,000-byte limit>"
     assert any("over the 1000-byte limit" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
+
+
+def test_an_error_class_named_with_a_lone_surrogate_is_recorded(registry, client: Client, inspector: Inspector,
+                                                                worker) -> None:
+    odd = type("Odd" + SURROGATE, (Exception,), {})
+
+    @task(name="text.oddclass", registry=registry)
+    def raises_odd() -> None:
+        raise odd("plain message")
+
+    handle = client.enqueue("text.oddclass", {}, max_retry=0)
+    info = wait_state(inspector, "default", handle.id, "archived")
+    assert info.retried == 0 and info.last_error.startswith("Odd\\ud800: plain message")
