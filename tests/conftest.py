@@ -6,6 +6,7 @@ deletes exactly the keys under it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -255,6 +256,22 @@ def make_worker(connection: ConnectionConfig, registry: TaskRegistry) -> Iterato
             worker.shutdown(timeout=2)
 
 
+@contextlib.contextmanager
+def _private_server(handler: type[socketserver.BaseRequestHandler], name: str) -> Iterator[str]:
+    """A threaded TCP server with ``handler`` on a private loopback port; yields its URL (as a Redis
+    URL), and stops it after."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
+    thread.start()
+    try:
+        yield f"redis://127.0.0.1:{server.server_address[1]}/0"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
 @dataclass
 class NotRedis:
     """A real server on a private port that answers every connection as a web server would, not as
@@ -275,14 +292,8 @@ def not_redis() -> Iterator[NotRedis]:
             self.request.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             served.append(1)
 
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), AnswersHttp)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="not-redis", daemon=True)
-    thread.start()
-    yield NotRedis(f"redis://127.0.0.1:{server.server_address[1]}/0", served)
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with _private_server(AnswersHttp, "not-redis") as url:
+        yield NotRedis(url, served)
 
 
 @dataclass
@@ -311,12 +322,8 @@ def silent_redis() -> Iterator[SilentRedis]:
                 except TimeoutError:
                     continue
 
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), NeverAnswers)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="silent-redis", daemon=True)
-    thread.start()
-    yield SilentRedis(f"redis://127.0.0.1:{server.server_address[1]}/0", connections)
-    stopping.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with _private_server(NeverAnswers, "silent-redis") as url:
+        try:
+            yield SilentRedis(url, connections)
+        finally:
+            stopping.set()  # its handlers return, so that the server's shutdown does not wait on them
