@@ -172,7 +172,8 @@ class _Refused:
 
 def retention_ms(seconds: float) -> int:
     """A completed task's retention in whole ms, within the documented range (a message stored by an
-    older client, or by hand, may hold any number: 1e306 kept for the longest retention, not raised)."""
+    older client, or by hand, may hold any number: 1e306 kept for the longest retention, not raised);
+    a positive one under a millisecond is one (it promised a result: rounded to 0 it kept none)."""
     if not seconds > 0:  # 0, negative or NaN: not kept
         return 0
-    return to_ms(min(seconds, MAX_DURATION))
+    return max(1, to_ms(min(seconds, MAX_DURATION)))

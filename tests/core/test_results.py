@@ -112,6 +112,14 @@ def test_default_retention_comes_from_the_connection(connection: ConnectionConfi
     assert ConnectionConfig().default_retention == 0  # results are kept only when asked for
 
 
+def test_a_retention_under_a_millisecond_keeps_the_result_a_millisecond() -> None:
+    """It promised a result (the handle waits for one): rounded to 0 ms the task was deleted at once
+    and the wait ended in TaskNotFound."""
+    from queuecore.core.acker import retention_ms
+
+    assert [retention_ms(s) for s in (0.0004, 0.001, 2.5, 0, -1, float("nan"))] == [1, 1, 2500, 0, 0, 0]
+
+
 def test_a_task_without_retention_refuses_to_be_waited_for_at_once(client: Client) -> None:
     handle = client.enqueue("t", {"n": 1})
     started = time.monotonic()
