@@ -28,7 +28,9 @@ GROUP_ACTIONS = ("run", "archive", "delete")  # what an operator may do to a who
 SCAN_LIMIT = 10_000  # newest tasks read per queue and state; beyond, a report says it is partial
 MESSAGE_CHARS = 200  # of a normalised message
 _CHUNK = 500
-_CORE = "/queuecore/core/"
+# queuecore's own frames: the core, and the Django app's modules wrapped around every handler (the
+# middleware that closes database connections): never the handler's frame.
+_OWN_FRAME = re.compile(r"/queuecore/(?:core/[^/]+|[^/]+\.py)$")
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>.+)$', re.MULTILINE)
 # Order matters: the specific shapes first, then what is left of them.
@@ -73,7 +75,8 @@ def fingerprint(error_text: str) -> Fingerprint:
         error_type, message = "", head
     # the outermost frame that is not queuecore's own (the worker's way into the handler, as written
     # by any version, wherever it was installed)
-    frames = [(path, func) for path, func in _FRAME.findall(error_text) if _CORE not in path.replace("\\", "/")]
+    frames = [(path, func) for path, func in _FRAME.findall(error_text)
+              if not _OWN_FRAME.search(path.replace("\\", "/"))]
     frame = ""
     if frames:
         path, function = frames[0]

@@ -96,3 +96,27 @@ def test_groups_of_real_failures_and_acting_on_a_whole_group(make_worker, regist
         inspector.act_on_failure_group(lookups.key, "delete")
     with pytest.raises(ConfigurationError, match="one of run, archive, delete"):
         inspector.act_on_failure_group(report.groups[1].key, "cancel")
+
+
+def test_the_django_apps_middleware_is_not_taken_for_the_handler(make_worker, registry, client, inspector) -> None:
+    """Under runworker every handler runs inside queuecore.middleware.django_db_connections: its frame
+    was every group's "handler frame", so two handlers failing alike fell into one group (and a
+    group action would have acted on both)."""
+    pytest.importorskip("django")
+    from queuecore.middleware import django_db_connections
+
+    @task(name="t.first", registry=registry, max_retry=0)
+    def first() -> None:
+        raise LookupError("not found")
+
+    @task(name="t.second", registry=registry, max_retry=0)
+    def second() -> None:
+        raise LookupError("not found")
+
+    client.enqueue("t.first", {})
+    client.enqueue("t.second", {})
+    make_worker(middleware=[django_db_connections])
+    wait_until(lambda: inspector.count("default", "archived") == 2, 15, message="two archived failures")
+    groups = inspector.failure_groups().groups
+    assert sorted(g.fingerprint.frame for g in groups) == ["test_failures.py:first", "test_failures.py:second"]
+    assert [g.count for g in groups] == [1, 1]
