@@ -28,9 +28,14 @@ class TaskFilterForm(forms.Form):
     sort = forms.ChoiceField(required=False, choices=[("", ""), *((o, o) for o in ORDERS)])
 
     def values(self) -> tuple[str | None, str | None, int]:
-        """``(type, search, page)``, with defaults for anything invalid (each field on its own: a bad
-        page keeps the filter)."""
+        """``(type, search, page)``, with a default for a page that is not one (a bad page keeps the
+        filter). A type or search that is not valid (too long) is a ``ConfigurationError``: dropped,
+        the list (and an action on "all") would take every task of the state."""
         self.is_valid()
+        for name in ("type", "search"):
+            if name in self.errors:
+                limit = self.fields[name].max_length
+                raise ConfigurationError(f"the {name} is too long: at most {limit:,} characters")
         data = self.cleaned_data
         return data.get("type") or None, data.get("search") or None, data.get("page") or 1
 

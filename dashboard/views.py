@@ -268,14 +268,16 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
     other = "oldest" if tasks.order == "newest" else "newest"
     filtered = bool(type_name or search)
     every = tasks.matched if filtered else tasks.total  # what "all" acts on (found again when it acts)
-    all_label = f"All {every or 0:,} match{'es' if every != 1 else ''}" if filtered else f"All {every:,}"
+    at_least = filtered and not tasks.scanned_all  # the scan stopped at its limit: more may match
+    all_label = (f"All matches (at least {every or 0:,})" if at_least else
+                 f"All {every or 0:,} match{'es' if every != 1 else ''}" if filtered else f"All {every:,}")
     return _base(request, qname=qname, state=state, tasks=tasks, type_filter=type_name or "", search=search or "",
                  sort=sort or "", order=tasks.order, default_order=default_order(state),
                  sort_toggle_url=_state_url(qname, state, type=type_name, search=search,
                                             sort=None if other == default_order(state) else other),
                  sort_toggle_to=other, unsearched=tasks.total - (tasks.scanned or 0),
                  filtered=filtered, actions=actions_for(state), scan_limit=FILTER_SCAN_LIMIT, all_label=all_label,
-                 bulk_buttons=_bulk_buttons(qname, state, every or 0, type_name, search),
+                 bulk_buttons=_bulk_buttons(qname, state, every or 0, type_name, search, at_least),
                  table_url=url(number), first_url=url(1), last_url=url(tasks.pages),
                  prev_url=url(number - 1 if number > 1 else None),
                  next_url=url(number + 1 if number < tasks.pages else None),
@@ -304,10 +306,11 @@ BULK_TITLES = {"archive": "Archive (kill): the tasks will not run until someone 
 
 
 def _bulk_buttons(qname: str, state: str, every: int, type_name: str | None,
-                  search: str | None) -> list[dict[str, Any]]:
+                  search: str | None, at_least: bool = False) -> list[dict[str, Any]]:
     """The bulk action buttons of a task list, each with the questions dashboard.js asks before it
-    acts: for "all" (with the count the page shows and the filter; the server finds the tasks again
-    when it acts) and for the ticked tasks (``{n}``: how many). Running ticked tasks is not asked."""
+    acts: for "all" (with the count the page shows, "at least" when the filter's scan stopped at its
+    limit, and the filter; the server finds the tasks again when it acts) and for the ticked tasks
+    (``{n}``: how many). Running ticked tasks is not asked."""
     matching = []
     if type_name:
         matching.append(f"of type “{type_name}”")
@@ -320,7 +323,9 @@ def _bulk_buttons(qname: str, state: str, every: int, type_name: str | None,
         noun = "task" if every == 1 else "tasks"
         buttons.append({
             "verb": verb, "label": BULK_LABELS[verb], "title": BULK_TITLES.get(verb, ""),
-            "confirm_all": f"{word} all {every:,} {state} {noun}{scope} in queue {qname}?",
+            "confirm_all": (f"{word} all {state} tasks{scope} in queue {qname}: at least {every:,}, maybe more "
+                            f"(only the first {FILTER_SCAN_LIMIT:,} were searched for this count)?" if at_least else
+                            f"{word} all {every:,} {state} {noun}{scope} in queue {qname}?"),
             "confirm_some": "" if verb == "run" else f"{word} {{n}} selected {state} task(s) in queue {qname}?",
         })
     return buttons

@@ -132,6 +132,8 @@ def _term_matcher(term: Term, text_matches: Callable[[TaskInfo, str], bool]) -> 
                 wanted = json.loads(term.value)
             except ValueError:
                 pass
+            except RecursionError:  # "[[[[..." past the parser's depth: no payload value can be that deep
+                raise ConfigurationError(f"the value of {term.field}: is nested too deeply") from None
 
         def payload_matches(info: TaskInfo) -> bool:
             found = _payload_value(info.payload, path)

@@ -1259,6 +1259,7 @@ class Inspector:
         (state,) = BULK_ACTION_STATES[TaskAction.CANCEL]  # active
         return self._bulk(queue, state, TaskAction.CANCEL.value)
 
+    @translate
     def iter_tasks(self, queue: str, state: str, *, type: str | None = None, search: str | None = None,
                    order: str | None = None, limit: int | None = None, filter: str | None = None
                    ) -> Iterator[TaskInfo]:
@@ -1270,6 +1271,10 @@ class Inspector:
         newest = (default_order(state) if order is None else _one_of(order, ORDERS, "order")) == "newest"
         q = self._require_queue(queue)
         keep = self._predicate(type, search, filter) or (lambda _info: True)
+        return self._iter_tasks(q, state, newest, keep, limit)  # the checks above, at the call: not in the stream
+
+    def _iter_tasks(self, q: QueueKeys, state: str, newest: bool, keep: Callable[[TaskInfo], bool],
+                    limit: int | None) -> Iterator[TaskInfo]:
         start, sent = 0, 0
         while limit is None or sent < limit:
             with broker_errors():

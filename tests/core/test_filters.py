@@ -53,3 +53,15 @@ def test_lists_and_exports_apply_the_filter(client, inspector) -> None:
     assert len(inspector.list_tasks("default", "pending", search='"plan": "pro"').tasks) == 2
     with pytest.raises(ConfigurationError, match="unknown filter field"):
         inspector.list_tasks("default", "pending", filter="colour:red")
+
+
+def test_a_bad_filter_is_refused_when_the_list_or_the_export_is_asked_for(client, inspector) -> None:
+    """Not while an export streams (where the caller can no longer answer with an error), and a value
+    nested past the JSON parser's depth is a ConfigurationError, not a RecursionError."""
+    client.enqueue("t", {"x": 1})
+    deep = "payload.x:" + "[" * 1990  # within the 2,000 characters a filter may have
+    with pytest.raises(ConfigurationError, match="nested too deeply"):
+        inspector.list_tasks("default", "pending", filter=deep)
+    for bad in (deep, 'error:"'):
+        with pytest.raises(ConfigurationError):
+            inspector.iter_tasks("default", "pending", filter=bad)  # at the call: nothing iterated yet
