@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 
 from queuecore.conf import get_config
 from queuecore.core.errors import ConfigurationError, DuplicateTask, InvalidPayload, NoWorkerForTask, TaskIdConflict
@@ -29,6 +30,7 @@ def _live_types(request: HtmxHttpRequest) -> list[str]:
 
 
 @content_security_policy
+@never_cache  # as every other page: it holds the session's CSRF token
 @dashboard_access(OPERATE)
 @core_errors
 def enqueue_form(request: HtmxHttpRequest) -> HttpResponse:

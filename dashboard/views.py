@@ -41,7 +41,7 @@ from queuecore.core.errors import (
     TooManyBulkJobs,
     WrongKeyType,
 )
-from queuecore.core.inspector import FILTER_SCAN_LIMIT, Inspector, default_order
+from queuecore.core.inspector import AUDIT_MAX_ENTRIES, FILTER_SCAN_LIMIT, Inspector, default_order
 from queuecore.core.states import FINAL_STATES, STATES, actions_for
 
 from .access import OPERATE, dashboard_access
@@ -647,7 +647,12 @@ def redis_page(request: HtmxHttpRequest) -> HttpResponse:
 def audit(request: HtmxHttpRequest) -> HttpResponse:
     page_number = TaskFilterForm(request.GET).checked_page()
     offset = (page_number - 1) * AUDIT_PAGE_SIZE
+    if offset >= AUDIT_MAX_ENTRIES:  # the log keeps no more than that: no such page, as past its end
+        raise PageNotFound(f"no such page: page {page_number:,} is past the end of the audit log (at most "
+                           f"{AUDIT_MAX_ENTRIES // AUDIT_PAGE_SIZE:,} pages)")
     entries = inspector_for(request).audit_log(limit=AUDIT_PAGE_SIZE + 1, offset=offset)
+    if page_number > 1 and not entries:
+        raise PageNotFound(f"no such page: page {page_number:,} is past the end of the audit log")
     context = _base(request, entries=entries[:AUDIT_PAGE_SIZE], page_number=page_number, nav="audit",
                     prev_page=page_number - 1 if page_number > 1 else None,
                     next_page=page_number + 1 if len(entries) > AUDIT_PAGE_SIZE else None)

@@ -582,6 +582,14 @@ def test_audit_page_pages_through_the_log(viewer: DjangoClient, client: Client, 
     assert 'href="?page=2"' in first
     second = html(viewer.get("/queues/audit/?page=2"))
     assert second.count("<tr data-qc-audit=") == 3 and 'href="?page=1"' in second and "?page=3" not in second
+    for past in (3, 202, 10**6):  # past the log's end, or past what it can ever hold: no such page
+        response = viewer.get(f"/queues/audit/?page={past}")
+        assert response.status_code == 404 and "No such page" in html(response)
+
+
+def test_the_enqueue_form_is_not_cached(operator: DjangoClient) -> None:
+    response = operator.get("/queues/enqueue/")
+    assert response.status_code == 200 and "no-store" in response["Cache-Control"]
 
 
 # -- Redis unreachable ------------------------------------------------------------------------------
