@@ -313,7 +313,7 @@ def queue_detail(q: QueueInfo, minutes: Sequence[DailyStats] | None = None, *, c
         grid.add_row("Paused", f"{until}" + (f", by {escape(q.paused_by)}" if q.paused_by else ""))
     grid.add_row("Size", Text(f"{human_count(q.size)} (every state but completed)"))
     grid.add_row("States", StateBar({s: getattr(q, s) for s in STATES}, label="", color=color))
-    grid.add_row("Latency", human_duration(q.latency) + " (age of the oldest pending task)" if q.pending else "-")
+    grid.add_row("Latency", human_duration(q.latency) + " (age of the next task to run)" if q.pending else "-")
     grid.add_row("Memory", human_bytes(q.memory_bytes) + (" (sampled estimate)" if q.memory_bytes is not None else ""))
     grid.add_row("Today (UTC)", f"processed {human_count(q.processed_today)} · failed {human_count(q.failed_today)}"
                                 f" · error rate {percent(q.error_rate)}")

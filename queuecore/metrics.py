@@ -90,7 +90,8 @@ def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator
     """The metric families of one snapshot."""
     size = GaugeMetricFamily(f"{ns}_queue_size", "Tasks in a queue, per state.", labels=["queue", "state"])
     latency = GaugeMetricFamily(f"{ns}_queue_latency_seconds",
-                                "How long the oldest pending task of a queue has waited (0 when none waits).",
+                                "How long the pending task at the head of a queue (the next to run: the oldest, unless "
+                                "priority tasks went ahead of it) has waited (0 when none waits).",
                                 labels=["queue"])
     paused = GaugeMetricFamily(f"{ns}_queue_paused_total", "1 when a queue is paused, else 0.", labels=["queue"])
     memory = GaugeMetricFamily(f"{ns}_queue_memory_usage_approx_bytes",

@@ -352,7 +352,7 @@ class QueueInfo:
     retry: int
     archived: int
     completed: int
-    latency: float  # seconds since the oldest pending task became pending; 0 when empty
+    latency: float  # seconds since the task at the head (the next to run) became pending; 0 when empty
     memory_bytes: int | None  # sampled estimate; None when MEMORY USAGE is unavailable
     processed_today: int
     failed_today: int

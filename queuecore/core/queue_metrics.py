@@ -33,7 +33,7 @@ class QueueMetrics:
     queue: str
     sizes: dict[str, int]  # state -> tasks
     paused: bool
-    latency: float  # seconds the oldest pending task has waited; 0 when none waits
+    latency: float  # seconds the task at the head (the next to run) has waited; 0 when none waits
     memory_bytes: int | None  # estimate; None when MEMORY is denied
     processed_total: int
     failed_total: int

@@ -45,7 +45,7 @@ def test_queue_inspect(adminctl, client: Client) -> None:
     assert widest_line(run.stdout) <= 80
     assert "work" in run.stdout and "running" in run.stdout
     assert "Size         2" in run.stdout
-    assert "Last 60 min" in run.stdout and "age of the oldest pending task" in run.stdout
+    assert "Last 60 min" in run.stdout and "age of the next task to run" in run.stdout
     data = adminctl("queue", "inspect", "work", "--json").json()
     assert set(data) == QUEUE_KEYS and data["pending"] == 1 and data["scheduled"] == 1 and data["size"] == 2
     missing = adminctl("queue", "inspect", "nope")
