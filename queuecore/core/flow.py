@@ -47,7 +47,7 @@ MAX_CONCURRENCY_LIMIT = 1_000_000
 MAX_RATE_LIMIT = 100_000  # starts per window: the window's starts are kept (one ZSET member each)
 _UNITS = {"s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0, "h": 3600.0,
           "hour": 3600.0, "d": 86400.0, "day": 86400.0}
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*\.?\d*)\s*([a-z]+)\s*$")
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d+\.?\d*|\.\d+)?\s*([a-z]+)\s*$")  # count / [multiplier] unit
 # A task held back by a concurrency limit behind n others comes back by itself (should no freed slot be
 # handed to it) after (1 + n // limit) times the earliest slot's remaining lease, at most this many times.
 BACKSTOP_SPREAD = 4

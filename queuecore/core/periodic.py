@@ -299,8 +299,10 @@ class PeriodicEntry:
             schedule = Every(int(limits.Range(1, MAX_EVERY, whole=True, note="(a year)").check(every, "every")))
         else:
             schedule = Cron.parse(spec["cron"], spec.get("timezone", "UTC"))
-        payload = spec.get("payload") or {}
-        encode_payload(payload)
+        payload = spec.get("payload")
+        if payload is None:
+            payload = {}
+        encode_payload(payload)  # InvalidPayload unless a JSON object ([] and "" included)
         missed = spec.get("missed", DEFAULT_MISSED)
         if missed not in MISSED_POLICIES:
             raise ConfigurationError(f"missed must be 'once' (run once late) or 'skip', got {missed!r}")

@@ -52,9 +52,18 @@ def test_rate_and_limit_options_are_parsed_and_checked() -> None:
     assert parse_rate("100/m") == (100, 60.0)
     assert parse_rate("5/10s") == (5, 10.0)
     assert parse_rate("20 / second") == (20, 1.0)
-    for bad in ("100", "0/s", "10/fortnight", "x/m", 5):
+    assert parse_rate("5/.5s") == (5, 0.5)
+    assert parse_rate("5/1.5m") == (5, 90.0)
+    for bad in ("100", "0/s", "10/fortnight", "x/m", 5, "5/.s", "5/ .m", "5/..s", "5/1..5s"):
         with pytest.raises(ConfigurationError):
             parse_rate(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("rate_limit", ["5/.s", "5/ .m"])
+def test_a_lone_dot_for_the_window_is_a_configuration_error(registry, rate_limit: str) -> None:
+    with pytest.raises(ConfigurationError, match=r"invalid rate_limit"):
+        @task(name="t.dot", registry=registry, rate_limit=rate_limit)
+        def handler() -> None: ...
     for kwargs in ({"concurrency_limit": 0}, {"concurrency_limit": True}, {"concurrency_limit": 2.5},
                    {"limit_key": "tenant"}, {"concurrency_limit": 1, "limit_key": ""}):
         with pytest.raises(ConfigurationError):

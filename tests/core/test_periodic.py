@@ -121,6 +121,10 @@ def test_describe_common_expressions() -> None:
     ("a", {"task": "t", "every": 5, "max_retry": "3"}, "max_retry must be a whole number"),
     ("a", {"task": "t", "every": 5, "timeout": -1}, "timeout is out of range"),
     ("a", {"task": "t", "every": 5, "payload": [1]}, "payload must be a JSON object"),
+    # Empty but not an object: refused too (they were once read as {}).
+    ("a", {"task": "t", "every": 5, "payload": []}, "payload must be a JSON object"),
+    ("a", {"task": "t", "every": 5, "payload": ""}, "payload must be a JSON object"),
+    ("a", {"task": "t", "every": 5, "payload": 0}, "payload must be a JSON object"),
     ("a", {"task": "t", "every": 5, "unique_for": 5}, "unknown key(s) unique_for"),
     ("a", "every 5", "must be a dict"),
 ])
@@ -130,6 +134,11 @@ def test_entries_are_validated_with_a_clear_message(name: str, spec: object, mes
     assert message in str(info.value)
     if name == "a":
         assert str(info.value).startswith("periodic entry 'a': ")
+
+
+def test_a_payload_of_none_or_absent_is_the_empty_object() -> None:
+    assert PeriodicEntry.from_spec("a", {"task": "t", "every": 5, "payload": None}).payload == {}
+    assert PeriodicEntry.from_spec("a", {"task": "t", "every": 5}).payload == {}
 
 
 def test_parse_entries_accepts_dicts_and_entries_and_refuses_duplicates() -> None:
