@@ -103,7 +103,7 @@ def _check_dashboard_setting() -> list[Error]:
     if path:
         try:
             import_string(path)
-        except (ImportError, TypeError, ValueError) as exc:
+        except (ImportError, TypeError, ValueError, AttributeError) as exc:
             out.append(Error(f"QUEUECORE['DASHBOARD']['ACCESS_CALLBACK']: cannot import {path!r} ({exc}).",
                              id="queuecore_dashboard.E004"))
     poll, size = dash.get("POLL_INTERVAL"), dash.get("PAGE_SIZE")

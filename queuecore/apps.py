@@ -15,12 +15,11 @@ class QueuecoreConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
 
         from queuecore import checks  # noqa: F401  (registers the system checks)
-        from queuecore.conf import default_client_factory, get_config
+        from queuecore.conf import default_client_factory, import_task_modules, merged_settings
         from queuecore.core.client import set_default_client_factory
 
         set_default_client_factory(default_client_factory)
         autodiscover_modules("tasks")
-        import importlib
-
-        for module in get_config().raw.get("TASK_MODULES") or []:
-            importlib.import_module(module)
+        # Nothing here validates the settings: a bad value must reach manage.py check (which reports it,
+        # TASK_MODULES included) and runworker (which refuses it), not stop Django from starting.
+        import_task_modules(merged_settings()["TASK_MODULES"])

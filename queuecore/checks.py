@@ -20,7 +20,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """Validate the ``QUEUECORE`` setting without touching the network."""
     from django.conf import settings
 
-    from queuecore.conf import connection_config, get_config, merged_settings, setting_message
+    from queuecore.conf import (
+        connection_config,
+        import_task_module,
+        merged_settings,
+        setting_message,
+        task_modules,
+        worker_config,
+    )
 
     raw_user = getattr(settings, "QUEUECORE", {})
     if not isinstance(raw_user, dict):
@@ -32,6 +39,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         messages.append(Warning(f"QUEUECORE has unknown key(s): {', '.join(unknown)}.",
                                 hint=f"Known keys: {', '.join(sorted(KNOWN_KEYS))}.", id="queuecore.W001"))
     merged = merged_settings()
+    # Worker settings reported by a check of their own: the worker's check (E005) takes their defaults,
+    # so that one mistake is reported once and does not hide another.
+    reported: set[str] = set()
     try:
         connection_config(merged)
     except ConfigurationError as exc:
@@ -43,14 +53,34 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     except ConfigurationError as exc:
         messages.append(Error(f"QUEUECORE['QUEUES']: {exc}", hint="e.g. {'critical': 6, 'default': 3, 'low': 1}",
                               id="queuecore.E003"))
+        reported.add("QUEUES")
     for key in ("RETRY_DELAY", "ERROR_HANDLER"):
-        messages += _check_import(key, [merged[key]] if merged[key] else [])
-    for key in ("MIDDLEWARE", "TASK_MODULES"):
-        value = merged[key]
-        if not isinstance(value, (list, tuple)):
-            messages.append(Error(f"QUEUECORE['{key}'] must be a list of dotted paths.", id="queuecore.E004"))
-        elif key == "MIDDLEWARE":
-            messages += _check_import(key, list(value))
+        problems = _check_import(key, [] if merged[key] in (None, "") else [merged[key]])
+        messages += problems
+        if problems:
+            reported.add(key)
+    middleware = merged["MIDDLEWARE"]
+    if not isinstance(middleware, (list, tuple)):
+        messages.append(Error("QUEUECORE['MIDDLEWARE'] must be a list of dotted paths.", id="queuecore.E004"))
+        reported.add("MIDDLEWARE")
+    elif problems := _check_import("MIDDLEWARE", list(middleware)):
+        messages += problems
+        reported.add("MIDDLEWARE")
+    try:
+        modules = task_modules(merged["TASK_MODULES"])
+    except ConfigurationError as exc:
+        messages.append(Error(str(exc), id="queuecore.E004"))
+    else:
+        for module in modules:
+            try:
+                import_task_module(module)
+            except ConfigurationError as exc:
+                messages.append(Error(str(exc), id="queuecore.E006"))
+    dashboard = raw_user.get("DASHBOARD")
+    if dashboard is not None and not isinstance(dashboard, dict):
+        messages.append(Error(f"QUEUECORE['DASHBOARD'] must be a dict, got {dashboard!r}.",
+                              hint="e.g. {'POLL_INTERVAL': 3, 'PAGE_SIZE': 25}; README, 'The dashboard'",
+                              id="queuecore.E014"))
     try:
         from queuecore.core.periodic import parse_entries
 
@@ -76,19 +106,22 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     except ConfigurationError as exc:
         messages.append(Error(f"QUEUECORE['PROCESSES']: {exc}", hint="README, 'Several worker processes per machine'",
                               id="queuecore.E013"))
-    if not messages:
-        try:
-            get_config().worker_config()
-        except ConfigurationError as exc:
-            messages.append(Error(setting_message(exc), id="queuecore.E005"))
-        except (TypeError, ImportError) as exc:
-            messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E005"))
+    try:
+        worker_config({**merged, **{key: DEFAULTS[key] for key in reported}})
+    except ConfigurationError as exc:
+        messages.append(Error(setting_message(exc), id="queuecore.E005"))
+    except (TypeError, ImportError) as exc:
+        messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E005"))
     return messages
 
 
 def _check_import(key: str, paths: list[Any]) -> list[Any]:
     out = []
     for path in paths:
+        if not isinstance(path, str) or not path:
+            out.append(Error(f"QUEUECORE['{key}']: expected a dotted path (a string), got {path!r}.",
+                             id="queuecore.E006"))
+            continue
         try:
             import_string(path)
         except (ImportError, TypeError, ValueError) as exc:

@@ -6,6 +6,7 @@ Read through ``get_config()``, which caches and is reset whenever settings chang
 
 from __future__ import annotations
 
+import importlib
 import os
 from dataclasses import dataclass
 from functools import cache
@@ -71,7 +72,9 @@ _WORKER_KEYS = {
 
 _CONNECTION_KEYS = {"REDIS_URL": "redis_url", "KEY_PREFIX": "key_prefix", "MAX_PAYLOAD_BYTES": "max_payload_bytes",
                     "DEFAULT_MAX_RETRY": "default_max_retry", "DEFAULT_RETENTION": "default_retention"}
-_SETTING_OF_FIELD = {field: key for key, field in {**_WORKER_KEYS, **_CONNECTION_KEYS}.items()}
+# The worker's fields the settings give through a dotted path (imported), beside those given as they are.
+_IMPORTED_KEYS = {"RETRY_DELAY": "retry_delay", "ERROR_HANDLER": "error_handler", "MIDDLEWARE": "middleware"}
+_SETTING_OF_FIELD = {field: key for key, field in {**_WORKER_KEYS, **_IMPORTED_KEYS, **_CONNECTION_KEYS}.items()}
 
 
 def setting_message(exc: ConfigurationError) -> str:
@@ -90,17 +93,7 @@ class Config:
 
     def worker_config(self, **overrides: Any) -> WorkerConfig:
         """A ``WorkerConfig`` from the settings, with command-line ``overrides``."""
-        values: dict[str, Any] = {field: self.raw[key] for key, field in _WORKER_KEYS.items()}
-        if self.raw["RETRY_DELAY"]:
-            values["retry_delay"] = import_string(self.raw["RETRY_DELAY"])
-        if self.raw["ERROR_HANDLER"]:
-            values["error_handler"] = import_string(self.raw["ERROR_HANDLER"])
-        middleware = [import_string(path) for path in self.raw["MIDDLEWARE"]]
-        from queuecore.middleware import django_db_connections
-
-        values["middleware"] = [django_db_connections, *middleware]
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return WorkerConfig(**values)
+        return worker_config(self.raw, **overrides)
 
     def periodic_entries(self) -> tuple[Any, ...]:
         """The ``PERIODIC`` entries, validated (``ConfigurationError`` names ``QUEUECORE['PERIODIC']``)."""
@@ -150,7 +143,8 @@ def merged_settings() -> dict[str, Any]:
     """``DEFAULTS`` overlaid with ``settings.QUEUECORE`` (the DASHBOARD dict merged one level down)."""
     user = user_settings()
     merged = {**DEFAULTS, **user}
-    merged["DASHBOARD"] = {**DEFAULTS["DASHBOARD"], **(user.get("DASHBOARD") or {})}
+    dashboard = user.get("DASHBOARD")  # not a dict: reported by the check (queuecore.E014), the defaults meanwhile
+    merged["DASHBOARD"] = {**DEFAULTS["DASHBOARD"], **(dashboard if isinstance(dashboard, dict) else {})}
     metrics = user.get("METRICS")
     merged["METRICS"] = {**DEFAULTS["METRICS"], **(metrics if isinstance(metrics, dict) else {})}
     if os.environ.get("QUEUECORE_REDIS_URL") and "REDIS_URL" not in user:
@@ -165,6 +159,73 @@ def get_config() -> Config:
     """The current configuration (cached; reset on ``setting_changed``)."""
     raw = merged_settings()
     return Config(raw=raw, connection=connection_config(raw))
+
+
+def worker_config(raw: dict[str, Any], **overrides: Any) -> WorkerConfig:
+    """The ``WorkerConfig`` of merged settings, with command-line ``overrides`` (those not None).
+    ``ConfigurationError`` (its ``field`` the worker's) when a value cannot work, a dotted path
+    included: not a string, or not importable."""
+    values: dict[str, Any] = {field: raw[key] for key, field in _WORKER_KEYS.items()}
+    for key in ("RETRY_DELAY", "ERROR_HANDLER"):
+        if raw[key] not in (None, ""):  # unset
+            values[_IMPORTED_KEYS[key]] = import_setting(key, raw[key])
+    paths = raw["MIDDLEWARE"]
+    if not isinstance(paths, (list, tuple)):
+        raise ConfigurationError(f"middleware must be a list of dotted paths, got {paths!r}", field="middleware")
+    from queuecore.middleware import django_db_connections
+
+    values["middleware"] = [django_db_connections, *(import_setting("MIDDLEWARE", path) for path in paths)]
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return WorkerConfig(**values)
+
+
+def import_setting(key: str, path: Any) -> Any:
+    """What the dotted ``path`` given in ``QUEUECORE[key]`` names; ``ConfigurationError`` (the key's
+    field) when it is not a dotted path or cannot be imported."""
+    field = _IMPORTED_KEYS.get(key, key.lower())
+    if not isinstance(path, str) or not path:
+        raise ConfigurationError(f"{field}: expected a dotted path (a string), got {path!r}", field=field)
+    try:
+        return import_string(path)
+    except ImportError as exc:
+        raise ConfigurationError(f"{field}: cannot import {path!r} ({exc})", field=field) from None
+
+
+def task_modules(value: Any) -> list[str]:
+    """``QUEUECORE['TASK_MODULES']``: a list of dotted module paths (``ConfigurationError`` naming the
+    setting otherwise); None as an empty list."""
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(m, str) and m and not m.startswith(".")
+                                                       for m in value):
+        raise ConfigurationError(f"QUEUECORE['TASK_MODULES'] must be a list of dotted module paths, got {value!r}.",
+                                 field="task_modules")
+    return list(value)
+
+
+def import_task_module(module: str) -> None:
+    """Import one ``TASK_MODULES`` module; ``ConfigurationError`` naming the setting when it cannot be."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigurationError(f"QUEUECORE['TASK_MODULES']: cannot import {module!r} ({exc}).",
+                                 field="task_modules") from None
+
+
+def import_task_modules(value: Any) -> list[ConfigurationError]:
+    """Import every ``TASK_MODULES`` module that can be; what went wrong (empty: nothing). Called by the
+    app's ``ready()`` (which leaves the problems to ``manage.py check``) and by ``runworker`` (which refuses)."""
+    try:
+        modules = task_modules(value)
+    except ConfigurationError as exc:
+        return [exc]
+    problems = []
+    for module in modules:
+        try:
+            import_task_module(module)
+        except ConfigurationError as exc:
+            problems.append(exc)
+    return problems
 
 
 def connection_config(raw: dict[str, Any]) -> ConnectionConfig:

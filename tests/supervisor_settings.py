@@ -1,7 +1,8 @@
 """Django settings for ``runworker --processes`` tests (``tests/django/test_runworker_processes.py``).
 
 The bundled site's settings, with the process-test handlers (``tests.helpers.proc_tasks``, which
-log to ``$QC_PROC_LOG``), ``PROCESSES`` from ``$QC_TEST_PROCESSES``, and short leases, heartbeats
+log to ``$QC_PROC_LOG``), ``PROCESSES`` from ``$QC_TEST_PROCESSES``, ``HEALTH_FILE`` from
+``$QC_TEST_HEALTH_FILE``, and short leases, heartbeats
 and recover rounds, so that a killed child's tasks come back within seconds.
 """
 
@@ -20,4 +21,5 @@ QUEUECORE = {
     "FORWARD_INTERVAL": 0.1,
     "SHUTDOWN_TIMEOUT": 15.0,
     "PROCESSES": int(os.environ.get("QC_TEST_PROCESSES", "1")),
+    "HEALTH_FILE": os.environ.get("QC_TEST_HEALTH_FILE") or None,
 }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -50,7 +50,10 @@ class ConnectionConfig:
     default_retention: float = 0.0
 
     def __post_init__(self) -> None:
-        validate_prefix(self.key_prefix)
+        try:
+            validate_prefix(self.key_prefix)
+        except ConfigurationError as exc:
+            raise ConfigurationError(str(exc), field=exc.field or "key_prefix") from None
         object.__setattr__(self, "_target", parse_redis_url(self.redis_url))
         for name, allowed in (("socket_timeout", limits.SOCKET_TIMEOUT), ("connect_timeout", limits.SOCKET_TIMEOUT),
                               ("max_payload_bytes", limits.MAX_PAYLOAD_BYTES),
@@ -126,8 +129,11 @@ def parse_queues(spec: str | Mapping[str, int] | Sequence[str] | None) -> dict[s
             items.append((name.strip(), weight.strip() or 1))
     elif isinstance(spec, Mapping):
         items = list(spec.items())
-    else:
+    elif isinstance(spec, Iterable) and not isinstance(spec, (bytes, bytearray)):
         items = [(name, 1) for name in spec]
+    else:
+        raise ConfigurationError(f"queues must be a dict of queue name -> weight, a list of queue names or a string "
+                                 f"such as 'critical=6,default=3,low', got {spec!r}", field="queues")
     queues: dict[str, int] = {}
     for name, weight in items:
         validate_queue_name(name)
@@ -143,7 +149,7 @@ def parse_queues(spec: str | Mapping[str, int] | Sequence[str] | None) -> dict[s
         except ConfigurationError as exc:
             raise ConfigurationError(f"queue {name!r}: {exc}", field="queues") from None
     if not queues:
-        raise ConfigurationError("no queues given")
+        raise ConfigurationError("no queues given", field="queues")
     return queues
 
 
@@ -170,7 +176,7 @@ class WorkerConfig:
     default_timeout: float | None = 1800.0
     max_archive_size: int = 10_000
     archive_max_age: float = 90 * 24 * 3600.0
-    retry_delay: Callable[[int, BaseException | None], float] = default_retry_delay
+    retry_delay: Callable[[int, BaseException | None], float] = default_retry_delay  # None: this default
     error_handler: Callable[[Any, BaseException], None] | None = None
     middleware: Sequence[Middleware] = ()
     health_file: str | None = None  # rewritten after each heartbeat, removed on a clean stop (liveness.py)
@@ -181,7 +187,25 @@ class WorkerConfig:
     def __post_init__(self) -> None:
         """Refuse, naming the field and its range, any value a worker cannot work with."""
         object.__setattr__(self, "queues", parse_queues(self.queues))
+        if not isinstance(self.strict_priority, bool):
+            raise ConfigurationError(f"strict_priority must be True or False, got {self.strict_priority!r}",
+                                     field="strict_priority")
+        if self.retry_delay is None:
+            object.__setattr__(self, "retry_delay", default_retry_delay)
+        if not callable(self.retry_delay):
+            raise ConfigurationError(f"retry_delay must be None or a callable f(retried, error) -> seconds, got "
+                                     f"{self.retry_delay!r}", field="retry_delay")
+        if self.error_handler is not None and not callable(self.error_handler):
+            raise ConfigurationError(f"error_handler must be None or a callable f(task_context, error), got "
+                                     f"{self.error_handler!r}", field="error_handler")
+        if isinstance(self.middleware, (str, bytes)) or not isinstance(self.middleware, Sequence):
+            raise ConfigurationError(f"middleware must be a list of callables f(task_context, call_next), got "
+                                     f"{self.middleware!r}", field="middleware")
         object.__setattr__(self, "middleware", tuple(self.middleware))
+        for hook in self.middleware:
+            if not callable(hook):
+                raise ConfigurationError(f"middleware must be a list of callables f(task_context, call_next), got "
+                                         f"{hook!r} in it", field="middleware")
         object.__setattr__(self, "concurrency", limits.CONCURRENCY.check(self.concurrency, "concurrency"))
         if self.prefetch is None:
             object.__setattr__(self, "prefetch", self.concurrency)

@@ -108,3 +108,49 @@ def test_the_messages_of_the_issue() -> None:
     with pytest.raises(ConfigurationError, match=r"^socket_timeout is out of range: got -1; allowed: a number from "
                                                  r"0\.001 to 86400 seconds \(1 day\)$"):
         ConnectionConfig(socket_timeout=-1)
+
+
+def _middleware(ctx: Any, call_next: Any) -> Any:
+    return call_next()
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("strict_priority", "false", "strict_priority must be True or False, got 'false'"),
+    ("strict_priority", 1, "strict_priority must be True or False, got 1"),
+    ("strict_priority", None, "strict_priority must be True or False, got None"),
+    ("retry_delay", 5, "retry_delay must be None or a callable"),
+    ("retry_delay", "a.b", "retry_delay must be None or a callable"),
+    ("error_handler", 5, "error_handler must be None or a callable"),
+    ("middleware", "a.b", "middleware must be a list of callables"),
+    ("middleware", 5, "middleware must be a list of callables"),
+    ("middleware", ["/"], "middleware must be a list of callables f(task_context, call_next), got '/' in it"),
+    ("middleware", [_middleware, None], "got None in it"),
+])
+def test_worker_config_refuses_hooks_and_flags_of_the_wrong_type(field: str, value: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        WorkerConfig(**{field: value})
+    assert caught.value.field == field
+    assert message in str(caught.value)
+
+
+def test_worker_config_accepts_hooks_and_flags_of_the_right_type() -> None:
+    config = WorkerConfig(strict_priority=True, retry_delay=lambda n, e: 1.0, error_handler=print,
+                          middleware=[_middleware])
+    assert config.strict_priority is True and config.middleware == (_middleware,)
+    from queuecore import default_retry_delay
+
+    assert WorkerConfig(retry_delay=None).retry_delay is default_retry_delay  # type: ignore[arg-type]
+    assert WorkerConfig(error_handler=None, middleware=()).error_handler is None
+
+
+@pytest.mark.parametrize("queues", [5, 2.5, True, b"default"])
+def test_queues_of_the_wrong_type_are_a_configuration_error(queues: Any) -> None:
+    with pytest.raises(ConfigurationError, match=r"^queues must be a dict of queue name -> weight") as caught:
+        WorkerConfig(queues=queues)
+    assert caught.value.field == "queues"
+
+
+def test_a_key_prefix_error_names_its_field() -> None:
+    with pytest.raises(ConfigurationError, match="invalid key prefix") as caught:
+        ConnectionConfig(key_prefix="a b")
+    assert caught.value.field == "key_prefix"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from queuecore.checks import check_redis, check_settings
 
 
@@ -69,3 +71,90 @@ def test_redis_check_passes_and_warns_on_eviction_policy(settings, private_redis
     r.config_set("maxmemory-policy", "allkeys-lru")
     r.close()
     assert ids(check_redis()) == ["queuecore.W010"]
+
+
+# -- a bad value is a check error naming its key, never a traceback -------------------------------------
+
+
+@pytest.mark.parametrize(("key", "value", "text"), [
+    ("REDIS_URL", 5, "QUEUECORE['REDIS_URL']: the Redis URL must be a non-empty string, got 5"),
+    ("REDIS_URL", "redis://127.0.0.1:6379/0?bogus=1", "QUEUECORE['REDIS_URL']: invalid Redis URL"),
+    ("KEY_PREFIX", None, "QUEUECORE['KEY_PREFIX']: invalid key prefix None"),
+    ("KEY_PREFIX", "a b", "QUEUECORE['KEY_PREFIX']: invalid key prefix 'a b'"),
+    ("DEFAULT_RETENTION", -1, "QUEUECORE['DEFAULT_RETENTION']: default_retention is out of range"),
+    ("DEFAULT_MAX_RETRY", "3", "QUEUECORE['DEFAULT_MAX_RETRY']: default_max_retry must be a whole number"),
+])
+def test_a_bad_connection_setting_is_e002_naming_it(settings, key, value, text):
+    settings.QUEUECORE = {key: value}
+    messages = check_settings()
+    assert ids(messages) == ["queuecore.E002"]
+    assert messages[0].msg.startswith(text), messages[0].msg
+
+
+@pytest.mark.parametrize(("value", "check_id", "text"), [
+    (["no.such.module"], "queuecore.E006", "QUEUECORE['TASK_MODULES']: cannot import 'no.such.module'"),
+    ("x", "queuecore.E004", "QUEUECORE['TASK_MODULES'] must be a list of dotted module paths, got 'x'"),
+    ([5], "queuecore.E004", "QUEUECORE['TASK_MODULES'] must be a list of dotted module paths, got [5]"),
+])
+def test_bad_task_modules_are_check_errors(settings, value, check_id, text):
+    settings.QUEUECORE = {"TASK_MODULES": value}
+    messages = check_settings()
+    assert ids(messages) == [check_id]
+    assert messages[0].msg.startswith(text), messages[0].msg
+
+
+def test_task_modules_that_import_pass(settings):
+    settings.QUEUECORE = {"TASK_MODULES": ["tests.helpers.proc_tasks"]}
+    assert check_settings() == []
+
+
+def test_ready_does_not_fail_on_bad_settings(settings):
+    """The app starts whatever QUEUECORE says: the check reports it (Django runs ready() before any check)."""
+    from django.apps import apps
+
+    for value in ({"REDIS_URL": 5}, {"KEY_PREFIX": "a b"}, {"TASK_MODULES": ["no.such.module"]},
+                  {"TASK_MODULES": "x"}, {"DASHBOARD": ["x"]}, {"MAX_PAYLOAD_BYTES": 0}):
+        settings.QUEUECORE = value
+        apps.get_app_config("queuecore").ready()
+
+
+@pytest.mark.parametrize(("value", "check_ids", "text"), [
+    ({"QUEUES": 5}, ["queuecore.E003"], "QUEUECORE['QUEUES']: queues must be a dict of queue name -> weight"),
+    ({"ERROR_HANDLER": 5}, ["queuecore.E006"], "QUEUECORE['ERROR_HANDLER']: expected a dotted path (a string), "
+                                               "got 5."),
+    ({"RETRY_DELAY": 5}, ["queuecore.E006"], "QUEUECORE['RETRY_DELAY']: expected a dotted path"),
+    ({"MIDDLEWARE": [5]}, ["queuecore.E006"], "QUEUECORE['MIDDLEWARE']: expected a dotted path"),
+    ({"DASHBOARD": ["x"]}, ["queuecore.E014"], "QUEUECORE['DASHBOARD'] must be a dict, got ['x']."),
+    ({"DASHBOARD": "x"}, ["queuecore.E014"], "QUEUECORE['DASHBOARD'] must be a dict, got 'x'."),
+    ({"STRICT_PRIORITY": "false"}, ["queuecore.E005"], "QUEUECORE['STRICT_PRIORITY']: strict_priority must be "
+                                                       "True or False, got 'false'"),
+    ({"MIDDLEWARE": ["os.sep"]}, ["queuecore.E005"], "QUEUECORE['MIDDLEWARE']: middleware must be a list of "
+                                                     "callables"),
+    ({"RETRY_DELAY": "os.sep"}, ["queuecore.E005"], "QUEUECORE['RETRY_DELAY']: retry_delay must be None or a "
+                                                    "callable"),
+    ({"ERROR_HANDLER": "os.sep"}, ["queuecore.E005"], "QUEUECORE['ERROR_HANDLER']: error_handler must be None"),
+])
+def test_a_value_of_the_wrong_type_is_a_check_error_naming_its_key(settings, value, check_ids, text):
+    settings.QUEUECORE = value
+    messages = check_settings()
+    assert ids(messages) == check_ids
+    assert messages[0].msg.startswith(text), messages[0].msg
+
+
+def test_a_dashboard_access_callback_of_the_wrong_type_is_a_check_error(settings):
+    from dashboard.checks import check_dashboard
+
+    settings.QUEUECORE = {"DASHBOARD": {"ACCESS_CALLBACK": 5}}
+    assert "queuecore_dashboard.E004" in ids(check_dashboard())
+
+
+def test_a_warning_never_hides_an_error(settings):
+    settings.QUEUECORE = {"CONCURENCY": 4, "LEASE_DURATION": "abc"}
+    messages = check_settings()
+    assert ids(messages) == ["queuecore.W001", "queuecore.E005"]
+    assert messages[1].msg.startswith("QUEUECORE['LEASE_DURATION']: lease_duration"), messages[1].msg
+
+
+def test_one_error_does_not_hide_another_nor_is_reported_twice(settings):
+    settings.QUEUECORE = {"QUEUES": {"bad name": 1}, "RETRY_DELAY": "no.such.func", "LEASE_DURATION": "abc"}
+    assert ids(check_settings()) == ["queuecore.E003", "queuecore.E006", "queuecore.E005"]

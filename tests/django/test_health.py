@@ -174,9 +174,10 @@ def test_health_file_and_log_format_settings_are_checked(settings):
 
     from queuecore.checks import check_settings
 
-    settings.QUEUECORE = {"HEALTH_FILE": 5, "LOG_FORMAT": "xml"}
+    settings.QUEUECORE = {"HEALTH_FILE": 5, "LOG_FORMAT": "xml"}  # one error never hides another
     assert check_settings(None) == [
-        Error("QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', got 'xml'.", id="queuecore.E012")]
+        Error("QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', got 'xml'.", id="queuecore.E012"),
+        Error("QUEUECORE['HEALTH_FILE']: health_file must be a file path or None, got 5", id="queuecore.E005")]
     settings.QUEUECORE = {"HEALTH_FILE": 5}
     assert check_settings(None) == [
         Error("QUEUECORE['HEALTH_FILE']: health_file must be a file path or None, got 5", id="queuecore.E005")]

@@ -8,6 +8,7 @@ seconds). Every wait polls an observable condition with a deadline; nothing slee
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -224,3 +225,18 @@ def test_processes_out_of_range_is_refused(runworker, value: str) -> None:
     assert sup.wait_exit() == 1
     assert ("--processes is out of range: got " + value + "; allowed: a whole number from 1 to 64 processes"
             in sup.text())
+
+
+def test_the_health_file_setting_gives_each_child_a_file_of_its_own(runworker, inspector: Inspector,
+                                                                     tmp_path: Path) -> None:
+    health = tmp_path / "health.json"  # QUEUECORE["HEALTH_FILE"], as --health-file would be
+    sup = runworker("--processes", "2", QC_TEST_HEALTH_FILE=str(health))
+    servers = wait_servers(inspector, sup, 2)
+    files = [tmp_path / "health.json.1", tmp_path / "health.json.2"]
+    wait_until(lambda: all(f.exists() for f in files), 20, message="a health file per worker process")
+    written = {json.loads(f.read_text())["server_id"] for f in files}
+    assert written == {s.id for s in servers}  # one file each, not one file both rewrite
+    assert not health.exists()
+    sup.proc.send_signal(signal.SIGTERM)
+    assert sup.wait_exit() == 0
+    assert not any(f.exists() for f in files)  # each removed by its own worker on a clean stop

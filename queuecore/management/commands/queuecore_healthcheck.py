@@ -9,7 +9,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queuecore.conf import get_config
+from queuecore.conf import get_config, setting_message
+from queuecore.core.errors import ConfigurationError
 from queuecore.core.liveness import check_health
 
 
@@ -26,12 +27,21 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for Redis (default 2)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        config = get_config()
+        # A setting or option that cannot work: one line on stderr ("CommandError: ...") and exit 1.
+        try:
+            config = get_config()
+        except ConfigurationError as exc:
+            raise CommandError(setting_message(exc)) from None
         path = options.get("health_file") or config.raw.get("HEALTH_FILE")
         if not path:
             raise CommandError("no health file: give --health-file or set QUEUECORE['HEALTH_FILE']")
-        connection = replace(config.connection, redis_url=options.get("redis_url") or config.connection.redis_url,
-                             socket_timeout=options["timeout"], connect_timeout=options["timeout"])
+        try:
+            connection = replace(config.connection,
+                                 redis_url=options.get("redis_url") or config.connection.redis_url,
+                                 socket_timeout=options["timeout"], connect_timeout=options["timeout"])
+        except ConfigurationError as exc:
+            option = {"redis_url": "--redis-url", "socket_timeout": "--timeout", "connect_timeout": "--timeout"}
+            raise CommandError(f"{option.get(exc.field or '', 'option')}: {exc}") from None
         client = connection.connect()
         try:
             report = check_health(path, client, max_age=options.get("max_age"))

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queuecore.conf import get_config
+from queuecore.conf import get_config, import_task_modules, setting_message
 from queuecore.core.config import parse_queues
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.registry import default_registry
@@ -43,11 +43,24 @@ class Command(BaseCommand):
                             help="text lines, or one JSON object per record (default: QUEUECORE['LOG_FORMAT'])")
 
         parser.add_argument("--metrics-port", type=int,
-                            help="serve Prometheus metrics over HTTP on this port (the metrics extra; default: "
-                                 "QUEUECORE['METRICS']['PORT'])")
+                            help="serve Prometheus metrics over HTTP on this port, 0 to 65535 (0: any free one; "
+                                 "the metrics extra; default: QUEUECORE['METRICS']['PORT'])")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        config = get_config()
+        link = SupervisorLink.from_environ()  # set when a supervisor (runworker --processes) started this one
+        # Under a supervisor a configuration error exits with EX_CONFIG, so that it is not started again.
+        error_code = EX_CONFIG if link is not None else 1
+        try:
+            config = get_config()
+        except ConfigurationError as exc:
+            raise CommandError(setting_message(exc), returncode=error_code) from None
+        problems = import_task_modules(config.raw["TASK_MODULES"])  # ready() imported those it could
+        if problems:
+            raise CommandError(str(problems[0]), returncode=error_code)
+        metrics_port = options.get("metrics_port")
+        if metrics_port is not None and not 0 <= metrics_port <= 65535:
+            raise CommandError(f"--metrics-port must be a port number (0-65535), got {metrics_port}",
+                               returncode=error_code)
         verbosity = options.get("verbosity", 1)
         log_format = options.get("log_format") or config.raw.get("LOG_FORMAT") or "text"
         if log_format == "json":
@@ -60,9 +73,6 @@ class Command(BaseCommand):
             raise CommandError(f"QUEUECORE['LOG_FORMAT'] must be 'text' or 'json', not {log_format!r}")
         if verbosity > 1:  # -v 2: one line per task outcome
             logging.getLogger("queuecore").setLevel(logging.DEBUG)
-        link = SupervisorLink.from_environ()  # set when a supervisor (runworker --processes) started this one
-        # Under a supervisor a configuration error exits with EX_CONFIG, so that it is not started again.
-        error_code = EX_CONFIG if link is not None else 1
         try:
             worker_config = config.worker_config(
                 queues=parse_queues(options["queues"]) if options.get("queues") else None,
@@ -79,8 +89,8 @@ class Command(BaseCommand):
                 config.alert_settings()
         except ConfigurationError as exc:
             raise CommandError(str(exc), returncode=error_code) from None
-        if processes > 1:
-            self._supervise(config, connection, processes, options)
+        if processes > 1:  # each child gets its own health file (the setting's too), suffixed with its slot
+            self._supervise(config, connection, processes, {**options, "health_file": worker_config.health_file})
             return
         names = default_registry.names()
         registered = f"registered task types: {', '.join(names) if names else '(none)'}"
@@ -164,7 +174,7 @@ class Command(BaseCommand):
         try:
             server = serve(int(port), Inspector(connection=connection), addr=addr,
                            namespace=settings.get("NAMESPACE") or "queuecore")
-        except OSError as exc:
+        except (OSError, OverflowError) as exc:
             raise CommandError(f"cannot serve metrics on {addr}:{port}: {exc}") from None
         self.stdout.write(f"metrics on http://{addr}:{server.server_port}/metrics")
         return server
