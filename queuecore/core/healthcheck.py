@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from queuecore.core.config import ConnectionConfig
+from queuecore.core.errors import ConfigurationError
 from queuecore.core.liveness import check_health
 
 
@@ -19,9 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-age", type=float, default=None)
     parser.add_argument("--timeout", type=float, default=2.0)
     args = parser.parse_args(argv)
-    connection = ConnectionConfig.default(redis_url=args.redis_url)
-    client = ConnectionConfig(redis_url=connection.redis_url, key_prefix=connection.key_prefix,
-                              socket_timeout=args.timeout, connect_timeout=args.timeout).connect()
+    try:
+        connection = ConnectionConfig.default(redis_url=args.redis_url)
+        client = ConnectionConfig(redis_url=connection.redis_url, key_prefix=connection.key_prefix,
+                                  socket_timeout=args.timeout, connect_timeout=args.timeout).connect()
+    except ConfigurationError as exc:  # a bad option or environment: one line, "not healthy"
+        print(f"unhealthy: {exc}", file=sys.stderr)
+        return 1
     try:
         report = check_health(args.health_file, client, max_age=args.max_age)
     finally:

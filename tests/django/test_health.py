@@ -219,3 +219,13 @@ def test_the_check_runs_without_django(make_worker, tmp_path, redis_url):
     missing = subprocess.run([sys.executable, "-m", "queuecore.core.healthcheck", str(tmp_path / "none.json"),
                               "--redis-url", redis_url], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and missing.stderr.startswith("unhealthy: no health file at ")
+
+
+def test_the_plain_check_refuses_a_bad_option_in_one_line(tmp_path, redis_url):
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    for args, why in ((["--timeout", "0"], "socket_timeout is out of range"),
+                      (["--redis-url", "foo://x"], "invalid Redis URL")):
+        run = subprocess.run([sys.executable, "-m", "queuecore.core.healthcheck", str(tmp_path / "h.json"), *args],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1 and run.stdout == "", run
+        assert run.stderr.startswith("unhealthy: ") and why in run.stderr and len(run.stderr.splitlines()) == 1
