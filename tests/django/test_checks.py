@@ -142,7 +142,7 @@ def test_a_value_of_the_wrong_type_is_a_check_error_naming_its_key(settings, val
 
 
 def test_a_dashboard_access_callback_of_the_wrong_type_is_a_check_error(settings):
-    from dashboard.checks import check_dashboard
+    from queuecore_dashboard.checks import check_dashboard
 
     settings.QUEUECORE = {"DASHBOARD": {"ACCESS_CALLBACK": 5}}
     assert "queuecore_dashboard.E004" in ids(check_dashboard())

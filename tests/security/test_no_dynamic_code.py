@@ -17,7 +17,7 @@ DANGEROUS = re.compile(r"(?<!re\.)\b(pickle|cPickle|dill|marshal|shelve|jsonpick
 
 # (file, construct) -> where the name comes from. None of these reads Redis.
 ALLOWED = {
-    ("queuecore/apps.py", "import_module"): "settings QUEUECORE['TASK_MODULES']",
+    ("queuecore/conf.py", "import_module"): "settings QUEUECORE['TASK_MODULES']",
     ("queuecore/conf.py", "import_string"): "settings RETRY_DELAY / ERROR_HANDLER / MIDDLEWARE dotted paths",
     ("queuecore/checks.py", "import_string"): "checks that the same settings dotted paths import",
     ("dashboard/access.py", "import_string"): "settings DASHBOARD['ACCESS_CALLBACK']",
