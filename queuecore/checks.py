@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.checks import Error, Tags, Warning, register
-from django.utils.module_loading import import_string
 
 from queuecore.conf import DEFAULTS
 from queuecore.core.config import parse_queues
@@ -22,7 +21,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
     from queuecore.conf import (
         connection_config,
-        import_task_module,
+        import_task_modules,
         merged_settings,
         setting_message,
         task_modules,
@@ -71,11 +70,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     except ConfigurationError as exc:
         messages.append(Error(str(exc), id="queuecore.E004"))
     else:
-        for module in modules:
-            try:
-                import_task_module(module)
-            except ConfigurationError as exc:
-                messages.append(Error(str(exc), id="queuecore.E006"))
+        messages += [Error(str(exc), id="queuecore.E006") for exc in import_task_modules(modules)]
     dashboard = raw_user.get("DASHBOARD")
     if dashboard is not None and not isinstance(dashboard, dict):
         messages.append(Error(f"QUEUECORE['DASHBOARD'] must be a dict, got {dashboard!r}.",
@@ -116,16 +111,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 
 def _check_import(key: str, paths: list[Any]) -> list[Any]:
+    """An E006 for each of ``paths`` (given in ``QUEUECORE[key]``) that the worker could not import."""
+    from queuecore.conf import import_path
+
     out = []
     for path in paths:
-        if not isinstance(path, str) or not path:
-            out.append(Error(f"QUEUECORE['{key}']: expected a dotted path (a string), got {path!r}.",
-                             id="queuecore.E006"))
-            continue
         try:
-            import_string(path)
-        except (ImportError, TypeError, ValueError) as exc:
-            out.append(Error(f"QUEUECORE['{key}']: cannot import {path!r} ({exc}).", id="queuecore.E006"))
+            import_path(path)
+        except ConfigurationError as exc:
+            out.append(Error(f"QUEUECORE['{key}']: {exc}.", id="queuecore.E006"))
     return out
 
 

@@ -181,14 +181,23 @@ def worker_config(raw: dict[str, Any], **overrides: Any) -> WorkerConfig:
 
 def import_setting(key: str, path: Any) -> Any:
     """What the dotted ``path`` given in ``QUEUECORE[key]`` names; ``ConfigurationError`` (the key's
-    field) when it is not a dotted path or cannot be imported."""
+    field, named first in the message) when it is not a dotted path or cannot be imported."""
     field = _IMPORTED_KEYS.get(key, key.lower())
+    try:
+        return import_path(path)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{field}: {exc}", field=field) from None
+
+
+def import_path(path: Any) -> Any:
+    """What the dotted ``path`` names; ``ConfigurationError`` saying why when it is not a dotted path
+    (a non-empty string) or cannot be imported."""
     if not isinstance(path, str) or not path:
-        raise ConfigurationError(f"{field}: expected a dotted path (a string), got {path!r}", field=field)
+        raise ConfigurationError(f"expected a dotted path (a string), got {path!r}")
     try:
         return import_string(path)
-    except ImportError as exc:
-        raise ConfigurationError(f"{field}: cannot import {path!r} ({exc})", field=field) from None
+    except (ImportError, TypeError, ValueError) as exc:  # ValueError: "." names an empty module
+        raise ConfigurationError(f"cannot import {path!r} ({exc})") from None
 
 
 def task_modules(value: Any) -> list[str]:
@@ -203,15 +212,6 @@ def task_modules(value: Any) -> list[str]:
     return list(value)
 
 
-def import_task_module(module: str) -> None:
-    """Import one ``TASK_MODULES`` module; ``ConfigurationError`` naming the setting when it cannot be."""
-    try:
-        importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigurationError(f"QUEUECORE['TASK_MODULES']: cannot import {module!r} ({exc}).",
-                                 field="task_modules") from None
-
-
 def import_task_modules(value: Any) -> list[ConfigurationError]:
     """Import every ``TASK_MODULES`` module that can be; what went wrong (empty: nothing). Called by the
     app's ``ready()`` (which leaves the problems to ``manage.py check``) and by ``runworker`` (which refuses)."""
@@ -222,9 +222,10 @@ def import_task_modules(value: Any) -> list[ConfigurationError]:
     problems = []
     for module in modules:
         try:
-            import_task_module(module)
-        except ConfigurationError as exc:
-            problems.append(exc)
+            importlib.import_module(module)
+        except ImportError as exc:
+            problems.append(ConfigurationError(f"QUEUECORE['TASK_MODULES']: cannot import {module!r} ({exc}).",
+                                               field="task_modules"))
     return problems
 
 
