@@ -68,20 +68,14 @@ def encode_payload(payload: Any, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> 
         raise InvalidPayload(_too_deep()) from None
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"payload is not JSON-serialisable: {exc}") from None
-    # Every nested object or array opens with "{" or "[" in the text (or sits inside a string):
-    # fewer brackets than the limit cannot nest deeper, so most payloads are never walked.
-    if text.count("{") + text.count("[") > MAX_PAYLOAD_DEPTH and _depth(payload) > MAX_PAYLOAD_DEPTH:
-        raise InvalidPayload(_too_deep())
-    # A nested object opens with "{" in the text: a payload with one "{" has no nested keys to check.
-    if text.count("{") > 1 and (found := _non_text_key(payload)) is not None:
-        raise InvalidPayload(f"payload keys must be strings, got {found[0]!r} in a nested object (JSON would turn it "
-                             "into text, or drop the entry beside an equal text key)")
-    # A run of 19 digits or more (in a number, or only in a string) is the only way to hold an
-    # integer beyond 64 bits: most payloads are never walked.
-    if _LONG_DIGITS.search(text) and (wide := _wide_integer(payload)) is not None:
-        raise InvalidPayload(f"payload holds the integer {wide}, beyond 64 bits: send it as a string (JSON "
-                             "readers such as orjson, which queuecore uses when installed, or JavaScript, "
-                             "would read it back as an inexact float)")
+    # What the text alone does not show needs a walk of the payload, which its text says can be
+    # skipped for most payloads: nesting deeper than the limit takes more "{" and "[" than the limit
+    # (or they sit in strings); a nested object's key needs a second "{"; an integer beyond 64 bits
+    # needs a run of 19 digits (in a number, or only in a string).
+    braces = text.count("{")
+    if (braces + text.count("[") > MAX_PAYLOAD_DEPTH or braces > 1 or _LONG_DIGITS.search(text)) and (
+            why := _walked_problem(payload)):
+        raise InvalidPayload(why)
     try:
         size = len(text.encode())
     except UnicodeEncodeError as exc:  # a lone surrogate ("\ud800") has no UTF-8 encoding
@@ -96,53 +90,39 @@ _LONG_DIGITS = re.compile(r"\d{19}")
 _INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson reads back as an int (a wider one becomes a float)
 
 
-def _non_text_key(payload: dict[str, Any]) -> tuple[object] | None:
-    """``(key,)`` for a key that is not a string in an object nested in ``payload`` (an encodable
-    one; the key may be None itself), or None."""
-    stack: list[Any] = list(payload.values())
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            for key, child in value.items():
-                if not isinstance(key, str):
-                    return (key,)
-                stack.append(child)
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-    return None
-
-
-def _wide_integer(payload: dict[str, Any]) -> int | None:
-    """An integer of ``payload`` (an encodable one) outside ``_INT_RANGE``, or None. Iterative."""
-    stack: list[Any] = [payload]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
-        elif isinstance(value, int) and not isinstance(value, bool) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
-            return value
-    return None
-
-
 def _too_deep() -> str:
     return f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep (objects and arrays)"
 
 
-def _depth(payload: dict[str, Any]) -> int:
-    """How deep objects and arrays nest in an encodable payload (the payload itself is level 1);
-    stops counting past the limit. Iterative: no recursion limit to hit."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(payload, 1)]
+def _walked_problem(payload: dict[str, Any]) -> str | None:
+    """Why an encodable ``payload`` is refused, found in one walk (iterative: no recursion limit to
+    hit), or None: it nests objects and arrays more than ``MAX_PAYLOAD_DEPTH`` levels deep (the
+    payload is level 1), else a nested object has a key that is not a string, else it holds an
+    integer beyond 64 bits."""
+    key: tuple[object] | None = None  # (the key,): the key may be None itself
+    wide: int | None = None
+    stack: list[tuple[Any, int]] = [(payload, 1)]  # containers only
     while stack:
-        value, level = stack.pop()
-        deepest = max(deepest, level)
-        if deepest > MAX_PAYLOAD_DEPTH:
-            break
-        children = value.values() if isinstance(value, dict) else value
-        stack.extend((child, level + 1) for child in children if isinstance(child, (dict, list, tuple)))
-    return deepest
+        container, level = stack.pop()
+        if level > MAX_PAYLOAD_DEPTH:
+            return _too_deep()
+        if isinstance(container, dict):
+            if key is None and level > 1:  # the payload's own keys are checked before it is encoded
+                key = next(((k,) for k in container if not isinstance(k, str)), None)
+            container = container.values()
+        for child in container:
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, level + 1))
+            elif (wide is None and isinstance(child, int) and not isinstance(child, bool)
+                  and not _INT_RANGE[0] <= child <= _INT_RANGE[1]):
+                wide = child
+    if key is not None:
+        return (f"payload keys must be strings, got {key[0]!r} in a nested object (JSON would turn it into text, "
+                "or drop the entry beside an equal text key)")
+    if wide is not None:
+        return (f"payload holds the integer {wide}, beyond 64 bits: send it as a string (JSON readers such as "
+                "orjson, which queuecore uses when installed, or JavaScript, would read it back as an inexact float)")
+    return None
 
 
 @dataclass(frozen=True, slots=True)
