@@ -179,7 +179,7 @@ def format_error(error: BaseException) -> str:
 
     Frames of the worker's own modules are left out: they are the same for every task.
     """
-    head = storable_text(f"{type(error).__name__}: {error_message(error)}").rstrip(": ")
+    head = f"{type(error).__name__}: {error_message(error)}".rstrip(": ")  # a class's __name__ holds no surrogate
     frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename not in _WORKER_FILES]
     text = head
     if frames:
