@@ -117,10 +117,7 @@ class Runner:
                     running.thread_ident = threading.get_ident()
                     running.in_handler = True
                     self._begin(running)
-                if running.ctx.cancelled:  # interrupted (deadline, cancel, shutdown) before it started
-                    raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
-                if (late := _deadline_passed(running)) is not None:
-                    raise late
+                _check_start(running)
                 if handler is None:
                     raise LookupError(f"no handler is registered for task type {running.message.type!r} "
                                       "in this worker")
@@ -154,10 +151,7 @@ class Runner:
         token = set_current(running.ctx)
         try:
             self._begin(running)
-            if running.ctx.cancelled:
-                raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
-            if (late := _deadline_passed(running)) is not None:
-                raise late
+            _check_start(running)
             result = self._call_handler(running, handler)
             if asyncio.iscoroutine(result):
                 result = await result
@@ -172,10 +166,12 @@ class Runner:
             await self._async_loop.in_thread(self._finalize, running, outcome)
 
 
-def _deadline_passed(running: Running) -> DeadlinePassed | None:
-    """The error of an attempt starting at or after its task's deadline (None when it is in time)."""
+def _check_start(running: Running) -> None:
+    """Raise what ends an attempt before its handler is called (sync or async): an interrupt that came
+    first (deadline, cancel, shutdown), or a start at or after its task's deadline."""
+    if running.ctx.cancelled:
+        raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
     deadline = running.message.deadline
-    if deadline is None or running.started < deadline:
-        return None
-    return DeadlinePassed(f"the task's deadline passed {format_duration(running.started - deadline)} before this "
-                          "attempt would have started; its handler was not run")
+    if deadline is not None and running.started >= deadline:
+        raise DeadlinePassed(f"the task's deadline passed {format_duration(running.started - deadline)} before "
+                             "this attempt would have started; its handler was not run")
