@@ -7,10 +7,9 @@ from dataclasses import dataclass
 
 import click
 
-from queuecore.core import filters
 from queuecore.core.errors import ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, ORDERS
-from queuecore.core.keys import validate_queue_name, validate_type_name
+from queuecore.core.keys import validate_queue_name
 from queuecore.core.message import TaskInfo
 from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, TaskAction
 
@@ -268,10 +267,7 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
         ins = app.inspector
         term = app.terminal
         filtered = bool(filter_text or type_name or search)
-        if filter_text:
-            filters.parse(filter_text)  # a bad filter is a usage error (exit 2), even with nothing to act on
-        if type_name:
-            validate_type_name(type_name)
+        ins.check_filter(type_name, search, filter_text)  # a usage error (exit 2), even with nothing to act on
         count = ins.count(queue_name, state)
         if count == 0:
             if app.json:  # a finished job's fields, as a job that found nothing would have them

@@ -702,6 +702,13 @@ class Inspector:
         return TaskPage(matched, total, page, size, matched=matches, scanned_all=scanned >= total, order=order,
                         scanned=scanned)
 
+    def check_filter(self, type: str | None = None, search: str | None = None, filter: str | None = None) -> None:
+        """``ConfigurationError`` when a task type, search or filter could not be used by a list, an
+        export or a bulk job (nothing is read)."""
+        if type:
+            validate_type_name(type)
+        self._predicate(type, search, filter)
+
     def _predicate(self, type_name: str | None, search: str | None,
                    filter_text: str | None) -> Callable[[TaskInfo], bool] | None:
         """What a filtered list keeps (None: no filter); a bad ``filter_text`` raises ``ConfigurationError``.
@@ -901,9 +908,7 @@ class Inspector:
         if queue is None or state is None:
             raise ConfigurationError("a bulk job needs a queue and a state, or a failure group")
         state = self._check_bulk_state(action, state)
-        if type:
-            validate_type_name(type)
-        self._predicate(type, search, filter)  # a bad filter is refused here, before anything is queued
+        self.check_filter(type, search, filter)  # refused here, before anything is queued
         scope = BulkScope(queue, state, type or None, search or None, filter or None)
         size = self._count(self._require_queue(queue), state)
         whole = not scope.filtered and action != TaskAction.CANCEL
