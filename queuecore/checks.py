@@ -12,6 +12,7 @@ from queuecore.core.errors import ConfigurationError
 from queuecore.core.limits import PROCESSES
 
 KNOWN_KEYS = frozenset(DEFAULTS)
+DASHBOARD_KEYS = frozenset(DEFAULTS["DASHBOARD"])
 
 
 @register(Tags.compatibility)
@@ -75,6 +76,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if dashboard is not None and not isinstance(dashboard, dict):
         messages.append(Error(f"QUEUECORE['DASHBOARD'] must be a dict, got {dashboard!r}.",
                               hint="e.g. {'POLL_INTERVAL': 3, 'PAGE_SIZE': 25}; README, 'The dashboard'",
+                              id="queuecore.E014"))
+    elif dashboard is not None and (unknown_dashboard := sorted(str(k) for k in set(dashboard) - DASHBOARD_KEYS)):
+        messages.append(Error(f"QUEUECORE['DASHBOARD'] has unknown key(s): {', '.join(unknown_dashboard)}.",
+                              hint=f"Known keys: {', '.join(sorted(DASHBOARD_KEYS))}; README, 'The dashboard'",
                               id="queuecore.E014"))
     try:
         from queuecore.core.periodic import parse_entries

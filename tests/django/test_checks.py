@@ -126,6 +126,8 @@ def test_ready_does_not_fail_on_bad_settings(settings):
     ({"MIDDLEWARE": [5]}, ["queuecore.E006"], "QUEUECORE['MIDDLEWARE']: expected a dotted path"),
     ({"DASHBOARD": ["x"]}, ["queuecore.E014"], "QUEUECORE['DASHBOARD'] must be a dict, got ['x']."),
     ({"DASHBOARD": "x"}, ["queuecore.E014"], "QUEUECORE['DASHBOARD'] must be a dict, got 'x'."),
+    ({"DASHBOARD": {"POLL_INTERVALL": 9}}, ["queuecore.E014"],
+     "QUEUECORE['DASHBOARD'] has unknown key(s): POLL_INTERVALL."),
     ({"STRICT_PRIORITY": "false"}, ["queuecore.E005"], "QUEUECORE['STRICT_PRIORITY']: strict_priority must be "
                                                        "True or False, got 'false'"),
     ({"MIDDLEWARE": ["os.sep"]}, ["queuecore.E005"], "QUEUECORE['MIDDLEWARE']: middleware must be a list of "
