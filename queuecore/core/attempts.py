@@ -23,7 +23,7 @@ import unicodedata
 from typing import Any
 
 from queuecore.core.message import AttemptInfo, ms_to_datetime
-from queuecore.core.text import storable_text
+from queuecore.core.text import error_message
 
 ATTEMPT_HISTORY = 10  # attempts kept per task, newest first
 ATTEMPT_HISTORY_BYTES = 8192  # at most this many bytes of history per task (older lines dropped first)
@@ -43,15 +43,6 @@ def one_line(text: str, limit: int) -> str:
         line = "".join(c if unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") else repr(c)[1:-1]
                        for c in line)
     return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def error_message(error: BaseException) -> str:
-    """``str(error)`` as it can be stored: a lone surrogate escaped, and a placeholder when the
-    exception's own ``__str__`` raises (a handler's error must never stop its outcome being written)."""
-    try:
-        return storable_text(str(error))
-    except Exception as exc:
-        return f"<the error's message could not be read: {type(exc).__name__}>"
 
 
 def error_summary(error: BaseException | None) -> str | None:

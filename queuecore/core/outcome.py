@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, error_message, one_line
+from queuecore.core.attempts import ATTEMPT_ERROR_CHARS, one_line
 from queuecore.core.clock import format_duration
 from queuecore.core.config import default_retry_delay
 from queuecore.core.errors import (
@@ -31,7 +31,7 @@ from queuecore.core.errors import (
     TaskTimeout,
 )
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
-from queuecore.core.text import storable_text
+from queuecore.core.text import error_message, storable_text
 
 logger = logging.getLogger("queuecore.worker")
 

@@ -11,3 +11,12 @@ def storable_text(text: str) -> str:
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode()
     return text
+
+
+def error_message(error: BaseException) -> str:
+    """``str(error)`` as it can be stored: a lone surrogate escaped, and a placeholder when the
+    exception's own ``__str__`` raises (a handler's error must never stop its outcome being written)."""
+    try:
+        return storable_text(str(error))
+    except Exception as exc:
+        return f"<the error's message could not be read: {type(exc).__name__}>"

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import inspect
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from queuecore.core.errors import Snooze
+from queuecore.core.text import error_message
 
 MESSAGING_SYSTEM = "queuecore"
 CARRIER_KEYS = ("traceparent", "tracestate")
@@ -186,5 +188,10 @@ class Tracing:
         if isinstance(error, Snooze):
             span.set_attribute("queuecore.task.snoozed", True)
             return
-        span.record_exception(error)
-        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        message = error_message(error)
+        try:
+            span.record_exception(error)
+        except Exception:  # the SDK reads str(error), which may raise: the same event, its message readable
+            span.add_event("exception", {"exception.type": type(error).__name__, "exception.message": message,
+                                         "exception.stacktrace": "".join(traceback.format_exception(error))})
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, f"{type(error).__name__}: {message}"))

@@ -198,3 +198,33 @@ def test_installed_without_a_provider_costs_no_span_and_stores_nothing(client, r
     assert client._tracing is not None and not client._tracing.active()
     info = client.enqueue("t.n", {}, queue="tp")
     assert "trace" not in json.loads(redis_client.hget(f"{key_prefix}:{{tp}}:t:{info.id}", "msg"))
+
+
+class UnreadableError(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_an_error_whose_message_cannot_be_read_is_recorded_as_itself_and_its_span_ends(
+        spans, make_worker, client, registry, inspector, kind):
+    """Recording the error on its span reads its message (the status text, the SDK's exception
+    event): one that cannot be read must neither replace the handler's error nor leave the span open."""
+    if kind == "sync":
+        @task(name="t.unreadable", registry=registry)
+        def unreadable() -> None:
+            raise UnreadableError()
+    else:
+        @task(name="t.unreadable", registry=registry)
+        async def unreadable() -> None:
+            raise UnreadableError()
+
+    handle = client.enqueue("t.unreadable", {}, queue="tu", max_retry=0)
+    make_worker(queues={"tu": 1})
+    (span,) = wait_until(lambda: finished(spans, "process tu"), timeout=10)
+    info = wait_until(lambda: (i := inspector.get_task("tu", handle.id)).state == "archived" and i, timeout=10)
+    assert info.last_error.startswith("UnreadableError: <the error's message could not be read")
+    assert span.status.status_code == StatusCode.ERROR
+    assert span.status.description.startswith("UnreadableError: <the error's message could not be read")
+    (event,) = span.events
+    assert event.attributes["exception.type"] == "UnreadableError"
