@@ -25,6 +25,7 @@ finished job writes one audit entry with its final count.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -190,9 +191,18 @@ class BulkOperations(Protocol):
     def state_chunk(self, queue: str, state: str, action: str) -> int:
         """Act on the next ``CHUNK`` tasks of a whole state; how many were acted on."""
 
-    def scan(self, scope: BulkScope, start: int, count: int) -> tuple[list[tuple[str, str, int]], int]:
+    def snapshot(self, scope: BulkScope, job_id: str) -> int:
+        """Copy the ids of the scope's state for ``scan`` to read (``RedisFull`` when Redis has no room);
+        how many."""
+
+    def drop_snapshot(self, scope: BulkScope, job_id: str) -> None:
+        """Delete the copy ``snapshot`` made."""
+
+    def scan(self, scope: BulkScope, start: int, count: int,
+             snapshot_of: str | None = None) -> tuple[list[tuple[str, str, int]], int]:
         """The (queue, task id, place in the state's order) of the tasks matching ``scope`` among ``count``
-        of its state from place ``start``; and how many were looked at (0: the end)."""
+        of its state from place ``start``; and how many were looked at (0: the end). With
+        ``snapshot_of`` (a job id), the places are in that job's copy of the state."""
 
     def group_targets(self, scope: BulkScope) -> list[tuple[str, str]]:
         """The (queue, task id) of every task of the failure group."""
@@ -444,16 +454,31 @@ def _find(progress: _Progress, ops: BulkOperations, job: BulkJob) -> None:
             if progress.should_end():
                 return
     else:
-        position = 0
-        while True:
-            matched, looked_at = ops.scan(job.scope, position, CHUNK)
-            if not looked_at:
-                break
-            position += looked_at
-            found += len(matched)
-            progress.record(targets=[f"{q} {i} {place}" for q, i, place in matched], scanned=position)
-            if progress.should_end():
-                return
+        # Read a copy of the state: in the state itself a task taken from its front (by a worker, the
+        # forwarder) moves every later one a place forward, and the next chunk would start past some.
+        snapshot_of: str | None = job.id
+        try:
+            ops.snapshot(job.scope, job.id)
+        except RedisFull:
+            snapshot_of = None
+            log.warning("bulk job %s: Redis is full, no room to copy the %s tasks of queue %s; finding them in "
+                        "the state itself, where tasks taken meanwhile may move others past the search",
+                        job.id, job.scope.state, job.scope.queue)
+        try:
+            position = 0
+            while True:
+                matched, looked_at = ops.scan(job.scope, position, CHUNK, snapshot_of)
+                if not looked_at:
+                    break
+                position += looked_at
+                found += len(matched)
+                progress.record(targets=[f"{q} {i} {place}" for q, i, place in matched], scanned=position)
+                if progress.should_end():
+                    return
+        finally:
+            if snapshot_of is not None:
+                with contextlib.suppress(Exception):  # not deleted now (Redis went away): it expires by itself
+                    ops.drop_snapshot(job.scope, job.id)
     progress.record(phase=ACT, total=found, exact_total=1, cursor=0)
 
 

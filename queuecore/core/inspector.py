@@ -94,6 +94,7 @@ MAX_BULK_TEXT = 1000  # characters of a bulk job's search or filter
 PENDING_MANY_ACTIONS = ("archive", "delete")  # what admin_pending_many does to found pending tasks
 PENDING_SPAN = 10_000  # places of the pending list one admin_pending_many call reads between its tasks
 PENDING_SLACK = 2_000  # and on each side (workers take tasks meanwhile; priority tasks join the right)
+SNAPSHOT_TTL_MS = 3_600_000  # a filtered bulk job's copy of its state lives this long past its last read
 AUDIT_MAX_ENTRIES = 10_000
 # The ranges of the reads' numeric arguments (checked where they enter, as ConfigurationError).
 HISTORY_DAYS = Range(1, 90, whole=True, unit="days")
@@ -634,25 +635,26 @@ class Inspector:
         return replies
 
     def _ids(self, q: QueueKeys, state: str, start: int, stop: int,
-             newest: bool = False) -> list[tuple[str, float | None]]:
-        """Ids with their scores, oldest first (``newest``: newest first): ``start``..``stop`` inclusive."""
-        with self._expect(q.state_key(state), "list" if state == "pending" else "zset", q):
+             newest: bool = False, key: str | None = None) -> list[tuple[str, float | None]]:
+        """Ids with their scores, oldest first (``newest``: newest first): ``start``..``stop`` inclusive;
+        read from ``key`` when given (a copy of the state: ``QueueKeys.bulk_snapshot``)."""
+        key = key or q.state_key(state)
+        with self._expect(key, "list" if state == "pending" else "zset", q):
             if not newest:
-                return self._raw_ids(q, state, start, stop)
+                return self._raw_ids(key, state, start, stop)
             if state == "pending":  # pushed left: the newest is at the left end
-                return [(i, None) for i in cast("list[str]", self.redis.lrange(q.pending, start, stop))]
-            return cast("list[tuple[str, float | None]]",
-                        self.redis.zrevrange(q.state_key(state), start, stop, withscores=True))
+                return [(i, None) for i in cast("list[str]", self.redis.lrange(key, start, stop))]
+            return cast("list[tuple[str, float | None]]", self.redis.zrevrange(key, start, stop, withscores=True))
 
-    def _raw_ids(self, q: QueueKeys, state: str, start: int, stop: int) -> list[tuple[str, float | None]]:
+    def _raw_ids(self, key: str, state: str, start: int, stop: int) -> list[tuple[str, float | None]]:
         if state == "pending":
             # Pushed left, popped right: the oldest is at the right end.
-            length = self.redis.llen(q.pending)
+            length = self.redis.llen(key)
             lo, hi = max(0, length - 1 - stop), length - 1 - start
             if hi < 0 or lo > hi:
                 return []
-            return [(task_id, None) for task_id in reversed(cast("list[str]", self.redis.lrange(q.pending, lo, hi)))]
-        scored = self.redis.zrange(q.state_key(state), start, stop, withscores=True)
+            return [(task_id, None) for task_id in reversed(cast("list[str]", self.redis.lrange(key, lo, hi)))]
+        scored = self.redis.zrange(key, start, stop, withscores=True)
         return cast("list[tuple[str, float | None]]", scored)
 
     def _count(self, q: QueueKeys, state: str) -> int:
@@ -1346,12 +1348,27 @@ class InspectorBulkOperations:
         ins = self.inspector
         return ins._admin_all_script(action, ins._require_queue(queue), state)
 
-    def scan(self, scope: BulkScope, start: int, count: int) -> tuple[list[tuple[str, str, int]], int]:
+    def snapshot(self, scope: BulkScope, job_id: str) -> int:
+        ins = self.inspector
+        assert scope.queue is not None and scope.state is not None
+        return ins.scripts.bulk_snapshot(ins._require_queue(scope.queue), scope.state, job_id,
+                                         ttl_ms=SNAPSHOT_TTL_MS)
+
+    def drop_snapshot(self, scope: BulkScope, job_id: str) -> None:
+        assert scope.queue is not None
+        self.inspector.redis.delete(self.inspector._queue(scope.queue).bulk_snapshot(job_id))
+
+    def scan(self, scope: BulkScope, start: int, count: int,
+             snapshot_of: str | None = None) -> tuple[list[tuple[str, str, int]], int]:
         ins = self.inspector
         assert scope.queue is not None and scope.state is not None
         q = ins._require_queue(scope.queue)
         keep = ins._predicate(scope.type, scope.search, scope.filter) or (lambda _info: True)
-        ids = ins._ids(q, scope.state, start, start + count - 1, default_order(scope.state) == "newest")
+        key = None
+        if snapshot_of is not None:
+            key = q.bulk_snapshot(snapshot_of)
+            ins.redis.pexpire(key, SNAPSHOT_TTL_MS)  # kept while it is read: a long find outlives one TTL
+        ids = ins._ids(q, scope.state, start, start + count - 1, default_order(scope.state) == "newest", key)
         places = {task_id: start + n for n, (task_id, _) in enumerate(ids)}
         return ([(scope.queue, info.id, places[info.id]) for info in ins._infos(q, scope.state, ids) if keep(info)],
                 len(ids))

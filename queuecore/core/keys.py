@@ -198,6 +198,11 @@ class QueueKeys:
         """STRING holding the id of the task that owns a uniqueness lock (with a TTL)."""
         return f"{self.base}unique:{type_name}:{digest}"
 
+    def bulk_snapshot(self, job_id: str) -> str:
+        """LIST or ZSET: a copy of one state's ids, taken when a filtered bulk job starts finding its
+        tasks (``bulk_snapshot.lua``), read by place while the state itself moves; it expires by itself."""
+        return f"{self.base}bulk:{job_id}"
+
     def state_key(self, state: str) -> str:
         """The LIST or ZSET holding ids of tasks in ``state``."""
         return self.base + state

@@ -64,7 +64,7 @@ PERIODIC_INDEX_SCRIPTS = ("periodic_register",)  # the periodic entries' index <
 SCRIPT_NAMES += ("park", "limit_wake", "admin_pause", "limit_acquire", "limit_wait", "limit_release",
                  "limit_extend")
 LIMIT_SCRIPTS = ("limit_acquire", "limit_wait", "limit_release", "limit_extend")  # keys of a limit: {lim:<type>}
-SCRIPT_NAMES += ("bulk_job_create", "bulk_job_step", "admin_pending_many")
+SCRIPT_NAMES += ("bulk_job_create", "bulk_job_step", "admin_pending_many", "bulk_snapshot")
 BULK_SCRIPTS = ("bulk_job_create", "bulk_job_step")  # the bulk jobs' keys, no queue's: <prefix>:{/}:bulk...
 SERVER_SCRIPTS = ("heartbeat", "heartbeat_index", "audit")  # keys of no queue: a worker's own, the audit log
 PRELUDE = "_lib"  # lua/_lib.lua: helpers every script runs behind; not a script of its own
@@ -700,6 +700,11 @@ class Scripts:
         for task_id, place in tasks:
             args += [task_id, place]
         return [int(code) for code in self._call("admin_pending_many", [q.pending, q.archived], args)]
+
+    def bulk_snapshot(self, q: QueueKeys, state: str, job_id: str, *, ttl_ms: int) -> int:
+        """Copy the ids of ``state`` to ``q.bulk_snapshot(job_id)`` (expiring after ``ttl_ms``); how many."""
+        kind = "list" if state == "pending" else "zset"
+        return int(self._call("bulk_snapshot", [q.state_key(state), q.bulk_snapshot(job_id)], [kind, ttl_ms]))
 
     def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
         """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending."""

@@ -89,3 +89,28 @@ def test_worker_logs_redis_full_once_and_resumes_when_there_is_room(full_redis: 
         client.close()
         inspector.close()
         r.close()
+
+
+def test_a_filtered_bulk_job_on_a_full_redis_finds_in_the_state_itself_and_says_so(
+        full_redis: PrivateRedis, caplog: pytest.LogCaptureFixture) -> None:  # noqa: F811
+    """With no room to copy the state it searches (bulk_snapshot.lua), a filtered job searches the state
+    itself, says so at the default level, and still deletes what it found (deleting makes room)."""
+    conn = ConnectionConfig(redis_url=full_redis.url, key_prefix="qct-oomb")
+    r = conn.connect()
+    client = Client(connection=conn)
+    inspector = Inspector(connection=conn)
+    try:
+        wanted = {client.enqueue("t.a" if n % 2 else "t.b", {"n": n}).id for n in range(40)} and {
+            t.id for t in inspector.iter_tasks("default", "pending", type="t.a")}
+        fill(client)
+        stay_full(r)
+        with caplog.at_level(logging.WARNING, logger="queuecore.bulk"):
+            job = inspector.run_bulk_job(inspector.start_bulk_job("delete", queue="default", state="pending",
+                                                                  type="t.a").id)
+        assert (job.status, job.total, job.done) == ("done", 20, 20) and len(wanted) == 20
+        assert not {t.id for t in inspector.iter_tasks("default", "pending")} & wanted
+        assert any("Redis is full, no room to copy the pending tasks of queue default" in m for m in caplog.messages)
+    finally:
+        client.close()
+        inspector.close()
+        r.close()

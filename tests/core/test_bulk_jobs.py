@@ -280,3 +280,35 @@ def test_found_pending_tasks_leave_a_long_list_in_one_pass_even_when_it_moved(in
     assert {scripts.redis.hget(q.task(i), "archived_by") for i in list(wanted - gone)[:50]} == {"operator"}
     lrems = lrem_calls(redis_client, q) - int(commands[0])
     assert lrems < 100  # a handful per call of the script, not one per task (1,1xx found tasks moved)
+
+
+@pytest.mark.parametrize("state", ["pending", "scheduled"])
+def test_a_filter_finds_every_task_while_workers_take_from_the_front_of_the_state(
+        inspector, client, redis_client, scripts, q, state) -> None:
+    """Workers take pending tasks from the front of the list, the forwarder takes due tasks from the
+    front of the scheduled set: the find must still see every task that stays in the state (it reads
+    a copy of the state, not places that move under it), and leave no copy behind."""
+    now = time.time()
+    items = [("t.a" if n % 2 == 0 else "t.b", {"n": n}) for n in range(3_000)]
+    if state == "pending":
+        client.enqueue_many(items, queue="bulkq")
+    else:
+        for n, (type_name, payload) in enumerate(items):  # due one after another, a second from now on
+            client.enqueue(type_name, payload, queue="bulkq", process_at=now + 3600 + n)
+    wanted = {t.id for t in inspector.iter_tasks("bulkq", state, type="t.a")}
+    taken: list[str] = []
+
+    def meanwhile(job: BulkJob) -> None:  # after each chunk found: 150 more leave the front of the state
+        if job.phase == "find" and job.scanned:
+            front = [t.id for t in inspector.list_tasks("bulkq", state, 1, 150, order="oldest").tasks]
+            taken.extend(front)
+            inspector.act_on_tasks("bulkq", "delete", front)
+
+    job = inspector.run_bulk_job(inspector.start_bulk_job("archive", queue="bulkq", state=state, type="t.a").id,
+                                 on_progress=meanwhile)
+    assert taken  # the state moved while the job was finding
+    gone = wanted & set(taken)
+    assert (job.status, job.total, job.done, job.skipped) == ("done", 1_500, 1_500 - len(gone), len(gone))
+    assert not {t.id for t in inspector.iter_tasks("bulkq", state)} & wanted  # none passed over
+    assert {t.id for t in inspector.iter_tasks("bulkq", "archived")} == wanted - gone
+    assert redis_client.exists(q.bulk_snapshot(job.id)) == 0

@@ -162,6 +162,7 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
     for state in ("scheduled", "retry", "archived", "completed"):
         s.admin_delete_all(q, state, limit=100)
     s.admin_pending_many(q, "archive", [("gone-1", 0)], now_ms=NOW, slack=10)
+    s.bulk_snapshot(q, "pending", "job-1", ttl_ms=60_000)
     s.periodic_sync(q, "nightly", now_ms=NOW, definition="{}", next_ms=NOW + 1000)
     fired = s.periodic_fire(q, "nightly", now_ms=NOW + 1000, fire_ms=NOW + 1000, mark_ms=NOW + 1000, kind="schedule",
                             task_id="periodic:nightly:1", msg='{"type":"test.task"}', next_ms=NOW + 2000)
