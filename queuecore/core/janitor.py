@@ -18,13 +18,14 @@ class Janitor(Periodic):
     name = "janitor"
 
     def __init__(self, scripts: Scripts, broker: Broker, clock: Clock, queues: Iterable[QueueKeys], interval: float,
-                 archive_max_age: float, health: RedisHealth) -> None:
+                 archive_max_age: float, max_archive_size: int, health: RedisHealth) -> None:
         super().__init__(interval, health)
         self._scripts = scripts
         self._broker = broker
         self._clock = clock
         self._queues = tuple(queues)
         self._archive_max_age = archive_max_age
+        self._max_archive_size = max_archive_size
 
     def run_once(self) -> int:
         """Clean every queue; returns how many tasks were deleted."""
@@ -33,7 +34,8 @@ class Janitor(Periodic):
         cutoff = to_ms(now - self._archive_max_age)
         for q in self._queues:
             while True:
-                n = self._scripts.janitor(q, now_ms=to_ms(now), archive_cutoff_ms=cutoff, limit=BATCH)
+                n = self._scripts.janitor(q, now_ms=to_ms(now), archive_cutoff_ms=cutoff,
+                                          max_archive_size=self._max_archive_size, limit=BATCH)
                 deleted += n
                 if n < BATCH:
                     break

@@ -114,7 +114,7 @@ class Worker:
             outage_after=outage_threshold(config.lease_duration, config.heartbeat_interval, config.recover_interval),
             grace=config.lease_duration)
         self.janitor = Janitor(self.scripts, self.broker, self.clock, queues, config.janitor_interval,
-                               config.archive_max_age, self.health)
+                               config.archive_max_age, config.max_archive_size, self.health)
         self.scheduler = Scheduler(self.scripts, self.broker, self.keys, self.clock, self._periodic_entries(periodic),
                                    message_builder(self.connection), self.health,
                                    declare_interval=config.heartbeat_interval)

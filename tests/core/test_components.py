@@ -267,7 +267,8 @@ def test_janitor_deletes_expired_tasks_and_old_counters(
     old_minute, new_minute = stats_minute(now - 4 * 3600), stats_minute(now)
     redis_client.hset(q.stats, mapping={f"processed:{old_minute}": 1, f"processed:{new_minute}": 2,
                                         f"processed:{stats_day(now)}": 3, "processed": 5})
-    janitor = Janitor(scripts, broker, fake_clock, [q], 8.0, archive_max_age=600, health=health)
+    janitor = Janitor(scripts, broker, fake_clock, [q], 8.0, archive_max_age=600, max_archive_size=10_000,
+                      health=health)
     assert janitor.run_once() == 2
     assert read_task(redis_client, q, "expired") == {} and read_task(redis_client, q, "ancient") == {}
     assert read_task(redis_client, q, "kept")["state"] == "completed"

@@ -308,6 +308,19 @@ def test_archive_keeps_at_most_max_archive_size_tasks(make_worker, client, inspe
     assert existing == archived  # trimmed tasks have their hashes deleted too
 
 
+def test_an_archive_an_operator_filled_is_trimmed_to_max_archive_size(make_worker, client, inspector,
+                                                                      redis_client):
+    """archive_all writes no trim of its own: the worker's janitor brings the archive back to its bound,
+    deleting the oldest (their hashes too)."""
+    ids = [h.id for h in client.enqueue_many([("t.later", {"i": i}) for i in range(30)])]
+    assert inspector.archive_all("default", "pending") == 30
+    worker = make_worker(max_archive_size=10, janitor_interval=0.2)
+    archived_key = worker.keys.queue("default").archived
+    wait_until(lambda: redis_client.zcard(archived_key) == 10, SOON, message="the archive trimmed to 10")
+    kept = set(redis_client.zrange(archived_key, 0, -1))
+    assert {i for i in ids if task_hash(redis_client, worker, "default", i)} == kept
+
+
 def test_janitor_deletes_archived_tasks_older_than_archive_max_age(make_worker, client, inspector, registry,
                                                                    redis_client):
     @task(name="t.dead2", registry=registry)

@@ -153,7 +153,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule()
     def janitor(self) -> None:
         expiring = {i for i, score in self.r.zrange(self.q.completed, 0, -1, withscores=True) if score <= self.now}
-        self.s.janitor(self.q, now_ms=self.now, archive_cutoff_ms=0, limit=1000)
+        self.s.janitor(self.q, now_ms=self.now, archive_cutoff_ms=0, max_archive_size=10_000, limit=1000)
         self.gone |= expiring
 
     @rule()

@@ -1,4 +1,5 @@
--- janitor: delete completed tasks past their retention and archived tasks past the age limit.
+-- janitor: delete completed tasks past their retention, and archived tasks past the age limit or
+-- beyond the size limit (the oldest first: an operator's archive, which does not trim, can pass it).
 --
 -- KEYS[1] <prefix>:{<q>}:completed  ZSET id -> expiry (unix ms)
 -- KEYS[2] <prefix>:{<q>}:archived   ZSET id -> archived at (unix ms)
@@ -6,6 +7,7 @@
 -- ARGV[2] archived tasks from before this unix ms are deleted
 -- ARGV[3] at most this many tasks of each kind
 -- ARGV[4] task-key prefix, <prefix>:{<q>}:t:
+-- ARGV[5] at most this many archived tasks are kept
 -- Cluster note: each deleted task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[4] (same {<q>}
 -- tag as KEYS), same slot.
 -- Returns the number of tasks deleted.
@@ -26,5 +28,13 @@ for _, id in ipairs(old) do
     redis.call("DEL", qc_task_key(task_prefix, id))
     redis.call("ZREM", KEYS[2], id)
     n = n + 1
+end
+local over = math.min(redis.call("ZCARD", KEYS[2]) - tonumber(ARGV[5]), tonumber(ARGV[3]))
+if over > 0 then
+    for _, id in ipairs(redis.call("ZRANGE", KEYS[2], 0, over - 1)) do
+        redis.call("DEL", qc_task_key(task_prefix, id))
+        redis.call("ZREM", KEYS[2], id)
+        n = n + 1
+    end
 end
 return n
