@@ -35,6 +35,7 @@ class LeaseRenewer:
         self._queue_keys = queue_keys
         self._on_lost = on_lost
         self._on_cancel = on_cancel
+        self.unrenewed: frozenset[str] = frozenset()  # the queues whose renewal failed in the last round
 
     def renew(self) -> None:
         """One renewal round: one script call per queue with held tasks."""
@@ -45,20 +46,25 @@ class LeaseRenewer:
             if running.ctx.cancel_reason != LEASE_LOST_REASON:
                 by_queue[running.queue].append((running.id, running.lease))
         if not by_queue:
+            self.unrenewed = frozenset()
             return
         lease_until = to_ms(self._clock.now() + self._lease_duration)
-        refused: Exception | None = None  # one queue's refusal never stops the renewals of the others
+        # One queue's refusal, or its master being away (a cluster), never stops the renewals of the others.
+        refused: Exception | None = None
+        unrenewed: set[str] = set()
         for queue, held in by_queue.items():
             try:
                 renewed = self._renew_queue(self._queue_keys[queue], held, lease_until)
-            except WrongKeyType as exc:
+            except Exception as exc:
                 refused = refused or exc
+                unrenewed.add(queue)
                 continue
             for (task_id, lease), code in renewed:
                 if code == LEASE_LOST:
                     self._on_lost(task_id, lease)
                 elif code == LEASE_CANCEL_REQUESTED:
                     self._on_cancel(task_id)
+        self.unrenewed = frozenset(unrenewed)
         if refused is not None:
             raise refused  # reported by the caller; every lease that could be renewed was
 

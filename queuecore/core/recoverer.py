@@ -69,7 +69,11 @@ class Recoverer(Periodic):
         """Recover expired leases in every queue: returns (requeued, archived, orphans)."""
         # Renew this process's own leases first, so that after a Redis outage longer than the lease
         # the worker does not take back tasks it is still running or about to acknowledge.
-        self._renewer.renew()
+        failed: Exception | None = None  # a queue whose master is away (a cluster) holds up no other queue
+        try:
+            self._renewer.renew()
+        except Exception as exc:  # the queues it could not renew wait for a round that can
+            failed = exc
         try:
             self.repair()
             self.health.note_ok("repair")
@@ -79,10 +83,16 @@ class Recoverer(Periodic):
         logged = 0
         now = self._clock.now()
         for q in self._queues:
+            if q.queue in self._renewer.unrenewed:
+                continue  # this process's own leases there may have lapsed unrenewed: not taken back now
             while True:
-                got = self._scripts.recover(q, now_ms=to_ms(now), limit=BATCH, day=stats_day(now),
-                                            minute=stats_minute(now), outage_ms=self._outage_ms,
-                                            grace_ms=self._grace_ms)
+                try:
+                    got = self._scripts.recover(q, now_ms=to_ms(now), limit=BATCH, day=stats_day(now),
+                                                minute=stats_minute(now), outage_ms=self._outage_ms,
+                                                grace_ms=self._grace_ms)
+                except Exception as exc:
+                    failed = failed or exc
+                    break
                 if got.silence_ms:
                     logger.warning("queue %r: no recovery round ran for %.1fs (Redis, or every worker's "
                                    "connection to it, was away); leases that expired meanwhile get %.1fs "
@@ -104,6 +114,8 @@ class Recoverer(Periodic):
         if requeued or archived or orphans:
             logger.warning("recovered tasks with expired leases: %d requeued, %d archived (retries spent), "
                            "%d orphan ids dropped", requeued, archived, orphans)
+        if failed is not None:
+            raise failed  # reported by the caller, once every other queue had its round
         return requeued, archived, orphans
 
     def repair(self) -> tuple[int, int]:

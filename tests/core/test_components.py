@@ -16,7 +16,7 @@ from queuecore.core.bulkrunner import BulkJobRunner
 from queuecore.core.clock import FakeClock, to_ms
 from queuecore.core.config import ConnectionConfig, WorkerConfig
 from queuecore.core.context import TaskContext
-from queuecore.core.errors import RedisFull
+from queuecore.core.errors import RedisFull, WrongKeyType
 from queuecore.core.flow import LimitGate
 from queuecore.core.forwarder import Forwarder
 from queuecore.core.handlers import AsyncLoop, HandlerPool
@@ -290,6 +290,31 @@ def test_recoverer_renews_its_own_leases_before_taking_back_expired_ones(
     dead = read_task(redis_client, q, "dead")
     assert dead["state"] == "pending" and dead["retried"] == "1" and dead["error"] == "worker lost (lease expired)"
     assert read_zset(redis_client, q.active) == {"mine": to_ms(now + LEASE)}
+
+
+def test_a_queue_that_cannot_be_reached_holds_up_no_other_queue(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, connection: ConnectionConfig,
+        health: RedisHealth) -> None:
+    """One queue's calls failing (its master away, on a cluster; here its keys refused) stops neither
+    the renewal of this process's leases in the other queues nor their recovery; the failing queue's
+    own expired leases are not taken back in that round, and the error is reported."""
+    broken, fine = connection.keys.queue("broken"), connection.keys.queue("fine")
+    now = fake_clock.now()
+    held = HeldTasks()
+    held.add(held_attempt(redis_client, broken, "ours-broken", lease=1, expires=now + 1))
+    held.add(held_attempt(redis_client, fine, "ours-fine", lease=1, expires=now - 5))  # lapsed in an outage
+    held_attempt(redis_client, fine, "dead", lease=1, expires=now - 5)  # its worker died
+    redis_client.delete(broken.active)
+    redis_client.set(broken.active, "not a zset")  # every script of that queue is refused
+    renewer = LeaseRenewer(scripts, fake_clock, LEASE, held, {broken.queue: broken, fine.queue: fine},
+                           on_lost=Calls(), on_cancel=Calls())
+    recoverer = Recoverer(scripts, fake_clock, [broken, fine], 10.0, 0.0, renewer, health)
+    with pytest.raises(WrongKeyType):
+        recoverer.run_once()
+    assert renewer.unrenewed == {"broken"}
+    assert read_zset(redis_client, fine.active) == {"ours-fine": to_ms(now + LEASE)}  # renewed, kept
+    assert read_pending(redis_client, fine) == ["dead"]  # recovered
+    assert read_task(redis_client, fine, "dead")["error"] == "worker lost (lease expired)"
 
 
 # -- Subscriber -----------------------------------------------------------------------------------
