@@ -9,6 +9,8 @@ for a transaction on another database.
 
 from __future__ import annotations
 
+import copy
+import logging
 import uuid
 from typing import Any
 
@@ -17,6 +19,8 @@ from django.db import DEFAULT_DB_ALIAS, transaction
 from queuecore.core.client import Client, get_default_client
 from queuecore.core.registry import Handler
 from queuecore.core.task import TaskFunction, _Bound
+
+logger = logging.getLogger("queuecore")
 
 
 def enqueue_on_commit(task: Any, /, *args: Any, **kwargs: Any) -> str:
@@ -36,8 +40,25 @@ def enqueue_on_commit_using(using: str, task: Any, /, *args: Any, **kwargs: Any)
     target, payload, options, client = _resolve(task, args, kwargs)
     options.setdefault("task_id", uuid.uuid4().hex)
     client.check(target, payload, **options)  # fail here, not after the commit
-    transaction.on_commit(lambda: client.enqueue(target, payload, **options), using=using)
-    return str(options["task_id"])
+    # What the call was given, as it was: a dict the caller changes before the commit changes nothing.
+    payload = copy.deepcopy(payload)
+    task_id = str(options["task_id"])
+    if not transaction.get_connection(using).in_atomic_block:
+        client.enqueue(target, payload, **options)  # at once: its error is the caller's
+        return task_id
+
+    def enqueue_now() -> None:
+        # After the commit an error can reach no caller: it is logged, and the transaction's other
+        # hooks (other tasks, other apps) still run.
+        try:
+            client.enqueue(target, payload, **options)
+        except Exception as exc:
+            name = target if isinstance(target, str) else target.name
+            logger.error("task %s (%s) was not enqueued after its transaction committed: %s: %s", task_id, name,
+                         type(exc).__name__, exc, extra={"qc_task_id": task_id, "qc_type": name})
+
+    transaction.on_commit(enqueue_now, using=using)
+    return task_id
 
 
 def _resolve(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]

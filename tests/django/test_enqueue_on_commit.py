@@ -121,3 +121,44 @@ def test_enqueue_on_commit_using_waits_for_that_database(qsettings, django_captu
         task_id = enqueue_on_commit_using("default", note, "z")
         assert stored(task_id) is None
     assert stored(task_id).payload == {"text": "z"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_payload_changed_after_the_call_enqueues_what_the_call_was_given(qsettings):
+    payload = {"value": 0}
+    levels = ["a", "b"]
+    with transaction.atomic():
+        ids = []
+        for n in range(3):  # one dict reused in a loop
+            payload["value"] = n
+            ids.append(enqueue_on_commit("tests.autodiscovered", payload))
+        bound = enqueue_on_commit(note, levels)
+        levels.clear()
+        levels.append(object())  # no longer JSON: it must not fail after the commit
+    assert [stored(i).payload for i in ids] == [{"value": 0}, {"value": 1}, {"value": 2}]
+    assert stored(bound).payload == {"text": ["a", "b"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_refused_after_the_commit_is_logged_and_the_other_hooks_still_run(qsettings, caplog):
+    """After the commit an error can reach no caller: it must not stop the transaction's other hooks
+    (other tasks, other apps) nor escape from atomic() as if the commit had failed."""
+    ran = []
+    with caplog.at_level("ERROR", logger="queuecore"), transaction.atomic():
+        first = enqueue_on_commit("tests.autodiscovered", {"value": 1}, unique_for=60)
+        second = enqueue_on_commit("tests.autodiscovered", {"value": 1}, unique_for=60)  # refused at commit
+        other = enqueue_on_commit("tests.autodiscovered", {"value": 2})
+        transaction.on_commit(lambda: ran.append("another app's hook"))
+    assert stored(first) is not None and stored(second) is None and stored(other) is not None
+    assert ran == ["another app's hook"]
+    assert any(f"task {second} (tests.autodiscovered) was not enqueued after its transaction committed: "
+               "DuplicateTask" in m for m in caplog.messages)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_the_enqueue_error_is_the_callers(qsettings):
+    from queuecore.core.errors import DuplicateTask
+
+    enqueue_on_commit("tests.autodiscovered", {"value": 3}, unique_for=60)
+    with pytest.raises(DuplicateTask):
+        enqueue_on_commit("tests.autodiscovered", {"value": 3}, unique_for=60)
