@@ -175,7 +175,7 @@ def parse_redis_url(url: object) -> RedisTarget:
                            "redis+sentinel://host:port,.../<master name>[/db]")
     db = 0
     if len(parts) == 2:
-        if not parts[1].isdigit() or not 0 <= int(parts[1]) <= 15:
+        if not re.fullmatch(r"[0-9]{1,2}", parts[1]) or not 0 <= int(parts[1]) <= 15:  # not str.isdigit: "²"
             raise _refuse(url, f"database {parts[1]!r} is not a number from 0 to 15")
         db = int(parts[1])
     return RedisTarget("sentinel", url, nodes, service=parts[0], db=db, username=username, password=password,

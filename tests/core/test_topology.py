@@ -48,6 +48,9 @@ def test_a_plain_url_stays_redis_pys() -> None:
     ("redis://h:6379/abc", "not a database number"),
     ("redis://h:6379/0?protocol=9", "protocol must be 2 or 3"),
     ("redis+cluster://" + ",".join(f"h{i}:1" for i in range(65)), "at most 64"),
+    ("redis+sentinel://h:26379/m/16", "not a number from 0 to 15"),
+    ("redis+sentinel://h:26379/m/\u00b2", "not a number from 0 to 15"),  # a digit to isdigit(), not to int()
+    ("redis+sentinel://h:26379/m/\u0663", "not a number from 0 to 15"),  # Arabic-Indic 3: was db 3
 ])
 def test_bad_urls_are_refused_with_the_reason(url: str, why: str) -> None:
     with pytest.raises(ConfigurationError, match=why):
