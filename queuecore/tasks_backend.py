@@ -162,7 +162,14 @@ def _task_as_enqueued(task: Task, queue: str, backend: str, priority: int, run_a
 
 
 def _datetime(seconds: float | None) -> datetime | None:
-    return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None
+    return _site_time(datetime.fromtimestamp(seconds, tz=UTC)) if seconds else None
+
+
+def _site_time(value: datetime | None) -> datetime | None:
+    """A time as the site's own are (``timezone.now()``): aware with ``USE_TZ``, else naive in its time zone."""
+    if value is None or settings.USE_TZ or timezone.is_naive(value):
+        return value
+    return timezone.make_naive(value)
 
 
 def _bind(task: Task, args: list[Any], kwargs: dict[str, Any]) -> None:
@@ -213,10 +220,14 @@ class _Attempt:
     def __init__(self, handler: _TaskHandler, args: list[Any] | None, kwargs: dict[str, Any] | None,
                  backend: str, run_after: str | None) -> None:
         self.args, self.kwargs = list(args or []), dict(kwargs or {})
-        _bind(handler.task, self.args, self.kwargs)
         self.result = _running_result(handler, self.args, self.kwargs, backend, run_after)
         self.sender = _backend_class(backend)
         task_started.send(sender=self.sender, task_result=self.result)
+        try:  # arguments that do not fit the function end the task: FAILED, with task_finished, as Django's own
+            _bind(handler.task, self.args, self.kwargs)
+        except BaseException as exc:
+            self.failed(exc)
+            raise
         self.context = [TaskContext(task_result=self.result)] if self.result.task.takes_context else []
 
     def failed(self, exc: BaseException) -> None:
@@ -310,7 +321,7 @@ class QueuecoreBackend(BaseTaskBackend):
             payload["run_after"] = task.run_after.isoformat()
         handle = client.enqueue(task.module_path, payload, **options)
         result = TaskResult(task=task, id=handle.result_id, status=TaskResultStatus.READY,
-                            enqueued_at=handle.enqueued_at, started_at=None, finished_at=None,
+                            enqueued_at=_site_time(handle.enqueued_at), started_at=None, finished_at=None,
                             last_attempted_at=None, args=args, kwargs=kwargs, backend=self.alias, errors=[],
                             worker_ids=[])
         task_enqueued.send(type(self), task_result=result)
@@ -362,9 +373,10 @@ class QueuecoreBackend(BaseTaskBackend):
         elif info.state is TaskState.ARCHIVED:
             finished_at = info.last_failed_at or (attempts[-1].ended_at if attempts else None) or info.archived_at
         result = TaskResult(
-            task=task, id=result_id(info.queue, info.id), status=STATUS[info.state], enqueued_at=info.enqueued_at,
-            started_at=min(starts) if starts else None, finished_at=finished_at,
-            last_attempted_at=max(starts) if starts else None, args=args, kwargs=kwargs, backend=backend,
+            task=task, id=result_id(info.queue, info.id), status=STATUS[info.state],
+            enqueued_at=_site_time(info.enqueued_at), started_at=_site_time(min(starts) if starts else None),
+            finished_at=_site_time(finished_at), last_attempted_at=_site_time(max(starts) if starts else None),
+            args=args, kwargs=kwargs, backend=backend,
             errors=_errors(info), worker_ids=worker_ids,
         )
         if info.state is TaskState.COMPLETED:

@@ -134,6 +134,23 @@ def test_enqueue_stores_a_queuecore_task(dj: Any, inspector: Inspector) -> None:
     assert not inspector.check_task(info.type, info.payload, queue).runnable  # no worker yet: it says why
 
 
+def test_without_use_tz_times_are_naive_like_the_sites_own(dj: Any, settings) -> None:
+    """With USE_TZ = False Django's times are naive (``timezone.now()``): a result's must be too, or
+    ``timezone.now() - result.enqueued_at`` raises TypeError (in a site, or a takes_context task)."""
+    from queuecore.tasks_backend import _datetime
+
+    settings.USE_TZ = False
+    result = dj.add.enqueue(1, b=2)
+    assert timezone.is_naive(result.enqueued_at)
+    assert abs((timezone.now() - result.enqueued_at).total_seconds()) < 60
+    again = default_task_backend.get_result(result.id)
+    assert timezone.is_naive(again.enqueued_at)
+    assert abs((again.enqueued_at - result.enqueued_at).total_seconds()) < 1
+    assert timezone.is_naive(_datetime(1.0))  # the worker's RUNNING result: started_at is timezone.now()
+    settings.USE_TZ = True
+    assert timezone.is_aware(default_task_backend.get_result(result.id).enqueued_at)
+
+
 def test_arguments_are_normalised_and_checked_like_djangos(dj: Any) -> None:
     result = dj.echo.enqueue((1, 2), key=b"bytes")
     assert result.args == [[1, 2]] and result.kwargs == {"key": "bytes"}
@@ -320,6 +337,17 @@ def test_a_failure_that_ends_the_task_sends_task_finished(dj: Any, runworker, tm
     wait_until(lambda: [e for e in signals_log(tmp_path) if e["id"] == result.id and e["signal"] == "task_finished"])
     [done] = [e for e in signals_log(tmp_path) if e["id"] == result.id and e["signal"] == "task_finished"]
     assert done["status"] == "FAILED" and done["errors"] == ["tests.helpers.dj_tasks.TaskProblem"]
+
+
+def test_arguments_that_do_not_fit_end_the_task_with_both_signals(dj: Any, runworker, tmp_path: Path) -> None:
+    result = dj.add.enqueue(1, 2, 3)  # Django does not check arguments against the function at enqueue
+    runworker()
+    finished(result)
+    assert result.status == TaskResultStatus.FAILED
+    assert [e.exception_class_path for e in result.errors] == ["queuecore.core.errors.PayloadMismatch"]
+    wait_until(lambda: [e for e in signals_log(tmp_path) if e["id"] == result.id and e["signal"] == "task_finished"])
+    mine = [(e["signal"], e["status"]) for e in signals_log(tmp_path) if e["id"] == result.id]
+    assert mine == [("task_started", "RUNNING"), ("task_finished", "FAILED")]
 
 
 def test_async_tasks_timeouts_and_bad_return_values(dj: Any, runworker) -> None:
