@@ -131,6 +131,24 @@ def test_view_admits_the_token_or_the_permission_only(settings, redis_url, key_p
     assert anonymous.get("/metrics", headers={"Authorization": "Bearer None"}).status_code == 403
 
 
+@pytest.mark.django_db
+def test_the_default_permission_exists_and_a_group_can_give_it(settings, redis_url, key_prefix):
+    """``queuecore.view_metrics`` is a permission of the database (after migrate), so a group can hold it."""
+    from django.contrib.auth.models import Group, Permission
+
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix}
+    permission = Permission.objects.get(content_type__app_label="queuecore", codename="view_metrics")
+    scrapers = Group.objects.create(name="scrapers")
+    scrapers.permissions.add(permission)
+    user = User.objects.create_user("grafana", password="pw")
+    web = DjangoClient()
+    web.force_login(user)
+    assert web.get("/metrics").status_code == 403
+    user.groups.add(scrapers)
+    web.force_login(User.objects.get(pk=user.pk))  # a fresh user object: no cached permissions
+    assert web.get("/metrics").status_code == 200
+
+
 def test_latency_is_the_age_of_the_oldest_pending_task(client: Client, connection, registry):
     @task(name="m.wait", registry=registry)
     def wait() -> None:
