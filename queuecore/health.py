@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from queuecore.conf import get_config
 from queuecore.core.liveness import ping
@@ -20,7 +20,7 @@ READINESS_TIMEOUT = 2.0  # seconds: a probe must answer before the orchestrator'
 
 
 @never_cache
-@require_GET
+@require_safe
 def readiness(request: HttpRequest) -> JsonResponse:
     connection = replace(get_config().connection, socket_timeout=READINESS_TIMEOUT,
                          connect_timeout=READINESS_TIMEOUT)

@@ -154,6 +154,8 @@ def test_readiness_view_reports_redis_and_its_latency(settings, redis_url, key_p
     assert 0 <= body["redis"]["latency_ms"] < 2000
     assert "no-cache" in response["Cache-Control"]
     assert client.post("/queuecore/ready/").status_code == 405
+    head = client.head("/queuecore/ready/")  # load balancers probe with HEAD too
+    assert head.status_code == 200 and head.content == b""
 
 
 @pytest.mark.django_db
