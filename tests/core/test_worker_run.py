@@ -313,7 +313,7 @@ def test_an_archive_an_operator_filled_is_trimmed_to_max_archive_size(make_worke
     """archive_all writes no trim of its own: the worker's janitor brings the archive back to its bound,
     deleting the oldest (their hashes too)."""
     ids = [h.id for h in client.enqueue_many([("t.later", {"i": i}) for i in range(30)])]
-    assert inspector.archive_all("default", "pending") == 30
+    assert inspector.archive_all("default", "pending").count == 30
     worker = make_worker(max_archive_size=10, janitor_interval=0.2)
     archived_key = worker.keys.queue("default").archived
     wait_until(lambda: redis_client.zcard(archived_key) == 10, SOON, message="the archive trimmed to 10")
