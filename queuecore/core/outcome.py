@@ -187,8 +187,12 @@ def format_error(error: BaseException) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 20] + "\n... (truncated)"
 
 
-# The worker's own modules on the way into a handler (dispatch, middleware chain).
-_WORKER_FILES = frozenset(os.path.join(os.path.dirname(__file__), name) for name in ("processor.py", "context.py"))
+# The worker's own modules on the way into a handler (dispatch, attempt, tracing span, middleware chain,
+# event loop); and the Django app's (its worker middleware, the django.tasks runner), by path: core imports no Django.
+_WORKER_FILES = frozenset(
+    [os.path.join(os.path.dirname(__file__), name)
+     for name in ("processor.py", "runner.py", "tracing.py", "context.py", "handlers.py")]
+    + [os.path.join(os.path.dirname(os.path.dirname(__file__)), name) for name in ("middleware.py", "tasks_backend.py")])
 
 
 OUTCOME_WORDS = {"success": "done", "failure": "failed", "skip_retry": "archived (SkipRetry)",

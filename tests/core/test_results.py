@@ -279,6 +279,30 @@ def test_the_attempt_history_names_the_error_class(client: Client, make_worker, 
     assert attempt.error_type == failed.error_type
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_the_stored_traceback_starts_at_the_handler(client: Client, make_worker, registry, kind) -> None:
+    """The worker's own frames (dispatch, runner, tracing, middleware chain) are the same for every task:
+    left out, the first frame is the handler's."""
+    from queuecore import task
+
+    if kind == "sync":
+        @task(name="results.frames", registry=registry, max_retry=0, retention=60)
+        def frames() -> None:
+            raise LookupError("nope")
+    else:
+        @task(name="results.frames", registry=registry, max_retry=0, retention=60)
+        async def frames() -> None:
+            raise LookupError("nope")
+
+    handle = client.enqueue("results.frames")
+    make_worker()
+    with pytest.raises(TaskFailed) as caught:
+        handle.get(timeout=10)
+    lines = caught.value.traceback.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[1].startswith(f'  File "{__file__}"') and lines[1].endswith("in frames"), lines[1]
+
+
 def test_a_timeout_keeps_where_the_handler_was_stopped(client: Client, make_worker, registry) -> None:
     from queuecore import task
 
