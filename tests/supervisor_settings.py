@@ -14,7 +14,8 @@ from config.settings import QUEUECORE as SITE_QUEUECORE
 QUEUECORE = {
     **SITE_QUEUECORE,
     "QUEUES": {"default": 1},
-    "TASK_MODULES": ["tests.helpers.proc_tasks"],
+    "TASK_MODULES": ["tests.helpers.proc_tasks"] + (["tests.helpers.broken_in_children"]
+                                                   if os.environ.get("QC_TEST_BROKEN_IN_CHILDREN") else []),
     "LEASE_DURATION": 1.5,
     "HEARTBEAT_INTERVAL": 0.3,
     "RECOVER_INTERVAL": 0.5,

@@ -59,9 +59,10 @@ def test_children_run_the_same_command_without_processes_and_with_a_health_file_
     options = {"processes": 3, "concurrency": 4, "queues": "a=2,b", "strict": True, "health_file": "/tmp/h.json",
                "metrics_port": 9100, "redis_url": None, "verbosity": 1, "settings": "site.settings", "traceback": False}
     assert Command.child_argv(options, 2) == [
-        sys.executable, str(manage), "runworker", "--processes", "1", "--queues", "a=2,b", "--concurrency", "4",
+        sys.executable, str(manage), "runworker", "--processes", "1", "--skip-checks", "--queues", "a=2,b",
+        "--concurrency", "4",
         "--settings", "site.settings", "--strict", "--health-file", "/tmp/h.json.2", "--verbosity", "1"]
     # Started some other way (call_command, python -m django): through django's own entry point.
     monkeypatch.setattr(sys, "argv", ["/x/django/__main__.py", "runworker"])
     assert Command.child_argv({"verbosity": 2}, 1) == [sys.executable, "-m", "django", "runworker", "--processes", "1",
-                                                     "--verbosity", "2"]
+                                                     "--skip-checks", "--verbosity", "2"]

@@ -219,6 +219,17 @@ def test_the_setting_starts_children_that_stop_by_themselves_when_the_supervisor
     wait_until(lambda: inspector.servers() == [], 10, message="their heartbeats to be gone")
 
 
+def test_a_child_that_cannot_load_its_task_modules_is_given_up_at_once(runworker) -> None:
+    """A configuration error in a child exits EX_CONFIG (78), which the supervisor does not restart;
+    Django's system checks, run again in the child, exited 1 first: restarted until a crash loop."""
+    sup = runworker("--processes", "2", QC_TEST_BROKEN_IN_CHILDREN="1")
+    assert sup.wait_exit() != 0
+    text = sup.text()
+    assert "not restarted: configuration error (exit code 78)" in text
+    assert "cannot be imported in a worker process" in text and "crash loop" not in text
+    assert "SystemCheckError" not in text
+
+
 @pytest.mark.parametrize("value", ["0", "65"])
 def test_processes_out_of_range_is_refused(runworker, value: str) -> None:
     sup = runworker("--processes", value)

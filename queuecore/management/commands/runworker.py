@@ -133,14 +133,16 @@ class Command(BaseCommand):
     @staticmethod
     def child_argv(options: dict[str, Any], slot: int) -> list[str]:
         """The command line of worker process ``slot`` (1..N): this command with the same options, but
-        ``--processes 1`` (whatever ``PROCESSES`` says) and no ``--metrics-port``; a health file gets the
+        ``--processes 1`` (whatever ``PROCESSES`` says), ``--skip-checks`` and no ``--metrics-port``; a health file gets the
         slot as a suffix (``qc.json.2``)."""
         script = sys.argv[0] if sys.argv else ""
         if "runworker" in sys.argv[1:] and os.path.isfile(script) and os.path.basename(script) != "__main__.py":
             argv = [sys.executable, script, "runworker"]  # manage.py or django-admin, as it was started
         else:
             argv = [sys.executable, "-m", "django", "runworker"]
-        argv += ["--processes", "1"]
+        # The supervisor ran the system checks: a child that failed them would exit 1 (restarted, up to
+        # a crash loop), where its own start-up checks exit EX_CONFIG (given up at once).
+        argv += ["--processes", "1", "--skip-checks"]
         flags = {"queues": "--queues", "concurrency": "--concurrency", "shutdown_timeout": "--shutdown-timeout",
                  "redis_url": "--redis-url", "prefix": "--prefix", "heartbeat_interval": "--heartbeat-interval",
                  "log_format": "--log-format", "settings": "--settings", "pythonpath": "--pythonpath"}
