@@ -192,7 +192,8 @@ def format_error(error: BaseException) -> str:
 _WORKER_FILES = frozenset(
     [os.path.join(os.path.dirname(__file__), name)
      for name in ("processor.py", "runner.py", "tracing.py", "context.py", "handlers.py")]
-    + [os.path.join(os.path.dirname(os.path.dirname(__file__)), name) for name in ("middleware.py", "tasks_backend.py")])
+    + [os.path.join(os.path.dirname(os.path.dirname(__file__)), name)
+       for name in ("middleware.py", "tasks_backend.py")])
 
 
 OUTCOME_WORDS = {"success": "done", "failure": "failed", "skip_retry": "archived (SkipRetry)",

@@ -133,8 +133,8 @@ class Command(BaseCommand):
     @staticmethod
     def child_argv(options: dict[str, Any], slot: int) -> list[str]:
         """The command line of worker process ``slot`` (1..N): this command with the same options, but
-        ``--processes 1`` (whatever ``PROCESSES`` says), ``--skip-checks`` and no ``--metrics-port``; a health file gets the
-        slot as a suffix (``qc.json.2``)."""
+        ``--processes 1`` (whatever ``PROCESSES`` says), ``--skip-checks`` and no ``--metrics-port``; a
+        health file gets the slot as a suffix (``qc.json.2``)."""
         script = sys.argv[0] if sys.argv else ""
         if "runworker" in sys.argv[1:] and os.path.isfile(script) and os.path.basename(script) != "__main__.py":
             argv = [sys.executable, script, "runworker"]  # manage.py or django-admin, as it was started
