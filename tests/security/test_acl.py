@@ -43,6 +43,7 @@ def acl_server(private_redis_factory, *rules: str):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(660)  # ~1,900 tests in a subprocess: 75 s idle, past 120 s on a busy CI machine
 def test_functional_subset_passes_under_a_namespace_acl(private_redis_factory) -> None:
     server = acl_server(private_redis_factory, *QC_ACL_RULES)
     url = f"redis://qcuser:qc-acl-pw@127.0.0.1:{server.port}/0"
