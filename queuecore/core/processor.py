@@ -22,16 +22,16 @@ from collections.abc import Callable, Mapping
 
 from queuecore.core import tracing
 from queuecore.core.acker import Acker
-from queuecore.core.clock import Clock, to_ms
+from queuecore.core.clock import Clock, format_duration, to_ms
 from queuecore.core.config import WorkerConfig
 from queuecore.core.context import TaskContext
-from queuecore.core.errors import TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.errors import DeadlinePassed, TaskCancelled, TaskDecodeError, TaskTimeout
 from queuecore.core.flow import LimitGate
 from queuecore.core.handlers import AsyncLoop, HandlerPool, interrupt_thread
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys
 from queuecore.core.message import TaskMessage
-from queuecore.core.outcome import LEASE_LOST, SHUTDOWN, Outcome, abandoned
+from queuecore.core.outcome import LEASE_LOST, SHUTDOWN, Outcome, abandoned, classify
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.recorder import Recorder
 from queuecore.core.registry import TaskRegistry
@@ -360,6 +360,19 @@ class Processor:
         """No handler runs and none waits for a run slot."""
         return self._running == 0 and not self._ready
 
+    def _end_waiting(self, running: Running, outcome: Outcome) -> bool:
+        """End an attempt that waits for a run slot (fetched ahead, its handler never called) with
+        ``outcome``, at once. False when it has left the buffer (started, or ended otherwise)."""
+        with self._run_lock:
+            for index, (waiting, _) in enumerate(self._ready):
+                if waiting is running:
+                    del self._ready[index]
+                    break
+            else:
+                return False
+        self._finalize(running, outcome)
+        return True
+
     def _take_ready(self) -> list[Running]:
         """Empty the buffer of fetched attempts that have not started."""
         with self._run_lock:
@@ -410,7 +423,11 @@ class Processor:
 
     def _interrupt(self, running: Running, exc_type: type[BaseException]) -> None:
         """Interrupt the handler once. Repeating it (each lease renewal reports a cancel flag or a lost
-        lease again) would break into the handler's cleanup; one that ignores it is abandoned instead."""
+        lease again) would break into the handler's cleanup; one that ignores it is abandoned instead.
+        An attempt still waiting for a run slot has nothing to interrupt: it ends at once."""
+        reason = running.ctx.cancel_reason
+        if not running.run_slot and self._end_waiting(running, classify(exc_type(reason or "interrupted"), reason)):
+            return
         with running.lock:
             if running.finalized or running.interrupted_at is not None:
                 return
@@ -429,14 +446,17 @@ class Processor:
                     continue
                 ctx = running.ctx
                 if running.deadline is not None and now >= running.deadline and not ctx.cancelled:
+                    if not running.run_slot and self._end_waiting(running, _deadline_passed_waiting(running, now)):
+                        continue
                     limit = running.deadline - running.started
                     ctx.request_cancel(f"timed out after {limit:.3g}s")
                     self._interrupt(running, TaskTimeout)
                 elif ctx.cancelled and running.interrupted_at is None:
                     if running.cancel_seen_at is None:
                         running.cancel_seen_at = mono
-                    if (running.async_task is not None or ctx.cancel_reason != CANCELLED_BY_OPERATOR
-                            or mono - running.cancel_seen_at >= self.config.cancel_grace):
+                    waited = mono - running.cancel_seen_at
+                    if (running.async_task is not None or not running.run_slot
+                            or ctx.cancel_reason != CANCELLED_BY_OPERATOR or waited >= self.config.cancel_grace):
                         self._interrupt(running, TaskCancelled)
                 elif running.interrupted_at is not None and mono - running.interrupted_at >= self.config.abandon_grace:
                     self._abandon(running)
@@ -486,6 +506,14 @@ class Processor:
         if accepted is not None:
             self.recorder.log(running, "success", accepted)
         self.held.forget(running)
+
+
+def _deadline_passed_waiting(running: Running, now: float) -> Outcome:
+    """The outcome of an attempt whose task's deadline passed while it waited for a run slot: archived
+    (a retry would start later still), its handler never called."""
+    waited = format_duration(now - running.fetched)
+    return Outcome("skip_retry", error=DeadlinePassed(
+        f"the task's deadline passed while it waited {waited} for a free handler; its handler was not run"))
 
 
 def _placeholder(task_id: str, queue: str) -> TaskMessage:

@@ -168,10 +168,11 @@ class Runner:
 
 def _check_start(running: Running) -> None:
     """Raise what ends an attempt before its handler is called (sync or async): an interrupt that came
-    first (deadline, cancel, shutdown), or a start at or after its task's deadline."""
-    if running.ctx.cancelled:
-        raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
+    first (deadline, cancel, shutdown), or a start at or after its task's deadline (checked first: the
+    supervisor may have seen that deadline pass while the attempt was being started)."""
     deadline = running.message.deadline
     if deadline is not None and running.started >= deadline:
         raise DeadlinePassed(f"the task's deadline passed {format_duration(running.started - deadline)} before "
                              "this attempt would have started; its handler was not run")
+    if running.ctx.cancelled:
+        raise TaskCancelled(running.ctx.cancel_reason or "cancelled")

@@ -14,7 +14,7 @@ import pytest
 
 from queuecore import TaskState, current_task, task
 from tests.conftest import wait_until
-from tests.core.worker_support import SOON, Gates, let_worker_run, steal_lease, task_hash, wait_state
+from tests.core.worker_support import SOON, Gates, let_worker_run, steal_lease, task_hash, task_or_none, wait_state
 
 CANCELLED = "cancelled by operator"
 
@@ -452,3 +452,66 @@ def test_own_recoverer_renews_instead_of_taking_back_its_running_task(make_worke
     release.set()
     assert wait_state(inspector, "default", info.id, "completed").retried == 0
     assert runs == ["start"]
+
+
+# -- attempts fetched ahead, still waiting for a handler slot ----------------------------------------
+
+
+def test_a_deadline_passing_while_a_task_waits_for_a_slot_archives_it_without_running(make_worker, client, inspector,
+                                                                                      registry, caplog):
+    """Fetched ahead behind a busy handler, a task whose deadline passes has nothing to interrupt: it is
+    archived at once (a retry would start later still), not retried as a timeout after its "thread" was
+    abandoned."""
+    release = threading.Event()
+    ran = []
+
+    @task(name="t.hog", registry=registry)
+    def hog():
+        release.wait(3 * SOON)  # longer than any wait below: it ends when released
+
+    @task(name="t.bounded", registry=registry, max_retry=5)
+    def bounded():
+        ran.append(1)
+
+    try:
+        hogging = client.enqueue(hog)
+        make_worker(concurrency=1, prefetch=1)
+        wait_state(inspector, "default", hogging.id, "active")
+        waiting = client.enqueue(bounded, deadline=time.time() + 0.5)
+        archived = wait_state(inspector, "default", waiting.id, "archived")
+        assert task_or_none(inspector, "default", hogging.id).state == "active"  # still busy
+    finally:
+        release.set()
+    assert archived.retried == 0
+    assert archived.last_error.startswith("DeadlinePassed: the task's deadline passed while it waited")
+    assert "its handler was not run" in archived.last_error
+    assert ran == []
+    assert not [r for r in caplog.records if "did not stop" in r.getMessage()]
+
+
+def test_an_operator_cancel_of_a_task_waiting_for_a_slot_ends_it_at_once(make_worker, client, inspector, registry,
+                                                                         caplog):
+    """A cancel grace is for a handler to stop by itself; one that never started ends at once."""
+    release = threading.Event()
+    ran = []
+
+    @task(name="t.hog", registry=registry)
+    def hog():
+        release.wait(3 * SOON)  # longer than any wait below: it ends when released
+
+    @task(name="t.never", registry=registry, max_retry=5)
+    def never():
+        ran.append(1)
+
+    try:
+        hogging = client.enqueue(hog)
+        waiting = client.enqueue(never)
+        make_worker(concurrency=1, prefetch=1, cancel_grace=60, abandon_grace=60)
+        wait_until(lambda: inspector.queue_info("default").active == 2, SOON, message="both tasks held")
+        inspector.cancel_task("default", waiting.id)
+        archived = wait_state(inspector, "default", waiting.id, "archived")
+        assert task_or_none(inspector, "default", hogging.id).state == "active"
+    finally:
+        release.set()
+    assert (archived.last_error, archived.retried) == (CANCELLED, 0)
+    assert ran == []
