@@ -132,14 +132,16 @@ class Processor:
         self._stopping.set()
         self.wake.set()
         self._slots.wake_all()
+        # Each hand-back pushes its task to the head of pending: the latest taken goes back first, so
+        # that the tasks run next in the order they were taken.
         waiting = self._take_ready()  # fetched ahead, never started: back at once, for others to run
-        for running in waiting:
+        for running in reversed(waiting):
             self._finalize(running, Outcome("requeue"))
         deadline = time.monotonic() + timeout
         while len(self.held) and time.monotonic() < deadline and not (force and force.is_set()):
             time.sleep(0.01)
         remaining = self.held.snapshot()
-        for running in self._take_ready():  # fetched before the fetcher stopped: never started
+        for running in reversed(self._take_ready()):  # fetched before the fetcher stopped: never started
             self._finalize(running, Outcome("requeue"))
         for running in remaining:
             running.ctx.request_cancel(SHUTDOWN)
@@ -151,7 +153,7 @@ class Processor:
         while any(not r.finalized for r in remaining) and time.monotonic() < grace:
             time.sleep(0.01)
         handed_back = sum(1 for r in remaining if r.finalized and r.handed_back) + len(waiting)
-        for running in remaining:
+        for running in reversed(remaining):
             if self._finalize(running, Outcome("requeue")):
                 handed_back += 1
         self._acker.stop()  # writes every acknowledgement still queued (bounded by the write deadline)

@@ -123,6 +123,35 @@ def test_shutdown_interrupts_a_busy_handler_and_hands_its_task_back(make_worker,
     assert inspector.queue_info("default").failed_today == 0
 
 
+def test_tasks_handed_back_at_shutdown_keep_their_order_at_the_head(make_worker, client, inspector, registry,
+                                                                   gates):
+    """A running task and the tasks fetched ahead behind it go back to the head of pending in the order
+    they were taken, so the next worker runs them in the order they were enqueued."""
+    release = gates.new()
+    started = threading.Event()
+
+    @task(name="t.hog", registry=registry)
+    def hog():
+        started.set()
+        release.wait(SOON)  # blocked in C: handed back by the shutdown, not by its interrupt
+
+    @task(name="t.behind", registry=registry)
+    def behind(i):
+        pass
+
+    infos = [client.enqueue(hog)] + [client.enqueue(behind, {"i": i}) for i in range(3)]
+    later = client.enqueue(behind, {"i": 99})  # not fetched: stays behind the handed-back ones
+    worker = make_worker(concurrency=1, prefetch=3)
+    assert started.wait(SOON)
+    wait_until(lambda: inspector.queue_info("default").active == 4, SOON, message="four tasks held")
+
+    worker.shutdown(timeout=0.3)
+
+    assert worker.handed_back == 4
+    pending = inspector.list_tasks("default", "pending", size=10, order="oldest").tasks
+    assert [t.id for t in pending] == [info.id for info in infos] + [later.id]
+
+
 def test_shutdown_hands_back_an_async_task(make_worker, client, inspector, registry):
     started = threading.Event()
     cancelled = threading.Event()
