@@ -4,14 +4,19 @@ ones, and the interrupt helper that breaks into a sync handler's thread."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ctypes
 import logging
+import os
 import queue as queue_module
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 logger = logging.getLogger("queuecore.worker")
+
+# The size asyncio gives a loop's default executor (``asyncio.to_thread``).
+_DEFAULT_EXECUTOR_SIZE = min(32, (os.cpu_count() or 1) + 4)
 
 
 def interrupt_thread(ident: int, exc_type: type[BaseException] | None) -> None:
@@ -116,11 +121,54 @@ class HandlerPool:
             self._work.put(None)
 
 
+class DaemonExecutor(concurrent.futures.ThreadPoolExecutor):
+    """An executor on a ``HandlerPool``'s daemon threads: what a blocking call made from the event loop
+    runs on. Unlike a ``ThreadPoolExecutor``'s, whose threads the interpreter joins at exit, a thread
+    still blocked after the worker handed its task back does not keep the process alive.
+
+    A ``ThreadPoolExecutor`` by class only, as ``loop.set_default_executor`` requires: its own threads
+    and queue are never used."""
+
+    def __init__(self, name: str, size: int) -> None:
+        super().__init__(max_workers=size, thread_name_prefix=name)
+        self._pool = HandlerPool(name, size)
+        self._closed = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        if self._closed:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # the caller's to see, as a ThreadPoolExecutor's
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        self._pool.submit(run)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Take no more work; threads end once their work is done (never waited for)."""
+        self._closed = True
+        self._pool.shutdown()
+
+
 class AsyncLoop:
     """One event loop thread, started on first use, running the async handlers the processor starts
-    (its run slots bound how many run at once, sync and async together)."""
+    (its run slots bound how many run at once, sync and async together).
 
-    def __init__(self) -> None:
+    The worker's own blocking calls (``in_thread``: writing an outcome, checking limits) have their
+    executor, ``size`` threads (one per run slot), apart from the loop's default executor, which the
+    handlers' ``asyncio.to_thread`` calls may fill. Both run on daemon threads."""
+
+    def __init__(self, size: int = 1) -> None:
+        self._size = size
+        self._own: DaemonExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -133,6 +181,8 @@ class AsyncLoop:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
+                loop.set_default_executor(DaemonExecutor("queuecore-to-thread", _DEFAULT_EXECUTOR_SIZE))
+                self._own = DaemonExecutor("queuecore-async-io", self._size)
                 ready = threading.Event()
 
                 def run() -> None:
@@ -174,8 +224,8 @@ class AsyncLoop:
             self._loop.call_soon_threadsafe(task.cancel)
 
     async def in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a blocking ``fn(*args)`` off the loop, in the loop's default executor."""
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+        """Run the worker's blocking ``fn(*args)`` off the loop, on the worker's own threads."""
+        return await asyncio.get_running_loop().run_in_executor(self._own, fn, *args)
 
     def shutdown(self) -> None:
         """Stop the loop (tasks still on it are dropped: their outcomes are handled elsewhere)."""
@@ -185,4 +235,6 @@ class AsyncLoop:
         if self._thread is not None:
             self._thread.join(timeout=2)
         if not self._loop.is_running():
-            self._loop.close()
+            self._loop.close()  # shuts its default executor down
+        if self._own is not None:
+            self._own.shutdown()

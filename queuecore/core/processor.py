@@ -81,7 +81,7 @@ class Processor:
         self._stopping = threading.Event()
         self._done = threading.Event()
         self.pool = HandlerPool("queuecore-handler", config.concurrency, on_drained=self._wake_fetcher)
-        self.async_loop = AsyncLoop()
+        self.async_loop = AsyncLoop(config.concurrency)
         self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
         held_at_once = config.concurrency + (config.prefetch or 0)
         self._slots = Slots(held_at_once, max(1, min(config.prefetch or 0, held_at_once // 2)),

@@ -19,7 +19,7 @@ from queuecore.core.context import TaskContext
 from queuecore.core.errors import RedisFull, WrongKeyType
 from queuecore.core.flow import LimitGate
 from queuecore.core.forwarder import Forwarder
-from queuecore.core.handlers import AsyncLoop, HandlerPool
+from queuecore.core.handlers import AsyncLoop, DaemonExecutor, HandlerPool
 from queuecore.core.health import RedisHealth
 from queuecore.core.heartbeat import Heartbeater, ServerState
 from queuecore.core.inspector import Inspector
@@ -532,6 +532,20 @@ def test_runner_runs_an_attempt_inside_the_middleware_and_hands_on_its_outcome(
 
 
 # -- HandlerPool, RedisHealth ---------------------------------------------------------------------
+
+def test_daemon_executor_returns_results_and_errors_on_daemon_threads() -> None:
+    executor = DaemonExecutor("test-daemon", 2)
+    try:
+        threads = [executor.submit(lambda: threading.current_thread()).result(10) for _ in range(3)]
+        assert all(t.daemon and t.name.startswith("test-daemon") for t in threads)
+        with pytest.raises(ZeroDivisionError):
+            executor.submit(lambda: 1 / 0).result(10)
+        assert executor.submit(max, 3, 4).result(10) == 4
+    finally:
+        executor.shutdown()
+    with pytest.raises(RuntimeError, match="after shutdown"):
+        executor.submit(max, 1, 2)
+
 
 def test_async_loop_takes_a_burst_of_handed_over_work_in_one_wake_up() -> None:
     """Work started from other threads while the loop is busy is created together: one

@@ -315,6 +315,23 @@ def test_sigterm_hands_back_a_cpu_bound_task(spawn, client: Client, inspector: I
     assert inspector.servers() == []
 
 
+def test_sigterm_exits_while_an_async_handler_is_blocked_in_to_thread(spawn, client: Client, inspector: Inspector,
+                                                                      tmp_path: Path) -> None:
+    """The coroutine is cancelled and its task handed back; the thread it waits on cannot be stopped,
+    and must not keep the process alive."""
+    log = tmp_path / "events.jsonl"
+    task_id = client.enqueue("proc.async_to_thread_block", {"tag": "to_thread"}).id
+    w = spawn(concurrency=1, shutdown_timeout=0.5)
+    wait_registered(inspector, w)
+    wait_event(log, "start", task_id, w.pid)
+
+    w.signal(signal.SIGTERM)
+    assert w.wait_exit(15) == 0
+    assert inspector.get_task(Q, task_id).state is TaskState.PENDING
+    assert [e["error"] for e in task_events(log, "abort", task_id)] == ["CancelledError"]
+    assert "handed 1 unfinished task(s) back to pending" in w.stderr()
+
+
 def test_sigterm_lets_a_short_task_finish(spawn, client: Client, inspector: Inspector, tmp_path: Path) -> None:
     log = tmp_path / "events.jsonl"
     task_id = client.enqueue("proc.sleep", {"seconds": 0.5, "tag": "short"}, retention=60).id

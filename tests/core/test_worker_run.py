@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 
@@ -87,6 +88,39 @@ def test_concurrent_async_handlers_each_see_their_own_context(make_worker, clien
     wait_state(inspector, "default", a.id, "completed")
     wait_state(inspector, "default", b.id, "completed")
     assert seen == {"a": (a.id, a.id), "b": (b.id, b.id)}
+
+
+def test_an_async_failure_is_recorded_while_handlers_fill_the_to_thread_executor(make_worker, client, inspector,
+                                                                                 registry):
+    """The worker writes an async attempt's failure from a thread of its own: handlers blocked in
+    ``asyncio.to_thread`` (as many as the loop's default executor has threads) do not hold it up."""
+    executor_size = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default executor
+    release = threading.Event()
+    blocked = []
+
+    def wait_for_release() -> None:
+        blocked.append(1)
+        release.wait(3 * SOON)  # longer than any wait below: it ends when released
+
+    @task(name="t.to_thread", registry=registry)
+    async def in_thread():
+        await asyncio.to_thread(wait_for_release)
+
+    @task(name="t.async_fail", registry=registry, max_retry=0)
+    async def fail():
+        raise ValueError("at once")
+
+    try:
+        make_worker(concurrency=executor_size + 2)
+        for _ in range(executor_size):
+            client.enqueue(in_thread)
+        wait_until(lambda: len(blocked) == executor_size, SOON, message="the default executor full")
+        failed = client.enqueue(fail)
+        archived = wait_state(inspector, "default", failed.id, "archived")
+        assert len(blocked) == executor_size and not release.is_set()  # still blocked meanwhile
+    finally:
+        release.set()
+    assert archived.last_error.startswith("ValueError: at once")
 
 
 def test_without_retention_a_completed_task_is_deleted(make_worker, client, inspector, registry, redis_client):

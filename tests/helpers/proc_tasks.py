@@ -17,8 +17,10 @@ append mode, so concurrent handlers (and processes) never interleave within a li
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import threading
 import time
 from typing import Any
 
@@ -111,6 +113,14 @@ def block(tag: str = "") -> None:
     with _logged(tag=tag):
         while True:
             time.sleep(STEP)
+
+
+@task(name="proc.async_to_thread_block")
+async def async_to_thread_block(tag: str = "") -> None:
+    """An async handler blocked in ``asyncio.to_thread`` on a wait that never ends: a shutdown can
+    cancel the coroutine, not the thread."""
+    with _logged(tag=tag):
+        await asyncio.to_thread(threading.Event().wait)
 
 
 @task(name="proc.busy")
