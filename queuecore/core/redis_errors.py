@@ -34,20 +34,27 @@ def full_message(text: str) -> str:
 
 
 # Errors that mean "Redis cannot answer right now" rather than "Redis refused this": besides lost
-# connections and timeouts, a Redis Cluster failing over (CLUSTERDOWN, MASTERDOWN, TRYAGAIN, no node
-# for a slot), a sentinel naming no master (MasterNotFoundError is a ConnectionError), and a server
-# that does not answer in Redis's protocol (InvalidResponse: the URL's port belongs to something else).
+# connections and timeouts, a Redis Cluster failing over or moving a slot (CLUSTERDOWN, MASTERDOWN,
+# TRYAGAIN, MOVED or ASK redirections redis-py did not follow, no node for a slot), a sentinel naming
+# no master (MasterNotFoundError is a ConnectionError), and a server that does not answer in Redis's
+# protocol (InvalidResponse: the URL's port belongs to something else).
 UNAVAILABLE = (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterDownError,
                redis.exceptions.TryAgainError, redis.exceptions.ClusterError, redis.exceptions.SlotNotCoveredError,
-               redis.exceptions.InvalidResponse)
+               redis.exceptions.AskError, redis.exceptions.InvalidResponse)
 
 
 def unavailable_reason(exc: BaseException) -> str:
     """Why Redis cannot answer, in one line: the error's own text, and for a server that answered in
-    another protocol, what that means."""
+    another protocol, or a cluster moving a slot, what that means."""
     if isinstance(exc, redis.exceptions.InvalidResponse):
         return f"the server at that address does not answer in Redis's protocol ({exc})"
-    return str(exc) or type(exc).__name__
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, (redis.exceptions.TryAgainError, redis.exceptions.AskError)) or (
+            isinstance(exc, redis.exceptions.ClusterError) and "TTL exhausted" in text):
+        # redis-py's "TTL exhausted": it was redirected or told to try again until it gave up
+        return (f"the Redis Cluster is moving this key's slot between masters (a resharding or a failover "
+                f"in progress); try again once it ends ({text})")
+    return text
 
 
 def unreachable_message(exc: BaseException) -> str:

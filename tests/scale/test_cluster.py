@@ -388,3 +388,53 @@ def test_on_a_redis_6_2_cluster_classic_pub_sub_carries_cancels(tmp_path: Path) 
         assert cancel_a_blocked_task_in_each(connection, names) == ("PUBLISH", 0)
     finally:
         deployment.stop()
+
+
+def test_a_slot_migration_refuses_enqueues_clearly_and_workers_carry_on_after_it(cluster, connection, prefix,
+                                                                                  caplog) -> None:
+    """Resharding a queue's slot by hand (``CLUSTER SETSLOT ... MIGRATING``/``IMPORTING``, ``MIGRATE``):
+    while the queue's keys are split between two masters, a script on them is told TRYAGAIN; an enqueue
+    is refused as a whole, saying why (it said "TTL exhausted"), and stores nothing. Once the slot has
+    moved, enqueues and the worker go on on the new master; no traceback is logged meanwhile."""
+    name = queues_on_distinct_masters(cluster, prefix, 1)[0]
+    keys = connection.keys.queue(name)
+    registry = TaskRegistry()
+    done: list[int] = []
+    task(name="t.count", registry=registry)(lambda n: done.append(n))
+    client = Client(connection=connection, registry=registry)
+    worker = Worker(connection=connection, registry=registry, queues={name: 1}, **FAST)  # type: ignore[arg-type]
+    worker.start()
+    try:
+        client.enqueue("t.count", {"n": 0}, queue=name)
+        wait_until(lambda: done == [0], 10, message="the first task")
+        src = cluster.master_of(keys.pending)
+        dst = next(n for n in cluster.nodes if n.alive and n is not src and cluster.role(n) == "master")
+        with src.client() as s, dst.client() as d:
+            slot = s.execute_command("CLUSTER", "KEYSLOT", keys.pending)
+            src_id, dst_id = s.execute_command("CLUSTER", "MYID"), d.execute_command("CLUSTER", "MYID")
+            d.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id)
+            s.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id)
+            moved = s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+            assert moved, "the queue has keys to move"
+            s.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", moved[0])  # half-way
+            with pytest.raises(BrokerError, match="moving this key's slot between masters") as refused:
+                client.enqueue("t.count", {"n": 1}, queue=name)
+            assert "TTL exhausted" in str(refused.value)
+            rest = s.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1000)
+            if rest:
+                s.execute_command("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *rest)
+            for node in cluster.nodes:
+                if node.alive and cluster.role(node) == "master":
+                    with node.client() as c:
+                        c.execute_command("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        assert cluster.master_of(keys.pending).port == dst.port
+        for n in range(2, 12):
+            client.enqueue("t.count", {"n": n}, queue=name)
+        wait_until(lambda: sorted(done) == [0, *range(2, 12)], 20, message="the tasks enqueued after the move")
+        with Inspector(connection=connection) as inspector:
+            assert inspector.queue_info(name).size == 0  # the refused enqueue stored nothing
+    finally:
+        worker.force_stop()
+        worker.shutdown(timeout=2)
+        client.close()
+    assert not [r for r in caplog.records if r.name.startswith("queuecore") and r.exc_info]
