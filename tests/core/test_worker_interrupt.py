@@ -457,31 +457,41 @@ def test_own_recoverer_renews_instead_of_taking_back_its_running_task(make_worke
 # -- attempts fetched ahead, still waiting for a handler slot ----------------------------------------
 
 
-def test_a_deadline_passing_while_a_task_waits_for_a_slot_archives_it_without_running(make_worker, client, inspector,
-                                                                                      registry, caplog):
-    """Fetched ahead behind a busy handler, a task whose deadline passes has nothing to interrupt: it is
-    archived at once (a retry would start later still), not retried as a timeout after its "thread" was
-    abandoned."""
+@pytest.fixture
+def one_slot_hogged(make_worker, client, inspector, registry) -> Iterator[tuple[str, list[int]]]:
+    """A worker with one handler slot, taken by a task that waits until the test ends, and one task
+    fetched ahead behind it (``prefetch=1``). Yields the hog's id and the list the task type
+    ``t.behind`` (max 5 retries) appends to when it runs; ``t.behind`` tasks enqueued by the test
+    wait for the slot."""
     release = threading.Event()
-    ran = []
+    ran: list[int] = []
 
     @task(name="t.hog", registry=registry)
     def hog():
-        release.wait(3 * SOON)  # longer than any wait below: it ends when released
+        release.wait(3 * SOON)  # longer than any wait in a test: it ends when released
 
-    @task(name="t.bounded", registry=registry, max_retry=5)
-    def bounded():
+    @task(name="t.behind", registry=registry, max_retry=5)
+    def behind():
         ran.append(1)
 
+    hogging = client.enqueue(hog)
+    make_worker(concurrency=1, prefetch=1, cancel_grace=60, abandon_grace=1.0)
+    wait_state(inspector, "default", hogging.id, "active")
     try:
-        hogging = client.enqueue(hog)
-        make_worker(concurrency=1, prefetch=1)
-        wait_state(inspector, "default", hogging.id, "active")
-        waiting = client.enqueue(bounded, deadline=time.time() + 0.5)
-        archived = wait_state(inspector, "default", waiting.id, "archived")
-        assert task_or_none(inspector, "default", hogging.id).state == "active"  # still busy
+        yield hogging.id, ran
     finally:
         release.set()
+
+
+def test_a_deadline_passing_while_a_task_waits_for_a_slot_archives_it_without_running(one_slot_hogged, client,
+                                                                                      inspector, caplog):
+    """Fetched ahead behind a busy handler, a task whose deadline passes has nothing to interrupt: it is
+    archived at once (a retry would start later still), not retried as a timeout after its "thread" was
+    abandoned."""
+    hog_id, ran = one_slot_hogged
+    waiting = client.enqueue("t.behind", deadline=time.time() + 0.5)
+    archived = wait_state(inspector, "default", waiting.id, "archived")
+    assert task_or_none(inspector, "default", hog_id).state == "active"  # still busy
     assert archived.retried == 0
     assert archived.last_error.startswith("DeadlinePassed: the task's deadline passed while it waited")
     assert "its handler was not run" in archived.last_error
@@ -489,29 +499,14 @@ def test_a_deadline_passing_while_a_task_waits_for_a_slot_archives_it_without_ru
     assert not [r for r in caplog.records if "did not stop" in r.getMessage()]
 
 
-def test_an_operator_cancel_of_a_task_waiting_for_a_slot_ends_it_at_once(make_worker, client, inspector, registry,
-                                                                         caplog):
-    """A cancel grace is for a handler to stop by itself; one that never started ends at once."""
-    release = threading.Event()
-    ran = []
-
-    @task(name="t.hog", registry=registry)
-    def hog():
-        release.wait(3 * SOON)  # longer than any wait below: it ends when released
-
-    @task(name="t.never", registry=registry, max_retry=5)
-    def never():
-        ran.append(1)
-
-    try:
-        hogging = client.enqueue(hog)
-        waiting = client.enqueue(never)
-        make_worker(concurrency=1, prefetch=1, cancel_grace=60, abandon_grace=60)
-        wait_until(lambda: inspector.queue_info("default").active == 2, SOON, message="both tasks held")
-        inspector.cancel_task("default", waiting.id)
-        archived = wait_state(inspector, "default", waiting.id, "archived")
-        assert task_or_none(inspector, "default", hogging.id).state == "active"
-    finally:
-        release.set()
+def test_an_operator_cancel_of_a_task_waiting_for_a_slot_ends_it_at_once(one_slot_hogged, client, inspector):
+    """A cancel grace (a minute here) is for a handler to stop by itself; one that never started ends
+    at once."""
+    hog_id, ran = one_slot_hogged
+    waiting = client.enqueue("t.behind")
+    wait_until(lambda: inspector.queue_info("default").active == 2, SOON, message="both tasks held")
+    inspector.cancel_task("default", waiting.id)
+    archived = wait_state(inspector, "default", waiting.id, "archived")
+    assert task_or_none(inspector, "default", hog_id).state == "active"
     assert (archived.last_error, archived.retried) == (CANCELLED, 0)
     assert ran == []
