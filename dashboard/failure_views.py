@@ -8,8 +8,8 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
-from queuecore.core.errors import FailureGroupNotFound
-from queuecore.core.failures import GROUP_ACTIONS
+from queuecore.core.errors import ConfigurationError, FailureGroupNotFound
+from queuecore.core.failures import GROUP_ACTIONS, FailureGroup
 
 from .bulk import start_job, with_job_panel
 from .inspector import inspector_for
@@ -18,11 +18,18 @@ from .views import HtmxHttpRequest, P, _base, _error, _fragment, _partial, actio
 TASKS_SHOWN = 5  # of each group, newest first
 
 
+def _verbs(group: FailureGroup) -> list[tuple[str, str, int]]:
+    """The actions a group can take, each with how many of its tasks it acts on: a group all archived
+    offers no Archive."""
+    counted = ((verb, label, group.acted_on(verb)) for verb, label in (("run", "Run"), ("archive", "Archive"),
+                                                                      ("delete", "Delete")))
+    return [(verb, label, n) for verb, label, n in counted if n]
+
+
 def _context(request: HtmxHttpRequest, qname: str | None) -> dict[str, object]:
     report = inspector_for(request).failure_groups(qname)
-    return _base(request, report=report, rows=[(g, g.newest(TASKS_SHOWN)) for g in report.groups], qname=qname,
-                 group_verbs=[("run", "Run"), ("archive", "Archive"), ("delete", "Delete")],
-                 nav="failures" if qname is None else "queues")
+    return _base(request, report=report, rows=[(g, g.newest(TASKS_SHOWN), _verbs(g)) for g in report.groups],
+                 qname=qname, nav="failures" if qname is None else "queues")
 
 
 @page
@@ -44,6 +51,10 @@ def failure_action(request: HtmxHttpRequest, key: str, verb: str, qname: str | N
         if not _fragment(request):
             return _error(request, 404, "Not found", f"{exc}: it may have been acted on already.")
         messages.error(request, f"{exc}: it may have been acted on already.")
+    except ConfigurationError as exc:  # nothing of the group to act on (archive a group all archived)
+        if not _fragment(request):
+            return _error(request, 409, "Nothing to do", f"{exc}.")
+        messages.error(request, f"Nothing done: {exc}.")
     if not _fragment(request):
         if job is not None:
             return redirect("queuecore_dashboard:bulk_job", job.id)

@@ -146,7 +146,7 @@ def _action_command(action: str) -> click.Command:
             term.error(f"no failure group {escape(key)} (see `adminctl failures ls`)")
             raise click.exceptions.Exit(1)
         if not yes:  # with --json too, as every action that deletes or moves many tasks
-            term.info(f"This will {action} {human_count(group.count)} task(s) failing with "
+            term.info(f"This will {action} {human_count(group.acted_on(action))} task(s) failing with "
                       f"{escape(group.example)} in {escape(', '.join(group.queues))}.")
             if not term.confirm("Continue?"):
                 term.error("aborted: nothing was changed")

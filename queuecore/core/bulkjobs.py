@@ -45,6 +45,7 @@ from queuecore.core.errors import (
     RedisUnavailable,
     TooManyBulkJobs,
 )
+from queuecore.core.failures import GROUP_ACTION_STATES
 from queuecore.core.keys import Keys
 from queuecore.core.message import dumps, loads, ms_to_datetime
 from queuecore.core.scripts import Scripts
@@ -204,8 +205,8 @@ class BulkOperations(Protocol):
         of its state from place ``start``; and how many were looked at (0: the end). With
         ``snapshot_of`` (a job id), the places are in that job's copy of the state."""
 
-    def group_targets(self, scope: BulkScope) -> list[tuple[str, str]]:
-        """The (queue, task id) of every task of the failure group."""
+    def group_targets(self, scope: BulkScope, states: tuple[str, ...]) -> list[tuple[str, str]]:
+        """The (queue, task id) of every task of the failure group in one of ``states``."""
 
     def act(self, action: str, queue: str, tasks: list[tuple[str, int | None]], states: tuple[str, ...],
             taken: int) -> tuple[list[str], int]:
@@ -224,11 +225,12 @@ def finds_first(action: str, scope: BulkScope) -> bool:
     return scope.filtered or scope.group is not None or action == "cancel"
 
 
-def target_states(scope: BulkScope) -> tuple[str, ...]:
+def target_states(scope: BulkScope, action: str) -> tuple[str, ...]:
     """The states a found task must still be in to be acted on: the scope's (a job of a queue always
-    has one: ``Inspector.start_bulk_job``); a failure group's, retry and archived."""
+    has one: ``Inspector.start_bulk_job``); a failure group's, those ``action`` takes
+    (``failures.GROUP_ACTION_STATES``)."""
     if scope.group is not None:
-        return ("retry", "archived")
+        return GROUP_ACTION_STATES[action]
     assert scope.state is not None
     return (scope.state,)
 
@@ -447,7 +449,7 @@ def _find(progress: _Progress, ops: BulkOperations, job: BulkJob) -> None:
     progress.record(reset_targets=True, scanned=0, done=0, skipped=0, cursor=0)
     found = 0
     if job.scope.group is not None:
-        chunks: Iterator[list[tuple[str, str]]] = _chunks(ops.group_targets(job.scope))
+        chunks: Iterator[list[tuple[str, str]]] = _chunks(ops.group_targets(job.scope, target_states(job.scope, job.action)))
         for chunk in chunks:
             found += len(chunk)
             progress.record(targets=[f"{q} {i}" for q, i in chunk], scanned=found)
@@ -493,7 +495,7 @@ def _act_on_targets(progress: _Progress, ops: BulkOperations, job: BulkJob) -> N
     cursor = _int(progress.fields.get("cursor", job.extra.get("cursor", 0)))
     done, skipped = _int(progress.fields.get("done")), _int(progress.fields.get("skipped"))
     sample: list[str] = list(job.sample)
-    states = target_states(job.scope)
+    states = target_states(job.scope, job.action)
     while True:
         chunk = progress.store.targets(job.id, cursor, CHUNK)
         if not chunk:

@@ -25,6 +25,8 @@ from queuecore.core.message import TaskMessage, ms_to_datetime
 
 FAILURE_STATES = ("retry", "archived")
 GROUP_ACTIONS = ("run", "archive", "delete")  # what an operator may do to a whole group
+# The tasks of a group each action takes, by state: an archived task has nothing to archive.
+GROUP_ACTION_STATES = {"run": FAILURE_STATES, "archive": ("retry",), "delete": FAILURE_STATES}
 SCAN_LIMIT = 10_000  # newest tasks read per queue and state; beyond, a report says it is partial
 MESSAGE_CHARS = 200  # of a normalised message
 _CHUNK = 500
@@ -126,6 +128,11 @@ class FailureGroup:
     @property
     def types(self) -> list[str]:
         return sorted({t.type for t in self.tasks})
+
+    def acted_on(self, action: str) -> int:
+        """How many of its tasks ``action`` (one of ``GROUP_ACTIONS``) would take."""
+        states = GROUP_ACTION_STATES[action]
+        return sum(1 for t in self.tasks if t.state in states)
 
     def by_state(self) -> dict[str, int]:
         counts: dict[str, int] = {}

@@ -906,7 +906,11 @@ class Inspector:
             if found is None:
                 raise FailureGroupNotFound(f"no failure group {group!r}" + (f" in queue {queue!r}" if queue else ""))
             scope = BulkScope(queue, group=group)
-            return self._bulk_store.create(action, scope, self.actor, len(found.tasks), exact_total=True)
+            total = found.acted_on(action)
+            if not total:
+                raise ConfigurationError(f"failure group {group!r} has no task to {action}: every one is "
+                                         f"{found.tasks[0].state if found.tasks else 'gone'}")
+            return self._bulk_store.create(action, scope, self.actor, total, exact_total=True)
         if queue is None or state is None:
             raise ConfigurationError("a bulk job needs a queue and a state, or a failure group")
         state = self._check_bulk_state(action, state)
@@ -1373,10 +1377,10 @@ class InspectorBulkOperations:
         return ([(scope.queue, info.id, places[info.id]) for info in ins._infos(q, scope.state, ids) if keep(info)],
                 len(ids))
 
-    def group_targets(self, scope: BulkScope) -> list[tuple[str, str]]:
+    def group_targets(self, scope: BulkScope, states: tuple[str, ...]) -> list[tuple[str, str]]:
         assert scope.group is not None
         group = self.inspector.failure_groups(scope.queue).group(scope.group)
-        return [(failed.queue, failed.id) for failed in group.tasks] if group is not None else []
+        return [(failed.queue, failed.id) for failed in group.tasks if failed.state in states] if group else []
 
     def act(self, action: str, queue: str, tasks: list[tuple[str, int | None]], states: tuple[str, ...],
             taken: int) -> tuple[list[str], int]:

@@ -60,7 +60,8 @@ def test_failure_group_in_the_background_and_in_the_foreground(adminctl, redis_c
     seed_failures(redis_client, connection, client)
     key = inspector.failure_groups().groups[0].key
     queued = adminctl("failures", "archive", key, "--background", "--yes", "--json").json()
-    assert queued["scope"]["group"] == key and queued["status"] == "queued" and queued["total"] == 5
+    assert queued["scope"]["group"] == key and queued["status"] == "queued"
+    assert queued["total"] == 1  # of its 5 tasks, the one still to be retried: 4 are archived already
     assert adminctl("bulk", "cancel", queued["id"], "--json").json()["status"] == "cancelled"
     done = adminctl("failures", "run", key, "--queue", "billing", "--yes", "--json").json()
     assert (done["status"], done["done"], done["scope"]["queue"]) == ("done", 4, "billing")

@@ -64,3 +64,24 @@ def test_operators_act_on_a_group_viewers_cannot(operator: DjangoClient, viewer:
     wait_until(lambda: inspector.bulk_job(ran.url.rstrip("/").rsplit("/", 1)[1]).finished, message="the run")
     assert (inspector.count("mail", "archived"), inspector.count("mail", "pending")) == (0, 2)  # and the seed one
     assert operator.post(reverse("queuecore_dashboard:failure_action", args=[key, "cancel"])).status_code == 404
+
+
+def test_archive_is_offered_for_and_takes_only_a_groups_tasks_still_to_be_retried(
+        operator: DjangoClient, redis_client, connection, client: Client, inspector: Inspector) -> None:
+    """An archived task has nothing to archive: a group all archived offers no Archive (its job said
+    "0 archived, 5 skipped: gone or moved on", though nothing had moved), and a mixed group's Archive
+    counts and takes its retry tasks only."""
+    seed_failures(redis_client, connection, client)  # CardDeclined: 4 archived + 1 retry; SMTPError: 1 archived
+    card, smtp = (g.key for g in inspector.failure_groups().groups)
+    page = htmllib.unescape(operator.get(URL).content.decode())
+    rows = {key: page.split(f'data-qc-failure-group="{key}"', 1)[1].split("</tr>", 1)[0] for key in (card, smtp)}
+    assert 'data-qc-failure-action="archive"' not in rows[smtp]
+    assert 'data-qc-failure-action="run"' in rows[smtp] and 'data-qc-failure-action="delete"' in rows[smtp]
+    assert 'data-confirm="Archive 1 task failing with “CardDeclined' in rows[card]
+    refused = operator.post(reverse("queuecore_dashboard:failure_action", args=[smtp, "archive"]), headers=HX)
+    assert refused.status_code == 200 and "has no task to archive: every one is archived" in htmllib.unescape(
+        refused.content.decode())
+    assert inspector.bulk_jobs() == []  # nothing was queued
+    job = inspector.act_on_failure_group(card, "archive")
+    assert (job.status, job.total, job.done, job.skipped) == ("done", 1, 1, 0)
+    assert (inspector.count("mail", "retry"), inspector.count("mail", "archived")) == (0, 2)
