@@ -141,7 +141,7 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
         try:
             return view(request, *args, **kwargs)
         except (QueueNotFound, TaskNotFound) as exc:
-            return _error(request, 404, "Not found", str(exc))
+            return _error(request, 404, "Not found", str(exc), banner=f"Not found: {exc}")
         except PageNotFound as exc:
             return _error(request, 404, "No such page", str(exc), banner=f"No such page: {exc}")
         except BulkJobNotFound as exc:
@@ -385,8 +385,11 @@ def overview_stats(request: HtmxHttpRequest) -> HttpResponse:
 @page
 def overview_queues(request: HtmxHttpRequest) -> HttpResponse:
     queues = inspector_for(request).all_queue_info()
-    return _partial(request, "partials/_queue_table.html",
-                    _base(request, queues=queues, **_queue_page(request, queues, request.GET)))
+    shown = _queue_page(request, queues, request.GET)
+    response = _partial(request, "partials/_queue_table.html", _base(request, queues=queues, **shown))
+    if request.htmx.trigger != "qc-queue-table":  # the filter, its Clear link or a pager link, not a refresh:
+        response["HX-Push-Url"] = shown["queues_here_url"]  # the address says what is shown (reload, Back)
+    return response
 
 
 @page
@@ -556,13 +559,21 @@ def task_detail(request: HtmxHttpRequest, qname: str, task_id: str) -> HttpRespo
     try:
         task = ins.get_task(qname, task_id)
     except TaskNotFound:
-        if _fragment(request):  # deleted while the page was open: say so, and stop polling
-            return _partial(request, "partials/_task_gone.html", _base(request, qname=qname, task_id=task_id))
-        raise
+        return _task_gone(request, qname, task_id)
     context = _task_context(request, qname, task)
     if _fragment(request):
         return _partial(request, "partials/_task_detail.html", context)
     return render(request, P + "task.html", context)
+
+
+def _task_gone(request: HtmxHttpRequest, qname: str, task_id: str, status: int = 404) -> HttpResponse:
+    """The page (404) or panel of a task that is not stored: deleted, or completed without a retention
+    (often already, when the page of a quick task opens after an enqueue or a run). A panel stops
+    polling; any message of an action that came before shows with it."""
+    context = _base(request, qname=qname, task_id=task_id)
+    if _fragment(request):
+        return _partial(request, "partials/_task_gone.html", context)
+    return render(request, P + "task_gone.html", context, status=status)
 
 
 @action
@@ -572,6 +583,9 @@ def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -
         getattr(ins, f"{verb}_task")(qname, task_id)
     except InvalidTaskState as exc:
         messages.error(request, f"{exc}.", f"qc-subject-task-{task_id}")
+    except TaskNotFound as exc:  # deleted meanwhile (by another operator, or it completed)
+        messages.error(request, f"Nothing done: {exc}.", f"qc-subject-task-{task_id}")
+        return _task_gone(request, qname, task_id)
     else:
         messages.success(request, f"Task {task_id} {ACTION_DONE[verb]}.", f"qc-subject-task-{task_id}")
         if verb == "delete":  # back to the list the operator came from (a checked local URL)
@@ -580,8 +594,11 @@ def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -
             return HttpResponseClientRedirect(target) if _fragment(request) else redirect(target)
     if not _fragment(request):
         return redirect("queuecore_dashboard:task", qname, task_id)
-    return _partial(request, "partials/_task_detail.html", _task_context(request, qname, ins.get_task(qname, task_id)),
-                    trigger=TASKS_CHANGED)
+    try:
+        task = ins.get_task(qname, task_id)
+    except TaskNotFound:  # run now, and already completed by a worker (not kept without a retention)
+        return _task_gone(request, qname, task_id)
+    return _partial(request, "partials/_task_detail.html", _task_context(request, qname, task), trigger=TASKS_CHANGED)
 
 
 def _task_context(request: HtmxHttpRequest, qname: str, task: Any) -> dict[str, Any]:

@@ -6,11 +6,13 @@ Every filter returns plain text; autoescaping does the rest (nothing here is mar
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
 from typing import Any
 
 from django import template
+from django.templatetags.static import static
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -20,6 +22,26 @@ from queuecore.core.clock import format_duration
 from ..inspector import redis_now
 
 register = template.Library()
+
+
+@functools.cache
+def _htmx_path() -> str:
+    """django-htmx's htmx 2 (named ``htmx-2.min.js`` since 1.27, ``htmx.min.js`` before)."""
+    from django.contrib.staticfiles import finders
+
+    return next((p for p in ("django_htmx/htmx-2.min.js", "django_htmx/htmx.min.js") if finders.find(p)),
+                "django_htmx/htmx.min.js")
+
+
+@register.simple_tag(takes_context=True)
+def qc_htmx_script(context: template.Context) -> SafeString:
+    """htmx, from django-htmx's static files, without django-htmx's debug script: with ``DEBUG`` on,
+    ``{% htmx_script %}`` adds one that replaces the whole page with an error response and ``eval``s
+    its scripts, which the dashboard's Content-Security-Policy forbids and its own banners do better."""
+    nonce = context.get("csp_nonce")
+    if nonce is not None:
+        return format_html('<script src="{}" defer nonce="{}"></script>', static(_htmx_path()), nonce)
+    return format_html('<script src="{}" defer></script>', static(_htmx_path()))
 
 
 @register.simple_tag

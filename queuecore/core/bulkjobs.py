@@ -449,7 +449,8 @@ def _find(progress: _Progress, ops: BulkOperations, job: BulkJob) -> None:
     progress.record(reset_targets=True, scanned=0, done=0, skipped=0, cursor=0)
     found = 0
     if job.scope.group is not None:
-        chunks: Iterator[list[tuple[str, str]]] = _chunks(ops.group_targets(job.scope, target_states(job.scope, job.action)))
+        targets = ops.group_targets(job.scope, target_states(job.scope, job.action))
+        chunks: Iterator[list[tuple[str, str]]] = _chunks(targets)
         for chunk in chunks:
             found += len(chunk)
             progress.record(targets=[f"{q} {i}" for q, i in chunk], scanned=found)

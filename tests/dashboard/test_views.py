@@ -260,7 +260,7 @@ def test_task_page_result_and_terminal_states_stop_polling(viewer: DjangoClient,
 def test_task_page_htmx_when_the_task_is_gone(viewer: DjangoClient, client: Client) -> None:
     client.enqueue("x")
     r = viewer.get("/queues/default/tasks/vanished/", headers=HX)
-    assert r.status_code == 200 and "no longer exists" in html(r) and "hx-get" not in html(r)
+    assert r.status_code == 200 and "no longer stored" in html(r) and "hx-get" not in html(r)
     assert viewer.get("/queues/default/tasks/vanished/").status_code == 404
 
 
