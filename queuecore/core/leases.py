@@ -10,7 +10,7 @@ from queuecore.core.clock import Clock, to_ms
 from queuecore.core.errors import WrongKeyType
 from queuecore.core.keys import QueueKeys
 from queuecore.core.outcome import LEASE_LOST as LEASE_LOST_REASON
-from queuecore.core.running import HeldTasks
+from queuecore.core.running import HeldTasks, Running
 from queuecore.core.scripts import LEASE_CANCEL_REQUESTED, LEASE_LOST, Scripts
 
 logger = logging.getLogger("queuecore.worker")
@@ -40,15 +40,18 @@ class LeaseRenewer:
     def renew(self) -> None:
         """One renewal round: one script call per queue with held tasks."""
         by_queue: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        attempts: dict[tuple[str, int], Running] = {}
         # Every attempt still held keeps its lease, including one whose outcome waits to be written
         # while Redis is away; only attempts that already lost theirs are left out.
         for running in self._held.snapshot():
             if running.ctx.cancel_reason != LEASE_LOST_REASON:
                 by_queue[running.queue].append((running.id, running.lease))
+                attempts[(running.id, running.lease)] = running
         if not by_queue:
             self.unrenewed = frozenset()
             return
-        lease_until = to_ms(self._clock.now() + self._lease_duration)
+        until = self._clock.now() + self._lease_duration
+        lease_until = to_ms(until)
         # One queue's refusal, or its master being away (a cluster), never stops the renewals of the others.
         refused: Exception | None = None
         unrenewed: set[str] = set()
@@ -62,7 +65,9 @@ class LeaseRenewer:
             for (task_id, lease), code in renewed:
                 if code == LEASE_LOST:
                     self._on_lost(task_id, lease)
-                elif code == LEASE_CANCEL_REQUESTED:
+                    continue
+                attempts[(task_id, lease)].lease_until = until
+                if code == LEASE_CANCEL_REQUESTED:
                     self._on_cancel(task_id)
         self.unrenewed = frozenset(unrenewed)
         if refused is not None:

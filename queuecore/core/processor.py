@@ -25,19 +25,20 @@ from queuecore.core.acker import Acker
 from queuecore.core.clock import Clock, format_duration, to_ms
 from queuecore.core.config import WorkerConfig
 from queuecore.core.context import TaskContext
-from queuecore.core.errors import DeadlinePassed, TaskCancelled, TaskDecodeError, TaskTimeout
+from queuecore.core.errors import TaskCancelled, TaskDecodeError, TaskTimeout
 from queuecore.core.flow import LimitGate
 from queuecore.core.handlers import AsyncLoop, HandlerPool, interrupt_thread
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys
 from queuecore.core.message import TaskMessage
-from queuecore.core.outcome import LEASE_LOST, SHUTDOWN, Outcome, abandoned, classify
+from queuecore.core.outcome import LEASE_LOST as LEASE_LOST_REASON
+from queuecore.core.outcome import SHUTDOWN, Outcome, abandoned, classify
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.recorder import Recorder
 from queuecore.core.registry import TaskRegistry
-from queuecore.core.runner import Runner
+from queuecore.core.runner import Runner, deadline_passed
 from queuecore.core.running import HeldTasks, Running
-from queuecore.core.scripts import Scripts
+from queuecore.core.scripts import LEASE_CANCEL_REQUESTED, LEASE_LOST, Scripts
 from queuecore.core.slots import Slots
 
 logger = logging.getLogger("queuecore.worker")
@@ -98,8 +99,10 @@ class Processor:
         # Concurrency and rate limits of the task types that have them (flow.py); idle otherwise.
         self.limits = LimitGate(scripts, scripts.keys, queue_keys, clock, config.lease_duration,
                                 config.heartbeat_interval)
+        self._scripts = scripts
         self.runner = Runner(config.default_timeout, config.middleware, clock, self.limits, self.async_loop,
-                             self._tracing, self._finalize, self._free_run_slot)
+                             self._tracing, self._finalize, self._free_run_slot, self._confirm_lease,
+                             lease_margin=config.lease_duration / 4)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -389,7 +392,8 @@ class Processor:
                           enqueued_at=message.enqueued_at or None, priority=message.priority,
                           worker_id=self.recorder.worker_id)
         running = Running(id=task_id, queue=queue, lease=lease, retried=retried, message=message, ctx=ctx,
-                          started=now, deadline=message.deadline, fetched=now)
+                          started=now, deadline=message.deadline, fetched=now,
+                          lease_until=now + self.config.lease_duration)
         self._slots.use()
         self.held.add(running)
         return running
@@ -418,10 +422,36 @@ class Processor:
         """The lease renewal found that this attempt no longer owns its task: stop it, write nothing."""
         running = self.held.get(task_id, lease)
         # A finalized attempt is written (or its acknowledgement queued, which logs a refusal itself).
-        if running is not None and not running.finalized and running.ctx.cancel_reason != LEASE_LOST:
+        if running is not None and not running.finalized and running.ctx.cancel_reason != LEASE_LOST_REASON:
             logger.warning("lost the lease of task %s (%s); it will run elsewhere", task_id, running.message.type)
-            running.ctx.request_cancel(LEASE_LOST)
+            running.ctx.request_cancel(LEASE_LOST_REASON)
             self._interrupt(running, TaskCancelled)
+
+    def _confirm_lease(self, running: Running) -> bool:
+        """The attempt's lease ran out (as this process last extended it) before its handler started:
+        this process was paused or starved past it, and another worker may have recovered and run the
+        task meanwhile. Extend the lease now if it is still this attempt's; False when it is not, or
+        Redis cannot say (the task is then recovered as any expired lease is)."""
+        until = self.clock.now() + self.config.lease_duration
+        late = format_duration(self.clock.now() - running.lease_until)
+        try:
+            code = self._scripts.extend_lease(self.queue_keys[running.queue], [(running.id, running.lease)],
+                                              lease_until_ms=to_ms(until))[0]
+        except Exception as exc:
+            logger.warning("task %s (%s): its lease ran out %s before its handler could start (this worker was "
+                           "paused or starved), and it could not be extended (%s); not run here: it is recovered "
+                           "once its lease is seen expired", running.id, running.message.type, late, exc)
+            return False
+        if code == LEASE_LOST:
+            logger.warning("task %s (%s): its lease ran out %s before its handler could start (this worker was "
+                           "paused or starved) and another worker has taken the task; not run here",
+                           running.id, running.message.type, late)
+            running.ctx.request_cancel(LEASE_LOST_REASON)
+            return False
+        running.lease_until = until
+        if code == LEASE_CANCEL_REQUESTED:
+            self.cancel(running.id)
+        return True
 
     def _interrupt(self, running: Running, exc_type: type[BaseException]) -> None:
         """Interrupt the handler once. Repeating it (each lease renewal reports a cancel flag or a lost
@@ -513,9 +543,8 @@ class Processor:
 def _deadline_passed_waiting(running: Running, now: float) -> Outcome:
     """The outcome of an attempt whose task's deadline passed while it waited for a run slot: archived
     (a retry would start later still), its handler never called."""
-    waited = format_duration(now - running.fetched)
-    return Outcome("skip_retry", error=DeadlinePassed(
-        f"the task's deadline passed while it waited {waited} for a free handler; its handler was not run"))
+    assert running.deadline is not None
+    return Outcome("skip_retry", error=deadline_passed(running.deadline, now))
 
 
 def _placeholder(task_id: str, queue: str) -> TaskMessage:

@@ -28,13 +28,17 @@ logger = logging.getLogger("queuecore.worker")
 class Runner:
     """Runs attempts (see the module). It receives the default timeout, the middleware, the clock,
     the limit gate, the event loop of async handlers and the otel tracer (None without the extra),
-    and two callables of the processor's: ``finalize(running, outcome)`` (True when this call wrote
-    the outcome) and ``free_run_slot(running)``."""
+    and three callables of the processor's: ``finalize(running, outcome)`` (True when this call wrote
+    the outcome), ``free_run_slot(running)`` and ``confirm_lease(running)`` (an attempt whose lease
+    ran out, or is within ``lease_margin`` seconds of it, before it started: extend it if still its
+    own, True then). The margin covers the clocks of this process and of the recoverers that may have
+    taken the task: a renewal overdue by that much means this process was paused or starved."""
 
     def __init__(self, default_timeout: float | None, middleware: Sequence[Middleware], clock: Clock,
                  limits: LimitGate, async_loop: AsyncLoop, tracer: Any,
                  finalize: Callable[[Running, Outcome | None], bool],
-                 free_run_slot: Callable[[Running], None]) -> None:
+                 free_run_slot: Callable[[Running], None],
+                 confirm_lease: Callable[[Running], bool] = lambda running: True, lease_margin: float = 0.0) -> None:
         self._default_timeout = default_timeout
         self._middleware = middleware
         self._clock = clock
@@ -43,6 +47,21 @@ class Runner:
         self._tracing = tracer
         self._finalize = finalize
         self._free_run_slot = free_run_slot
+        self._confirm_lease = confirm_lease
+        self._lease_margin = lease_margin
+
+    def _lease_ran_out(self, running: Running) -> bool:
+        """Its lease, as this process last extended it, has run out or nearly (it waited for a run slot
+        while the process was paused or starved): it must be confirmed before its handler runs."""
+        return 0 < running.lease_until <= self._clock.now() + self._lease_margin and not running.finalized
+
+    def _still_ours(self, running: Running) -> bool:
+        """Confirm a lease that ran out (``_lease_ran_out``); when it is no longer this attempt's, the
+        attempt ends writing nothing: another worker runs, or has run, the task."""
+        if self._confirm_lease(running):
+            return True
+        self._finalize(running, Outcome("lost"))
+        return False
 
     def _begin(self, running: Running) -> None:
         """The handler starts now: its timeout counts from here (not from when it was fetched)."""
@@ -100,6 +119,8 @@ class Runner:
     def run_sync(self, running: Running, handler: Handler | None) -> None:
         """Run an attempt on this (handler) thread; its run slot is freed at the end."""
         try:
+            if self._lease_ran_out(running) and not self._still_ours(running):
+                return
             if handler is not None and handler.limits is not None and not self._admit(running, handler):
                 return
             self._run_sync_attempt(running, handler)
@@ -139,6 +160,8 @@ class Runner:
     async def run_async(self, running: Running, handler: Handler) -> None:
         """Run an attempt of an async handler on the event loop; its run slot is freed at the end."""
         try:
+            if self._lease_ran_out(running) and not await self._async_loop.in_thread(self._still_ours, running):
+                return
             if handler.limits is not None and not await self._async_loop.in_thread(self._admit, running, handler):
                 return
             await self._run_async_attempt(running, handler)
@@ -172,7 +195,12 @@ def _check_start(running: Running) -> None:
     supervisor may have seen that deadline pass while the attempt was being started)."""
     deadline = running.message.deadline
     if deadline is not None and running.started >= deadline:
-        raise DeadlinePassed(f"the task's deadline passed {format_duration(running.started - deadline)} before "
-                             "this attempt would have started; its handler was not run")
+        raise deadline_passed(deadline, running.started)
     if running.ctx.cancelled:
         raise TaskCancelled(running.ctx.cancel_reason or "cancelled")
+
+
+def deadline_passed(deadline: float, now: float) -> DeadlinePassed:
+    """The error of an attempt that would start at ``now``, after its task's ``deadline``."""
+    return DeadlinePassed(f"the task's deadline passed {format_duration(now - deadline)} before this attempt "
+                          "would have started; its handler was not run")

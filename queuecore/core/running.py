@@ -31,6 +31,7 @@ class Running:
     deadline: float | None
     lock: threading.Lock = field(default_factory=threading.Lock)
     fetched: float = 0.0  # wall clock seconds
+    lease_until: float = 0.0  # wall clock seconds: when its lease runs out, as last extended (0: not known)
     begun: bool = False  # its handler started (it holds one of the ``concurrency`` run slots)
     run_slot: bool = False  # it holds a run slot (from its start until its thread or coroutine is free)
     finalized: bool = False

@@ -218,6 +218,38 @@ def test_kill9_mid_task_is_recovered_by_another_worker(spawn, client: Client, in
     wait_until(lambda: [s.pid for s in inspector.servers()] == [b.pid], 10, message="A's heartbeat to expire")
 
 
+def test_a_worker_paused_past_its_leases_does_not_start_a_task_another_worker_ran(
+        spawn, client: Client, inspector: Inspector, tmp_path: Path) -> None:
+    """Worker A runs T1 with T2 fetched ahead behind it, and is stopped past both leases (T1's handler
+    stops its own process); B recovers both and completes them. Resumed, A's T1 returns (its result is
+    refused: fenced) and its free slot took T2 at once, before a lease renewal told A that T2 was
+    gone: T2's handler ran a second time, after it had completed. A now confirms a lease that ran out
+    before it starts the handler."""
+    log = tmp_path / "events.jsonl"
+    t1 = client.enqueue("proc.pause_once", {"path": str(tmp_path / "paused"), "tag": "t1"}, retention=60).id
+    t2 = client.enqueue("proc.noop", {"tag": "t2"}, retention=60).id
+    a = spawn(concurrency=1, prefetch=1, **KILL_SETTINGS)
+    wait_event(log, "start", t1, a.pid)
+    wait_until(lambda: process_state(a.pid) == "T", 10, message="A stopped by T1's handler")
+    assert queue_counts(inspector)["active"] == 2  # T2 was fetched ahead with T1
+    b = spawn(concurrency=2, **KILL_SETTINGS)
+    for task_id in (t1, t2):
+        wait_event(log, "end", task_id, b.pid)
+        wait_until(lambda tid=task_id: inspector.get_task(Q, tid).state is TaskState.COMPLETED, 10,
+                   message=f"{task_id} completed by B")
+    a.signal(signal.SIGCONT)
+    wait_event(log, "end", t1, a.pid)  # A's T1 returned once continued
+    wait_until(lambda: f"task {t2} (proc.noop): its lease ran out" in a.stderr()
+               or f"lost the lease of task {t2}" in a.stderr(), 10, message="A to give T2 up")
+    assert [e["pid"] for e in task_events(log, "start", t2)] == [b.pid]  # T2 ran once, on B
+    assert inspector.get_task(Q, t2).state is TaskState.COMPLETED
+
+
+def process_state(pid: int) -> str:
+    """The state letter of process ``pid`` (``T``: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
 def test_kill9_with_many_tasks_loses_none_and_reruns_only_unfinished(spawn, client: Client, inspector: Inspector,
                                                                      tmp_path: Path) -> None:
     log = tmp_path / "events.jsonl"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import threading
 import time
 from typing import Any
@@ -121,6 +122,18 @@ async def async_to_thread_block(tag: str = "") -> None:
     cancel the coroutine, not the thread."""
     with _logged(tag=tag):
         await asyncio.to_thread(threading.Event().wait)
+
+
+@task(name="proc.pause_once")
+def pause_once(path: str, tag: str = "") -> None:
+    """The first run (the one that creates the file ``path``) stops its own process with SIGSTOP and
+    returns once it is continued: the test decides how long the worker stays frozen, and the worker
+    resumes with this handler returning. Any later run returns at once."""
+    with _logged(tag=tag):
+        if not os.path.exists(path):
+            with open(path, "x", encoding="utf-8"):
+                pass
+            os.kill(os.getpid(), signal.SIGSTOP)
 
 
 @task(name="proc.busy")
