@@ -18,6 +18,7 @@ are alive renew their leases and write their outcomes first (``recover.lua``).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable
 
 from queuecore.core.attempts import one_line
@@ -50,6 +51,15 @@ def recovery_log_line(queue: str, task: RecoveredTask) -> str:
             f"attempt {task.attempt} of {total}; {RECOVERED_HOW.get(task.how, 'taken back')}")
 
 
+def _why_archived(why: Counter[str], archived: int) -> str:
+    """`` (2 retries spent, 1 cancelled by operator)``: why the round's archived tasks were archived,
+    from their lines (``RECOVERED_HOW``); nothing when they do not account for every one."""
+    if not archived or sum(why.values()) != archived:
+        return ""
+    return " (" + ", ".join(f"{n} {how.removeprefix('archived (').removesuffix(')')}" for how, n in
+                            sorted(why.items())) + ")"
+
+
 class Recoverer(Periodic):
     name = "recoverer"
 
@@ -80,6 +90,7 @@ class Recoverer(Periodic):
         except Exception as exc:  # Redis full, say: recovery (whose first write frees memory) goes on
             self.health.report_error("repair", exc)
         totals = [0, 0, 0]
+        archived_why: Counter[str] = Counter()
         logged = 0
         now = self._clock.now()
         for q in self._queues:
@@ -101,6 +112,8 @@ class Recoverer(Periodic):
                 for i, n in enumerate(got.counts):
                     totals[i] += n
                 for task in got.tasks:  # a line per task, up to RECOVERY_LOG_LINES a round
+                    if task.how != 1:
+                        archived_why[RECOVERED_HOW.get(task.how, "archived")] += 1
                     if logged < RECOVERY_LOG_LINES:
                         logger.warning("%s", recovery_log_line(q.queue, task),
                                        extra={"qc_task_id": task.id, "qc_queue": q.queue, "qc_type": task.type,
@@ -112,8 +125,8 @@ class Recoverer(Periodic):
         if logged > RECOVERY_LOG_LINES:
             logger.warning("... and %d more task(s) taken back in this round (not listed)", logged - RECOVERY_LOG_LINES)
         if requeued or archived or orphans:
-            logger.warning("recovered tasks with expired leases: %d requeued, %d archived (retries spent), "
-                           "%d orphan ids dropped", requeued, archived, orphans)
+            logger.warning("recovered tasks with expired leases: %d requeued, %d archived%s, %d orphan ids dropped",
+                           requeued, archived, _why_archived(archived_why, archived), orphans)
         if failed is not None:
             raise failed  # reported by the caller, once every other queue had its round
         return requeued, archived, orphans

@@ -63,3 +63,22 @@ def test_recovery_lines_are_bounded_per_round(redis_client: redis.Redis, scripts
     assert f"... and {extra} more task(s) taken back in this round (not listed)" in messages
     assert per_task[0].endswith("(test.task) in queue default lost its worker (lease expired), attempt 1 of 26; "
                                 "requeued")
+
+
+def test_the_rounds_summary_says_why_tasks_were_archived(redis_client: redis.Redis, scripts: Scripts, connection,
+                                                         fake_clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """Tasks an operator had asked to cancel are archived as cancelled when their worker is lost; the
+    round's summary said "archived (retries spent)" for every archived task."""
+    caplog.set_level(logging.WARNING, logger="queuecore.worker")
+    q = connection.keys.queue("default")
+    expired = dict(score=to_ms(fake_clock.now() - 5), lease=1, started_at=to_ms(fake_clock.now() - 60))
+    seed_task(redis_client, q, "cancelled-1", "active", cancel="1", **expired)
+    seed_task(redis_client, q, "cancelled-2", "active", cancel="1", **expired)
+    seed_task(redis_client, q, "spent", "active", max_retry=0, **expired)
+    seed_task(redis_client, q, "again", "active", **expired)
+    renewer = LeaseRenewer(scripts, fake_clock, 30.0, HeldTasks(), {q.queue: q}, on_lost=lambda *a: None,
+                           on_cancel=lambda *a: None)
+    assert Recoverer(scripts, fake_clock, [q], 10.0, 0.0, renewer, RedisHealth()).run_once() == (1, 3, 0)
+    messages = [r.getMessage() for r in caplog.records if r.name == "queuecore.worker"]
+    assert ("recovered tasks with expired leases: 1 requeued, 3 archived (2 cancelled by operator, 1 retries "
+            "spent), 0 orphan ids dropped") in messages
