@@ -66,7 +66,8 @@ def test_recovery_lines_are_bounded_per_round(redis_client: redis.Redis, scripts
 
 
 def test_the_rounds_summary_says_why_tasks_were_archived(redis_client: redis.Redis, scripts: Scripts, connection,
-                                                         fake_clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+                                                         fake_clock: FakeClock,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
     """Tasks an operator had asked to cancel are archived as cancelled when their worker is lost; the
     round's summary said "archived (retries spent)" for every archived task."""
     caplog.set_level(logging.WARNING, logger="queuecore.worker")
