@@ -278,7 +278,7 @@ class Results:
                     kwargs["socket_timeout"] = WAIT_CHUNK + (kwargs.get("socket_timeout") or
                                                              self.connection.socket_timeout)
                     self._blocking = redis.Redis(connection_pool=redis.ConnectionPool(
-                        connection_class=pool.connection_class, **kwargs))
+                        connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs))
                 else:  # a cluster or sentinel client: one of the same topology
                     self._blocking = self.connection.connect(
                         socket_timeout=WAIT_CHUNK + self.connection.socket_timeout)

@@ -377,6 +377,13 @@ def _sentinel_kwargs(target: RedisTarget, socket_timeout: float, connect_timeout
             "password": target.options.get("sentinel_password"), "retry": retry, **_tls_kwargs(target)}
 
 
+# Connections a client's pool may open at once (per node of a cluster): Redis's own default
+# ``maxclients``. redis-py 8 caps a pool at 100, so that a 101st thread that needs a connection at the
+# same moment (a worker with concurrency above 100 writing outcomes, the 101st caller waiting for a
+# result) failed with "Too many connections", reported as Redis being unreachable.
+MAX_CONNECTIONS = 10_000
+
+
 def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: float) -> redis.Redis:
     """A new client for ``target`` (strings decoded as UTF-8).
 
@@ -385,8 +392,9 @@ def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: floa
     """
     if target.kind == "single":
         return redis.Redis.from_url(target.url, decode_responses=True, socket_timeout=socket_timeout,
-                                    socket_connect_timeout=connect_timeout, health_check_interval=30)
-    kwargs = _common_kwargs(target, socket_timeout, connect_timeout)
+                                    socket_connect_timeout=connect_timeout, health_check_interval=30,
+                                    max_connections=MAX_CONNECTIONS)
+    kwargs = {**_common_kwargs(target, socket_timeout, connect_timeout), "max_connections": MAX_CONNECTIONS}
     if target.kind == "cluster":
         nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]  # type: ignore[no-untyped-call]
         return cast("redis.Redis", redis.cluster.RedisCluster(startup_nodes=nodes, health_check_interval=30,
@@ -403,8 +411,8 @@ def connect_async(target: RedisTarget, *, socket_timeout: float, connect_timeout
     """``connect`` for asyncio: a ``redis.asyncio`` client of the same topology."""
     if target.kind == "single":
         return redis.asyncio.Redis.from_url(target.url, decode_responses=True, socket_timeout=socket_timeout,
-                                            socket_connect_timeout=connect_timeout)
-    kwargs = _common_kwargs(target, socket_timeout, connect_timeout)
+                                            socket_connect_timeout=connect_timeout, max_connections=MAX_CONNECTIONS)
+    kwargs = {**_common_kwargs(target, socket_timeout, connect_timeout), "max_connections": MAX_CONNECTIONS}
     if target.kind == "cluster":
         nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in target.nodes]
         return cast("redis.asyncio.Redis", redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **kwargs))

@@ -507,6 +507,33 @@ def test_an_operator_archive_or_delete_ends_the_wait(client: Client, inspector: 
     assert max(t for _, t in outcomes.values()) - acted < 1.5  # woken, not found at the next look
 
 
+def test_more_than_a_hundred_threads_wait_on_one_client(client: Client, inspector: Inspector,
+                                                        redis_client) -> None:
+    """Each blocked waiter holds a connection of the client's waiting pool: redis-py 8 caps a pool at
+    100, so the 101st waiter failed at once with "Redis is unreachable: Too many connections"."""
+    handle = client.enqueue("t", retention=60)
+    waiters = 150
+    outcomes: list[BaseException] = []
+    baseline = redis_client.info("clients")["blocked_clients"]
+
+    def wait() -> None:
+        try:
+            handle.get(timeout=60)
+        except Exception as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=wait) for _ in range(waiters)]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: outcomes or redis_client.info("clients")["blocked_clients"] - baseline >= waiters, 20,
+               message=f"{waiters} waiters blocked (or one refused)")
+    inspector.archive_task("default", handle.id)
+    for thread in threads:
+        thread.join(30)
+    assert len(outcomes) == waiters
+    assert {type(exc).__name__ for exc in outcomes} == {"TaskWasArchived"}
+
+
 def test_async_get_and_wait(spawn, client: Client, tmp_path: Path) -> None:
     good = [client.enqueue("proc.echo", {"value": n}, retention=60) for n in range(3)]
     bad = client.enqueue("proc.raise", {"message": "async boom"}, retention=60, max_retry=0)
