@@ -64,8 +64,15 @@ def unreachable_message(exc: BaseException) -> str:
 
 def cluster_unreachable(exc: BaseException) -> bool:
     """True for redis-py's error when no node of a cluster answers (a RedisClusterException, which
-    otherwise means a command the cluster cannot run, such as keys of several slots)."""
-    return isinstance(exc, redis.exceptions.RedisClusterException) and "cannot be connected" in str(exc)
+    otherwise means a command the cluster cannot run, such as keys of several slots), but not when
+    the node that answered is no cluster node."""
+    return (isinstance(exc, redis.exceptions.RedisClusterException) and "cannot be connected" in str(exc)
+            and not not_a_cluster(exc))
+
+
+def not_a_cluster(exc: BaseException) -> bool:
+    """True when a ``redis+cluster://`` URL names a server that runs without cluster mode."""
+    return "Cluster mode is not enabled" in str(exc)
 
 
 def is_connection_error(exc: BaseException) -> bool:
@@ -92,6 +99,9 @@ class _BrokerErrors:
         if isinstance(exc, redis.exceptions.RedisClusterException):
             if cluster_unreachable(exc):
                 raise RedisUnavailable(unreachable_message(exc)) from exc
+            if not_a_cluster(exc):
+                raise BrokerError("the redis+cluster:// URL names a server that is not a Redis Cluster node "
+                                  "(cluster mode is not enabled there): use redis:// for one server") from exc
             raise BrokerError(f"the Redis Cluster refused the operation: {exc}") from exc
         if isinstance(exc, redis.ResponseError):
             text = str(exc)

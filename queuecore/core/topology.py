@@ -37,6 +37,7 @@ import redis.sentinel
 from redis.backoff import NoBackoff
 
 from queuecore.core.errors import ConfigurationError
+from queuecore.core.redis_errors import broker_errors
 
 SINGLE_SCHEMES = ("redis", "rediss", "unix")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
@@ -397,8 +398,9 @@ def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: floa
     kwargs = {**_common_kwargs(target, socket_timeout, connect_timeout), "max_connections": MAX_CONNECTIONS}
     if target.kind == "cluster":
         nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]  # type: ignore[no-untyped-call]
-        return cast("redis.Redis", redis.cluster.RedisCluster(startup_nodes=nodes, health_check_interval=30,
-                                                                **kwargs))
+        with broker_errors():  # it reads the slot map at once: no node answering is RedisUnavailable
+            return cast("redis.Redis", redis.cluster.RedisCluster(startup_nodes=nodes, health_check_interval=30,
+                                                                    **kwargs))
     sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
         list(target.nodes), sentinel_kwargs=_sentinel_kwargs(target, socket_timeout, connect_timeout,
                                                               redis.retry.Retry(NoBackoff(), 0)))

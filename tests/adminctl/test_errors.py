@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis
 
 from queuecore import Client, ConnectionConfig
@@ -57,3 +58,23 @@ def test_redis_full_is_exit_1_saying_so_and_what_to_do(adminctl, private_redis: 
 def test_unreachable_is_still_exit_2(adminctl) -> None:
     run = adminctl("--redis-url", "redis://127.0.0.1:1/0", "task", "ls", "default", "pending", connect=False)
     assert run.code == 2 and run.stderr.startswith("error: Redis is unreachable") and "--redis-url" in run.stderr
+
+
+def test_a_cluster_url_with_no_cluster_behind_it_is_a_clear_error(adminctl, redis_url: str) -> None:
+    """redis-py's cluster client reads the slot map when it is built, outside queuecore's error mapping:
+    a cluster URL on a port where nothing listens, or on a server without cluster mode, raised a raw
+    RedisClusterException (adminctl: "unexpected RedisClusterException", exit 1)."""
+    from queuecore import BrokerError, RedisUnavailable
+    from tests.conftest import free_port
+
+    nobody = f"redis+cluster://127.0.0.1:{free_port()}"
+    plain = "redis+cluster://" + redis_url.split("://", 1)[1].split("/", 1)[0]
+    down = adminctl("--redis-url", nobody, "queue", "ls", connect=False)
+    assert down.code == 2 and down.stderr.startswith("error: Redis is unreachable: "), down
+    wrong = adminctl("--redis-url", plain, "--json", "stats", connect=False)
+    assert wrong.code == 1 and "is not a Redis Cluster node (cluster mode is not enabled there)" in wrong.stderr
+    assert "unexpected" not in down.stderr + wrong.stderr and "Traceback" not in down.stderr + wrong.stderr
+    with pytest.raises(RedisUnavailable):
+        Client(redis_url=nobody)
+    with pytest.raises(BrokerError, match="not a Redis Cluster node"):
+        Client(redis_url=plain)
