@@ -17,7 +17,8 @@ returned by the first read; one that turns final between the read and the block 
 token, so the block returns at once. A token from an earlier final state (the task was run again
 since) is dropped by the read that marks the task watched. A wake that is lost (Redis full, a key
 of another type) costs at most one chunk. Blocking waits run on connections of their own, whose
-socket timeout outlasts a chunk.
+socket timeout outlasts a chunk. Redis refuses ``BLMOVE`` (a write) while it is full: the waiter then
+reads the task again every ``FULL_POLL`` seconds until its timeout.
 
 **Retention.** A result is kept for the task's retention (the ``retention`` option, else the
 connection's ``default_retention``, 0 by default: not kept). Waiting for a task that keeps no
@@ -27,6 +28,7 @@ nobody could tell that apart from an operator deleting it.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 import threading
@@ -55,12 +57,13 @@ from queuecore.core.inspector import task_info
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id
 from queuecore.core.message import TaskInfo
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
-from queuecore.core.redis_errors import broker_errors
+from queuecore.core.redis_errors import broker_errors, is_out_of_memory
 from queuecore.core.scripts import Scripts
 from queuecore.core.states import FINAL_STATES, TaskState
 
 WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
 MIN_BLOCK = 0.01  # Redis reads a blocking timeout in whole ms, and 0 ms blocks forever
+FULL_POLL = 0.2  # seconds between looks at the task while Redis is full (it refuses the blocking wait then)
 _TRACEBACK = "\n\nTraceback (most recent call last):\n"  # how outcome.format_error joins head and frames
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -310,7 +313,12 @@ class Results:
                 block = self._next_block(info, deadline, chunk)
                 if block is None:
                     return info
-                wait_for_done(blocking, q, task_id, block)
+                try:
+                    wait_for_done(blocking, q, task_id, block)
+                except redis.ResponseError as exc:
+                    if not is_out_of_memory(str(exc)):
+                        raise
+                    time.sleep(min(block, FULL_POLL))  # Redis refuses BLMOVE when full: look again
 
     def _async_client(self) -> redis.asyncio.Redis:
         return self.connection.connect_async(socket_timeout=WAIT_CHUNK + self.connection.socket_timeout)
@@ -341,6 +349,11 @@ class Results:
                     block = self._next_block(info, deadline, WAIT_CHUNK)
                     if block is None:
                         return info
-                    await wait_for_done(client, q, task_id, block)
+                    try:
+                        await wait_for_done(client, q, task_id, block)
+                    except redis.ResponseError as exc:
+                        if not is_out_of_memory(str(exc)):
+                            raise
+                        await asyncio.sleep(min(block, FULL_POLL))
         finally:
             await client.aclose()

@@ -9,12 +9,14 @@ lets a script that already wrote finish, so every path that must work begins wit
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 
 import pytest
 import redis
 
-from queuecore import Client, ConnectionConfig, Inspector, RedisFull
+from queuecore import Client, ConnectionConfig, Inspector, RedisFull, ResultTimeout, TaskNotFound
 from queuecore.core.keys import stats_day, stats_minute
 from queuecore.core.scripts import Scripts
 from tests.conftest import PrivateRedis
@@ -174,3 +176,38 @@ def test_redis_full_message_is_clear() -> None:
 
     with pytest.raises(RedisFull, match=r"^Redis is full \(maxmemory reached\)"), broker_errors():
         raise redis.ResponseError("OOM command not allowed when used memory > 'maxmemory'.")
+
+
+def test_a_wait_for_a_result_outlasts_redis_being_full(full_redis: PrivateRedis) -> None:
+    """Redis refuses BLMOVE (a write) at maxmemory: any wait with a timeout raised RedisFull at once. It
+    now reads the task until its timeout, and sees an operator's delete (which works while full)."""
+    conn = ConnectionConfig(redis_url=full_redis.url, key_prefix="qct-oomwait")
+    r = conn.connect()
+    client, inspector = Client(connection=conn), Inspector(connection=conn)
+    try:
+        waited, deleted = client.enqueue("t.work", retention=60), client.enqueue("t.work", retention=60)
+        with pytest.raises(RedisFull):
+            for _ in range(1000):
+                client.enqueue("t.fill", {"blob": BIG})
+        stay_full(r)
+        with pytest.raises(ResultTimeout):
+            waited.get(timeout=0.5)
+        with pytest.raises(ResultTimeout):
+            asyncio.run(waited.aget(timeout=0.5))
+        outcome: list[BaseException] = []
+
+        def wait() -> None:
+            try:
+                deleted.get(timeout=30)
+            except Exception as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        inspector.delete_task("default", deleted.id)  # before or during the wait: either way it ends it
+        thread.join(30)
+        assert len(outcome) == 1 and isinstance(outcome[0], TaskNotFound), outcome
+    finally:
+        client.close()
+        inspector.close()
+        r.close()
