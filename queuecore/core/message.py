@@ -37,6 +37,15 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+def json_text(value: Any) -> str:
+    """Encode a value a handler or a caller gave (a result) as compact JSON text with the standard
+    library, whether or not orjson is installed: orjson writes NaN and infinities as ``null``,
+    refuses integers over 64 bits and keys that are not strings, and encodes datetimes and UUIDs,
+    where ``json`` refuses (the value is then kept as its ``repr()``): results must not depend on an
+    optional extra. Raises ``TypeError``/``ValueError`` when it cannot."""
+    return _PAYLOAD_ENCODER.encode(value)
+
+
 def loads(text: str | bytes) -> Any:
     """Decode JSON text."""
     if _orjson is not None:

@@ -14,7 +14,7 @@ from queuecore.core.errors import TaskDecodeError
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.limits import MAX_PAYLOAD_BYTES_LIMIT
-from queuecore.core.message import dumps
+from queuecore.core.message import dumps, json_text
 from queuecore.core.outcome import OUTCOME_WORDS, Outcome, decide, outcome_log_line
 from queuecore.core.redis_errors import is_connection_error
 from queuecore.core.registry import TaskRegistry
@@ -167,7 +167,7 @@ class Recorder:
         if not running.message.retention:
             return ""
         try:
-            text = dumps(outcome.result)
+            text = json_text(outcome.result)
             size = len(text.encode())  # a lone surrogate ("\ud800") passes json.dumps but has no UTF-8
         except Exception:  # TypeError, ValueError (UnicodeEncodeError), RecursionError
             logger.warning("task %s returned a value that is not JSON (or holds text that is not valid Unicode, "

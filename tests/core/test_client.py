@@ -684,3 +684,26 @@ def test_after_a_fork_the_child_enqueues_on_a_new_connection_and_the_parent_stil
     types = sorted(redis_client.hget(connection.keys.queue("default").task(i), "msg").split('"type":"')[1][:8]
                    for i in redis_client.lrange(pending, 0, -1))
     assert types == ["t.after\"", "t.before", "t.child\"", "t.regist"]
+
+
+def test_results_are_stored_alike_with_or_without_orjson(client: Client, make_worker, registry, caplog) -> None:
+    """A result is encoded by the standard library whatever extras are installed: with the ``fast``
+    extra, orjson stored NaN as null without the promised warning, an integer over 64 bits and a dict
+    with int keys as their repr(), and a datetime as text. (The Django 6 leg of scripts/test runs
+    with orjson installed, the others without.)"""
+    from queuecore import task
+
+    values: dict[str, Any] = {"nan": [float("nan")], "big": 2 ** 70, "int_keys": {1: "a"},
+                              "when": datetime(2026, 1, 2, tzinfo=UTC)}
+
+    @task(name="t.returns", registry=registry)
+    def returns(name: str) -> Any:
+        return values[name]
+
+    handles = {name: client.enqueue("t.returns", {"name": name}, retention=60) for name in values}
+    make_worker()
+    got = {name: handle.get(timeout=20) for name, handle in handles.items()}
+    assert got == {"nan": "[nan]", "big": 2 ** 70, "int_keys": {"1": "a"},
+                   "when": "datetime.datetime(2026, 1, 2, 0, 0, tzinfo=datetime.timezone.utc)"}
+    kept_repr = [r for r in caplog.records if "returned a value that is not JSON" in r.getMessage()]
+    assert {r.getMessage().split()[1] for r in kept_repr} == {handles["nan"].id, handles["when"].id}
