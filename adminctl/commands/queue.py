@@ -92,7 +92,7 @@ def queue_history(app: App, name: str, days: int) -> None:
 
 @queue.command("pause")
 @click.argument("name", metavar="QUEUE")
-@click.option("--for", "for_", type=Duration(), metavar="S",
+@click.option("--for", "for_", type=Duration(minimum_open=True), metavar="S",
               help="Resume by itself after this long (e.g. 90, 30m, 2h, 1h30m).")
 @json_option
 @click.pass_obj

@@ -707,14 +707,14 @@ class Inspector:
     def check_filter(self, type: str | None = None, search: str | None = None, filter: str | None = None) -> None:
         """``ConfigurationError`` when a task type, search or filter could not be used by a list, an
         export or a bulk job (nothing is read)."""
-        if type:
-            validate_type_name(type)
         self._predicate(type, search, filter)
 
     def _predicate(self, type_name: str | None, search: str | None,
                    filter_text: str | None) -> Callable[[TaskInfo], bool] | None:
         """What a filtered list keeps (None: no filter); a bad ``filter_text`` raises ``ConfigurationError``.
         A ``search`` written in the filter language (``filters.looks_like_filter``) is read as a filter."""
+        if type_name:  # a name no task can have is a mistake to report, not a filter that matches nothing
+            validate_type_name(type_name)
         if search and filters.looks_like_filter(search):
             filter_text, search = f"{filter_text or ''} {search}".strip(), None
         needles = search_needles(search) if search else ()

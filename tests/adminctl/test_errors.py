@@ -78,3 +78,18 @@ def test_a_cluster_url_with_no_cluster_behind_it_is_a_clear_error(adminctl, redi
         Client(redis_url=nobody)
     with pytest.raises(BrokerError, match="not a Redis Cluster node"):
         Client(redis_url=plain)
+
+
+def test_a_type_name_no_task_can_have_and_a_zero_pause_are_usage_errors(adminctl, client: Client) -> None:
+    """``task ls --type 'bad type'`` and ``export --type`` listed nothing (exit 0), where ``type show``
+    and ``enqueue`` refuse the name (exit 2); ``queue pause --for 0`` said "for_ is out of range"
+    (exit 1) where ``--for -5`` is a usage error."""
+    client.enqueue("t.x", queue="qs1")
+    for args in (("task", "ls", "qs1", "pending", "--type", "bad type"),
+                 ("task", "export", "qs1", "pending", "--type", "{x}")):
+        run = adminctl(*args)
+        assert run.code == 2 and "task type" in run.stderr and "Traceback" not in run.stderr, run
+    listed = adminctl("task", "ls", "qs1", "pending", "--type", "t.x", "--json")
+    assert listed.code == 0 and [t["type"] for t in listed.json()["tasks"]] == ["t.x"]
+    zero = adminctl("queue", "pause", "qs1", "--for", "0")
+    assert zero.code == 2 and "must be more than 0 seconds" in zero.stderr and "for_" not in zero.stderr, zero
