@@ -271,7 +271,7 @@ class Processor:
             quiet = self._quiet.is_set()
             if not quiet:
                 self.pushed += 1
-                self._dispatch(queue, task_id, msg, 1, 0, now)
+                self._dispatch(queue, task_id, msg, 1, 0, now, pushed=True)
         if quiet:  # a hand-back needs the task's id and lease only: its message is not decoded here
             self._finalize(self._hold(queue, task_id, 1, 0, _placeholder(task_id, queue), now), Outcome("requeue"))
 
@@ -307,7 +307,8 @@ class Processor:
 
     # -- dispatching ------------------------------------------------------------------------------
 
-    def _dispatch(self, queue: str, task_id: str, msg: str, lease: int, retried: int, now: float) -> None:
+    def _dispatch(self, queue: str, task_id: str, msg: str, lease: int, retried: int, now: float,
+                  pushed: bool = False) -> None:
         try:
             message = TaskMessage.decode(task_id, queue, msg)
         except TaskDecodeError as exc:
@@ -315,7 +316,11 @@ class Processor:
             running = self._hold(queue, task_id, lease, retried, _placeholder(task_id, queue), now)
             self._finalize(running, Outcome("skip_retry", error=exc))
             return
-        running = self._hold(queue, task_id, lease, retried, message, now)
+        # A pushed task was leased by its enqueue: when that was, its message says (the client's clock).
+        # A push read long after (this process was paused or starved) may have lost its lease meanwhile:
+        # from this expiry the runner confirms it before its handler starts.
+        leased_at = min(now, message.enqueued_at) if pushed and message.enqueued_at else now
+        running = self._hold(queue, task_id, lease, retried, message, now, leased_at + self.config.lease_duration)
         handler = self.registry.get(message.type)
         start: Callable[[], None]
         if handler is not None and handler.is_async:
@@ -386,14 +391,14 @@ class Processor:
         return taken
 
     def _hold(self, queue: str, task_id: str, lease: int, retried: int, message: TaskMessage,
-              now: float) -> Running:
+              now: float, lease_until: float | None = None) -> Running:
         ctx = TaskContext(id=task_id, queue=queue, type=message.type, retried=retried,
                           max_retry=message.max_retry, payload=message.payload,
                           enqueued_at=message.enqueued_at or None, priority=message.priority,
                           worker_id=self.recorder.worker_id)
         running = Running(id=task_id, queue=queue, lease=lease, retried=retried, message=message, ctx=ctx,
                           started=now, deadline=message.deadline, fetched=now,
-                          lease_until=now + self.config.lease_duration)
+                          lease_until=now + self.config.lease_duration if lease_until is None else lease_until)
         self._slots.use()
         self.held.add(running)
         return running

@@ -245,6 +245,30 @@ def test_a_worker_paused_past_its_leases_does_not_start_a_task_another_worker_ra
     assert inspector.get_task(Q, t2).state is TaskState.COMPLETED
 
 
+def test_a_worker_paused_while_idle_does_not_run_a_task_pushed_to_it_meanwhile(
+        spawn, client: Client, inspector: Inspector, tmp_path: Path) -> None:
+    """An idle worker is listed as waiting, and an enqueue into the empty queue leases its task straight
+    to it (a push). Stopped, the worker still counts as a receiver, so a task enqueued then is pushed
+    to it; B recovers and completes it once its lease runs out. Resumed, A read the push and ran the
+    task again; now a push read after A's listing lapsed confirms its lease first."""
+    log = tmp_path / "events.jsonl"
+    a = spawn(concurrency=1, **KILL_SETTINGS)
+    wait_registered(inspector, a)
+    idle = inspector.keys.queue(Q).idle
+    wait_until(lambda: client.redis.zcard(idle) == 1, 10, message="A listed as waiting")
+    a.signal(signal.SIGSTOP)
+    wait_until(lambda: process_state(a.pid) == "T", 10, message="A stopped")
+    task_id = client.enqueue("proc.noop", {"tag": "pushed"}, retention=60).id
+    assert inspector.get_task(Q, task_id).state is TaskState.ACTIVE  # leased to A at once: pushed
+    b = spawn(concurrency=1, **KILL_SETTINGS)
+    wait_event(log, "end", task_id, b.pid)
+    wait_until(lambda: inspector.get_task(Q, task_id).state is TaskState.COMPLETED, 10, message="completed by B")
+    a.signal(signal.SIGCONT)
+    wait_until(lambda: f"task {task_id} (proc.noop): its lease ran out" in a.stderr(), 10,
+               message="A to give the pushed task up")
+    assert [e["pid"] for e in task_events(log, "start", task_id)] == [b.pid]  # it ran once, on B
+
+
 def process_state(pid: int) -> str:
     """The state letter of process ``pid`` (``T``: stopped)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
