@@ -131,6 +131,10 @@ class Processor:
 
         Returns how many tasks were handed back to pending.
         """
+        deadline = time.monotonic() + timeout
+        # With Redis away, a hand-back is given up once the shutdown's time is out (its lease expires
+        # and the task is recovered): it never holds the shutdown for the length of the outage.
+        self.recorder.write_deadline = deadline
         self.stop()
         self._stopping.set()
         self.wake.set()
@@ -140,7 +144,6 @@ class Processor:
         waiting = self._take_ready()  # fetched ahead, never started: back at once, for others to run
         for running in reversed(waiting):
             self._finalize(running, Outcome("requeue"))
-        deadline = time.monotonic() + timeout
         while len(self.held) and time.monotonic() < deadline and not (force and force.is_set()):
             time.sleep(0.01)
         remaining = self.held.snapshot()

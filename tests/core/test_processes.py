@@ -388,6 +388,27 @@ def test_sigterm_exits_while_an_async_handler_is_blocked_in_to_thread(spawn, cli
     assert "handed 1 unfinished task(s) back to pending" in w.stderr()
 
 
+def test_sigterm_while_redis_is_away_exits_within_the_shutdown_time(spawn, client: Client, private_redis,
+                                                                    tmp_path: Path) -> None:
+    """With Redis gone, handing back a task fetched ahead retried until Redis came back: the worker
+    outlived its shutdown time by the whole outage. It now gives up once the time is out (the leases
+    expire and the tasks are recovered) and says so."""
+    log = tmp_path / "events.jsonl"
+    conn = ConnectionConfig(redis_url=private_redis.url, key_prefix="qct-term-away")
+    there = Client(connection=conn)
+    running = there.enqueue("proc.block", {"tag": "running"}).id
+    there.enqueue("proc.noop", {"tag": "ahead"})
+    w = spawn(concurrency=1, prefetch=1, shutdown_timeout=1, redis_url=private_redis.url, prefix="qct-term-away")
+    wait_event(log, "start", running, w.pid)
+    with Inspector(connection=conn) as looking:
+        wait_until(lambda: looking.queue_info(Q).active == 2, 10, message="one running, one ahead")
+    there.close()
+    private_redis.kill()
+    w.signal(signal.SIGTERM)
+    assert w.wait_exit(20) == 0
+    assert "could not record" in w.stderr()
+
+
 def test_sigterm_lets_a_short_task_finish(spawn, client: Client, inspector: Inspector, tmp_path: Path) -> None:
     log = tmp_path / "events.jsonl"
     task_id = client.enqueue("proc.sleep", {"seconds": 0.5, "tag": "short"}, retention=60).id
