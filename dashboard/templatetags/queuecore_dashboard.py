@@ -36,8 +36,9 @@ def _htmx_path() -> str:
 @register.simple_tag(takes_context=True)
 def qc_htmx_script(context: template.Context) -> SafeString:
     """htmx, from django-htmx's static files, without django-htmx's debug script: with ``DEBUG`` on,
-    ``{% htmx_script %}`` adds one that replaces the whole page with an error response and ``eval``s
-    its scripts, which the dashboard's Content-Security-Policy forbids and its own banners do better."""
+    ``{% htmx_script %}`` adds one that replaces the whole page with an error response and runs its
+    inline scripts as strings, which the dashboard's Content-Security-Policy forbids and its own
+    banners do better."""
     nonce = context.get("csp_nonce")
     if nonce is not None:
         return format_html('<script src="{}" defer nonce="{}"></script>', static(_htmx_path()), nonce)
