@@ -63,7 +63,10 @@ def read_django_settings(module: str) -> dict[str, Any]:
     except Exception as exc:  # ImportError, or the settings module itself failing
         raise ConfigurationError(f"cannot load Django settings {module!r}: {type(exc).__name__}: {exc}") from None
     value = getattr(mod, "QUEUECORE", {})
-    return value if isinstance(value, dict) else {}
+    if not isinstance(value, dict):  # as the Django app's check refuses it (queuecore.E001)
+        raise ConfigurationError(f"QUEUECORE in Django settings {module!r} must be a dict, not "
+                                 f"{type(value).__name__}")
+    return value
 
 
 def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],

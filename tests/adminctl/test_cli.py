@@ -308,3 +308,16 @@ def test_call_command_runs_the_cli_with_the_settings_connection(settings, client
         call_command("adminctl", "queue", "inspect", "nope")
     assert failed.value.returncode == 1
     assert "no queue named 'nope'" in capsys.readouterr().err
+
+
+def test_a_settings_module_whose_queuecore_is_not_a_dict_is_refused(adminctl, tmp_path) -> None:
+    """``QUEUECORE = "redis://..."`` (a URL where the dict belongs) was ignored: adminctl went on to the
+    default Redis, as if the settings said nothing. It is refused, as the Django app's check refuses it."""
+    (tmp_path / "qct_bad_settings.py").write_text("QUEUECORE = 'redis://10.0.0.9:6379/0'\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        run = adminctl("--settings", "qct_bad_settings", "queue", "ls", connect=False)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("qct_bad_settings", None)
+    assert run.code == 2 and "QUEUECORE in Django settings 'qct_bad_settings' must be a dict, not str" in run.stderr
