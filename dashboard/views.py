@@ -566,14 +566,14 @@ def task_detail(request: HtmxHttpRequest, qname: str, task_id: str) -> HttpRespo
     return render(request, P + "task.html", context)
 
 
-def _task_gone(request: HtmxHttpRequest, qname: str, task_id: str, status: int = 404) -> HttpResponse:
+def _task_gone(request: HtmxHttpRequest, qname: str, task_id: str) -> HttpResponse:
     """The page (404) or panel of a task that is not stored: deleted, or completed without a retention
     (often already, when the page of a quick task opens after an enqueue or a run). A panel stops
     polling; any message of an action that came before shows with it."""
     context = _base(request, qname=qname, task_id=task_id)
     if _fragment(request):
         return _partial(request, "partials/_task_gone.html", context)
-    return render(request, P + "task_gone.html", context, status=status)
+    return render(request, P + "task_gone.html", context, status=404)
 
 
 @action

@@ -440,8 +440,9 @@ class Processor:
         this process was paused or starved past it, and another worker may have recovered and run the
         task meanwhile. Extend the lease now if it is still this attempt's; False when it is not, or
         Redis cannot say (the task is then recovered as any expired lease is)."""
-        until = self.clock.now() + self.config.lease_duration
-        late = format_duration(self.clock.now() - running.lease_until)
+        now = self.clock.now()
+        until = now + self.config.lease_duration
+        late = format_duration(now - running.lease_until)
         try:
             code = self._scripts.extend_lease(self.queue_keys[running.queue], [(running.id, running.lease)],
                                               lease_until_ms=to_ms(until))[0]

@@ -193,9 +193,17 @@ def _tls_kwargs(target: RedisTarget) -> dict[str, Any]:
     return kwargs
 
 
+# Connections a client's pool may open at once (per node of a cluster): Redis's own default
+# ``maxclients``. redis-py 8 caps a pool at 100, so that a 101st thread that needs a connection at the
+# same moment (a worker with concurrency above 100 writing outcomes, the 101st caller waiting for a
+# result) failed with "Too many connections", reported as Redis being unreachable.
+MAX_CONNECTIONS = 10_000
+
+
 def _common_kwargs(target: RedisTarget, socket_timeout: float, connect_timeout: float) -> dict[str, Any]:
     return {"decode_responses": True, "socket_timeout": socket_timeout, "socket_connect_timeout": connect_timeout,
-            "username": target.username, "password": target.password, **_tls_kwargs(target)}
+            "username": target.username, "password": target.password, "max_connections": MAX_CONNECTIONS,
+            **_tls_kwargs(target)}
 
 
 MASTER_RECHECK = 1.0  # seconds: how often a sentinel client asks the sentinels whether its master still is
@@ -378,13 +386,6 @@ def _sentinel_kwargs(target: RedisTarget, socket_timeout: float, connect_timeout
             "password": target.options.get("sentinel_password"), "retry": retry, **_tls_kwargs(target)}
 
 
-# Connections a client's pool may open at once (per node of a cluster): Redis's own default
-# ``maxclients``. redis-py 8 caps a pool at 100, so that a 101st thread that needs a connection at the
-# same moment (a worker with concurrency above 100 writing outcomes, the 101st caller waiting for a
-# result) failed with "Too many connections", reported as Redis being unreachable.
-MAX_CONNECTIONS = 10_000
-
-
 def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: float) -> redis.Redis:
     """A new client for ``target`` (strings decoded as UTF-8).
 
@@ -395,7 +396,7 @@ def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: floa
         return redis.Redis.from_url(target.url, decode_responses=True, socket_timeout=socket_timeout,
                                     socket_connect_timeout=connect_timeout, health_check_interval=30,
                                     max_connections=MAX_CONNECTIONS)
-    kwargs = {**_common_kwargs(target, socket_timeout, connect_timeout), "max_connections": MAX_CONNECTIONS}
+    kwargs = _common_kwargs(target, socket_timeout, connect_timeout)
     if target.kind == "cluster":
         nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]  # type: ignore[no-untyped-call]
         with broker_errors():  # it reads the slot map at once: no node answering is RedisUnavailable
@@ -414,7 +415,7 @@ def connect_async(target: RedisTarget, *, socket_timeout: float, connect_timeout
     if target.kind == "single":
         return redis.asyncio.Redis.from_url(target.url, decode_responses=True, socket_timeout=socket_timeout,
                                             socket_connect_timeout=connect_timeout, max_connections=MAX_CONNECTIONS)
-    kwargs = {**_common_kwargs(target, socket_timeout, connect_timeout), "max_connections": MAX_CONNECTIONS}
+    kwargs = _common_kwargs(target, socket_timeout, connect_timeout)
     if target.kind == "cluster":
         nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in target.nodes]
         return cast("redis.asyncio.Redis", redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **kwargs))
