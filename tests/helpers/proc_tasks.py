@@ -128,12 +128,13 @@ async def async_to_thread_block(tag: str = "") -> None:
 def pause_once(path: str, tag: str = "") -> None:
     """The first run (the one that creates the file ``path``) stops its own process with SIGSTOP and
     returns once it is continued: the test decides how long the worker stays frozen, and the worker
-    resumes with this handler returning. Any later run returns at once."""
+    resumes with this handler returning. Any later run returns at once. The stop is sent to this
+    thread, so that it stops before the call returns (see ``ack_gap``)."""
     with _logged(tag=tag):
         if not os.path.exists(path):
             with open(path, "x", encoding="utf-8"):
                 pass
-            os.kill(os.getpid(), signal.SIGSTOP)
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
 
 @task(name="proc.busy")
@@ -159,14 +160,15 @@ def gate(path: str, tag: str = "") -> None:
 def ack_gap(stop: bool = True, tag: str = "") -> str:
     """Log start and end, then (with ``stop``), on the first attempt only, stop this whole process (SIGSTOP) before
     returning: the handler's work is done but its acknowledgement cannot have been written. The test
-    then kills the stopped process (``kill -9``), which is a crash between return and ack."""
-    import signal
+    then kills the stopped process (``kill -9``), which is a crash between return and ack.
 
+    The stop is sent to this thread (``pthread_kill``): it stops before the call returns. Sent to the
+    process (``os.kill``), another thread takes it, and this one usually returns first."""
     with _logged(tag=tag):
         pass
     if stop and current_task().retried == 0:
         record("stopping", tag=tag)
-        os.kill(os.getpid(), signal.SIGSTOP)
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
     return "ok"
 
 
