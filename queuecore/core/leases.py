@@ -73,6 +73,17 @@ class LeaseRenewer:
         if refused is not None:
             raise refused  # reported by the caller; every lease that could be renewed was
 
+    def confirm(self, running: Running) -> int:
+        """Extend one attempt's lease now (one about to start after its lease ran out) and return the
+        script's code: ``LEASE_LOST`` when the task is no longer this attempt's. Raises when Redis
+        cannot say."""
+        until = self._clock.now() + self._lease_duration
+        code = self._scripts.extend_lease(self._queue_keys[running.queue], [(running.id, running.lease)],
+                                          lease_until_ms=to_ms(until))[0]
+        if code != LEASE_LOST:
+            running.lease_until = until
+        return code
+
     def _renew_queue(self, q: QueueKeys, held: list[tuple[str, int]],
                      lease_until: int) -> list[tuple[tuple[str, int], int]]:
         """One ``extend_lease`` call; when Redis refuses it for one task's corrupt key (the script

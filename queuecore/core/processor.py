@@ -30,6 +30,7 @@ from queuecore.core.flow import LimitGate
 from queuecore.core.handlers import AsyncLoop, HandlerPool, interrupt_thread
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys
+from queuecore.core.leases import LeaseRenewer
 from queuecore.core.message import TaskMessage
 from queuecore.core.outcome import LEASE_LOST as LEASE_LOST_REASON
 from queuecore.core.outcome import SHUTDOWN, Outcome, abandoned, classify
@@ -99,7 +100,10 @@ class Processor:
         # Concurrency and rate limits of the task types that have them (flow.py); idle otherwise.
         self.limits = LimitGate(scripts, scripts.keys, queue_keys, clock, config.lease_duration,
                                 config.heartbeat_interval)
-        self._scripts = scripts
+        # Keeps the leases of the held tasks (renewed by the heartbeater and the recoverer); a renewal that
+        # finds one lost or cancelled tells this processor.
+        self.renewer = LeaseRenewer(scripts, clock, config.lease_duration, held, queue_keys,
+                                    on_lost=self.lease_lost, on_cancel=self.cancel)
         self.runner = Runner(config.default_timeout, config.middleware, clock, self.limits, self.async_loop,
                              self._tracing, self._finalize, self._free_run_slot, self._confirm_lease,
                              lease_margin=config.lease_duration / 4)
@@ -440,12 +444,9 @@ class Processor:
         this process was paused or starved past it, and another worker may have recovered and run the
         task meanwhile. Extend the lease now if it is still this attempt's; False when it is not, or
         Redis cannot say (the task is then recovered as any expired lease is)."""
-        now = self.clock.now()
-        until = now + self.config.lease_duration
-        late = format_duration(now - running.lease_until)
+        late = format_duration(self.clock.now() - running.lease_until)
         try:
-            code = self._scripts.extend_lease(self.queue_keys[running.queue], [(running.id, running.lease)],
-                                              lease_until_ms=to_ms(until))[0]
+            code = self.renewer.confirm(running)
         except Exception as exc:
             logger.warning("task %s (%s): its lease ran out %s before its handler could start (this worker was "
                            "paused or starved), and it could not be extended (%s); not run here: it is recovered "
@@ -457,7 +458,6 @@ class Processor:
                            running.id, running.message.type, late)
             running.ctx.request_cancel(LEASE_LOST_REASON)
             return False
-        running.lease_until = until
         if code == LEASE_CANCEL_REQUESTED:
             self.cancel(running.id)
         return True

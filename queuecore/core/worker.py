@@ -30,7 +30,6 @@ from queuecore.core.health import RedisHealth
 from queuecore.core.heartbeat import Heartbeater, ServerState
 from queuecore.core.inspector import Inspector
 from queuecore.core.janitor import Janitor
-from queuecore.core.leases import LeaseRenewer
 from queuecore.core.liveness import LivenessFile
 from queuecore.core.periodic import PeriodicEntry, parse_entries
 from queuecore.core.processor import Processor
@@ -93,8 +92,7 @@ class Worker:
         self.forwarder = Forwarder(self.scripts, self.clock, queues, config.forward_interval, self.health)
         self.processor = Processor(config, self.scripts, queue_keys, self.clock, self.registry, self.held,
                                    self.health, worker_id=self.state.id, on_due=self.forwarder.note_due)
-        renewer = LeaseRenewer(self.scripts, self.clock, config.lease_duration, self.held, queue_keys,
-                               on_lost=self.processor.lease_lost, on_cancel=self.processor.cancel)
+        renewer = self.processor.renewer
         self.liveness = None if config.health_file is None else LivenessFile(
             config.health_file, server_id=self.state.id, pid=pid, host=host, key_prefix=self.keys.prefix,
             interval=config.heartbeat_interval)

@@ -34,6 +34,7 @@ from queuecore.core.recoverer import Recoverer
 from queuecore.core.registry import TaskRegistry
 from queuecore.core.runner import Runner
 from queuecore.core.running import HeldTasks, Running
+from queuecore.core.scripts import LEASE_LOST as LEASE_LOST_CODE
 from queuecore.core.scripts import Scripts
 from queuecore.core.subscriber import Subscriber
 from queuecore.core.task import task
@@ -118,6 +119,21 @@ def test_lease_renewer_skips_attempts_that_already_lost_their_lease(
     renewer_for(scripts, fake_clock, held, q, lost, cancel).renew()
     assert read_zset(redis_client, q.active)["gone"] == to_ms(fake_clock.now() + 1)
     assert lost.args == [] and cancel.args == []
+
+
+def test_lease_renewer_confirms_one_lease_and_says_when_it_is_no_longer_ours(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys) -> None:
+    now = fake_clock.now()
+    ours = held_attempt(redis_client, q, "ours", lease=1, expires=now - 1)  # ran out, not yet recovered
+    taken = held_attempt(redis_client, q, "taken", lease=1, expires=now - 1)
+    ours.lease_until = taken.lease_until = now - 1
+    redis_client.hset(q.task("taken"), "lease", 2)  # another worker recovered and re-leased it
+    renewer = renewer_for(scripts, fake_clock, HeldTasks(), q, Calls(), Calls())
+    assert renewer.confirm(ours) != LEASE_LOST_CODE
+    assert renewer.confirm(taken) == LEASE_LOST_CODE
+    active = read_zset(redis_client, q.active)
+    assert active["ours"] == to_ms(now + LEASE) and ours.lease_until == now + LEASE
+    assert active["taken"] == to_ms(now - 1) and taken.lease_until == now - 1  # not ours: left alone
 
 
 # -- Heartbeater ----------------------------------------------------------------------------------
