@@ -152,6 +152,7 @@ class Client:
     def __init__(self, redis_url: str | None = None, key_prefix: str | None = None, *,
                  connection: ConnectionConfig | None = None, redis_client: redis.Redis | None = None,
                  registry: TaskRegistry | None = None, clock: Clock | None = None) -> None:
+        connection_given = connection is not None
         if connection is None:
             connection = ConnectionConfig.default(redis_url=redis_url, key_prefix=key_prefix)
         self.connection = connection
@@ -168,13 +169,13 @@ class Client:
         self._valid_names: set[tuple[str, str]] = set()
         self._queue_keys: dict[str, QueueKeys] = {}
         self._lock = threading.Lock()
-        self.results = Results(connection, self.redis, self.scripts, self.broker)
+        # A client given without its URL: the waits for results talk to its server, not the default URL's.
+        url_names_client = redis_client is None or redis_url is not None or connection_given
+        self.results = Results(connection, self.redis, self.scripts, self.broker, url_names_client)
         self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
 
     def close(self) -> None:
-        """Close the Redis connection if this client created it (and the connections of blocking waits
-        and of enqueues)."""
-        self.results.close()
+        """Close the Redis connection if this client created it (and the connections of enqueues)."""
         self.scripts.close()
         if self._owns_redis:
             self.redis.close()

@@ -16,9 +16,11 @@ at most ``WAIT_CHUNK`` seconds, then reads the task again. A task already final 
 returned by the first read; one that turns final between the read and the block has left its
 token, so the block returns at once. A token from an earlier final state (the task was run again
 since) is dropped by the read that marks the task watched. A wake that is lost (Redis full, a key
-of another type) costs at most one chunk. Blocking waits run on connections of their own, whose
-socket timeout outlasts a chunk. Redis refuses ``BLMOVE`` (a write) while it is full: the waiter then
-reads the task again every ``FULL_POLL`` seconds until its timeout.
+of another type) costs at most one chunk. Each wait runs on a ``redis.asyncio`` connection of its
+own, whose socket timeout outlasts a chunk (a sync wait runs the async one on an event loop of its
+own); a wait with a timeout ends within it (and ``ANSWER_GRACE``) even when Redis stops answering.
+Redis refuses ``BLMOVE`` (a write) while it is full: the waiter then reads the task again every
+``FULL_POLL`` seconds until its timeout.
 
 **Retention.** A result is kept for the task's retention (the ``retention`` option, else the
 connection's ``default_retention``, 0 by default: not kept). Waiting for a task that keeps no
@@ -29,9 +31,9 @@ nobody could tell that apart from an operator deleting it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import math
 import re
-import threading
 import time
 from dataclasses import fields
 from typing import Any
@@ -60,9 +62,11 @@ from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.redis_errors import broker_errors, is_out_of_memory
 from queuecore.core.scripts import Scripts
 from queuecore.core.states import FINAL_STATES, TaskState
+from queuecore.core.topology import async_like
 
 WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
 MIN_BLOCK = 0.01  # Redis reads a blocking timeout in whole ms, and 0 ms blocks forever
+ANSWER_GRACE = 0.25  # seconds an async wait's last look may take past its timeout before it gives up on Redis
 FULL_POLL = 0.2  # seconds between looks at the task while Redis is full (it refuses the blocking wait then)
 _TRACEBACK = "\n\nTraceback (most recent call last):\n"  # how outcome.format_error joins head and frames
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -209,30 +213,20 @@ def task_failed(info: TaskInfo) -> TaskFailed:
 class Results:
     """Reads and waits for tasks' outcomes for one client: its connection, Redis and scripts.
 
-    Blocking waits use connections of their own (made like the client's, with a socket timeout that
-    outlasts ``WAIT_CHUNK``); ``close()`` releases them. Async waits open a ``redis.asyncio``
-    connection from the connection's URL for the length of the wait.
+    A wait (sync or async) opens a ``redis.asyncio`` connection for its length, with a socket timeout
+    that outlasts ``WAIT_CHUNK``, to the server of ``redis_client``: made like it when it is one
+    server's client, else from the connection's URL, which ``url_names_client`` says names the same
+    Redis (False: a client was given without its URL).
     """
 
     def __init__(self, connection: ConnectionConfig, redis_client: redis.Redis, scripts: Scripts,
-                 broker: Broker) -> None:
+                 broker: Broker, url_names_client: bool = True) -> None:
         self.connection = connection
         self.keys = connection.keys
-        self.redis = redis_client  # blocking waits get a client made like it
+        self.redis = redis_client  # waits get clients made like it
         self.scripts = scripts
         self.broker = broker
-        self._lock = threading.Lock()
-        self._blocking: redis.Redis | None = None
-        self._chunk = WAIT_CHUNK
-
-    def close(self) -> None:
-        with self._lock:
-            blocking, self._blocking = self._blocking, None
-        if blocking is not None and blocking is not self.redis:
-            blocking.close()
-            pool = getattr(blocking, "connection_pool", None)
-            if pool is not None:
-                pool.disconnect()
+        self._url_names_client = url_names_client
 
     def handle(self, info: TaskInfo) -> TaskHandle:
         return TaskHandle.of(info, self)
@@ -271,22 +265,15 @@ class Results:
 
     # -- waiting ----------------------------------------------------------------------------------
 
-    def _blocking_client(self) -> tuple[redis.Redis, float]:
-        """The client blocking waits run on, and how long one may block."""
-        with self._lock:
-            if self._blocking is None:
-                pool = getattr(self.redis, "connection_pool", None)
-                if type(pool) is redis.ConnectionPool:  # the client's own settings, a longer socket timeout
-                    kwargs = dict(pool.connection_kwargs)
-                    kwargs["socket_timeout"] = WAIT_CHUNK + (kwargs.get("socket_timeout") or
-                                                             self.connection.socket_timeout)
-                    self._blocking = redis.Redis(connection_pool=redis.ConnectionPool(
-                        connection_class=pool.connection_class, max_connections=pool.max_connections, **kwargs))
-                else:  # a cluster or sentinel client: one of the same topology
-                    self._blocking = self.connection.connect(
-                        socket_timeout=WAIT_CHUNK + self.connection.socket_timeout)
-                self._chunk = WAIT_CHUNK
-            return self._blocking, self._chunk
+    def _from_url(self) -> ConnectionConfig:
+        """The connection, for a wait's client when the client's own settings cannot be copied (a
+        cluster or sentinel client); refused when the client was given without its URL (the default
+        URL may name another Redis)."""
+        if not self._url_names_client:
+            raise ConfigurationError("waiting for a result through a Redis client given without its URL needs that "
+                                     f"URL ({type(self.redis).__name__} is not a single-server client whose "
+                                     "settings queuecore can copy): Client(redis_url=..., redis_client=...)")
+        return self.connection
 
     def _next_block(self, info: TaskHandle, deadline: float | None, chunk: float) -> float | None:
         """How long to block before looking again, or None when ``info`` ends the wait."""
@@ -301,27 +288,18 @@ class Results:
         return max(MIN_BLOCK, min(chunk, left))
 
     def wait(self, queue: str, task_id: str, timeout: float | None = None) -> TaskHandle:
-        """Block until the task is final and return it (see the module for how)."""
-        limit = _timeout(timeout)
-        deadline = None if limit is None else time.monotonic() + limit
-        q = self.keys.queue(queue)
-        validate_task_id(task_id)
-        with broker_errors():
-            blocking, chunk = self._blocking_client()
-            while True:
-                info = self._snapshot(q, task_id, self.scripts.result(q, task_id, watch=True))
-                block = self._next_block(info, deadline, chunk)
-                if block is None:
-                    return info
-                try:
-                    wait_for_done(blocking, q, task_id, block)
-                except redis.ResponseError as exc:
-                    if not is_out_of_memory(str(exc)):
-                        raise
-                    time.sleep(min(block, FULL_POLL))  # Redis refuses BLMOVE when full: look again
+        """Block until the task is final and return it: ``await_`` on an event loop of its own (in a
+        thread of its own when this thread runs a loop already), so the sync and async waits are one."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.await_(queue, task_id, timeout))
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="queuecore-wait") as pool:
+            return pool.submit(asyncio.run, self.await_(queue, task_id, timeout)).result()
 
     def _async_client(self) -> redis.asyncio.Redis:
-        return self.connection.connect_async(socket_timeout=WAIT_CHUNK + self.connection.socket_timeout)
+        timeout = WAIT_CHUNK + self.connection.socket_timeout
+        return async_like(self.redis, timeout) or self._from_url().connect_async(socket_timeout=timeout)
 
     async def aread(self, queue: str, task_id: str) -> TaskHandle:
         """``read`` for asyncio."""
@@ -343,17 +321,31 @@ class Results:
         client = self._async_client()
         try:
             with broker_errors():
-                while True:
-                    h = await self.scripts.result(q, task_id, watch=True, async_client=client)
-                    info = self._snapshot(q, task_id, h)
-                    block = self._next_block(info, deadline, WAIT_CHUNK)
-                    if block is None:
-                        return info
-                    try:
-                        await wait_for_done(client, q, task_id, block)
-                    except redis.ResponseError as exc:
-                        if not is_out_of_memory(str(exc)):
-                            raise
-                        await asyncio.sleep(min(block, FULL_POLL))
+                if limit is None:
+                    return await self._await_final(client, q, task_id, None)
+                bound = asyncio.timeout(limit + ANSWER_GRACE)  # Redis that stops answering holds it no longer
+                try:
+                    async with bound:
+                        return await self._await_final(client, q, task_id, deadline)
+                except TimeoutError:  # ResultTimeout is one too
+                    if not bound.expired():
+                        raise
+                    raise ResultTimeout(f"task {task_id} in queue {queue}: Redis did not answer within the wait's "
+                                        f"timeout ({limit:g} s)") from None
         finally:
             await client.aclose()
+
+    async def _await_final(self, client: redis.asyncio.Redis, q: QueueKeys, task_id: str,
+                           deadline: float | None) -> TaskHandle:
+        while True:
+            h = await self.scripts.result(q, task_id, watch=True, async_client=client)
+            info = self._snapshot(q, task_id, h)
+            block = self._next_block(info, deadline, WAIT_CHUNK)
+            if block is None:
+                return info
+            try:
+                await wait_for_done(client, q, task_id, block)
+            except redis.ResponseError as exc:
+                if not is_out_of_memory(str(exc)):
+                    raise
+                await asyncio.sleep(min(block, FULL_POLL))

