@@ -431,6 +431,22 @@ def test_a_wait_ends_within_its_timeout_when_redis_stops_answering(
     assert took < 2 + 1.5, took
 
 
+def test_a_sync_wait_called_where_an_event_loop_runs_still_waits(client: Client, inspector: Inspector) -> None:
+    """A sync wait runs the async one on an event loop of its own: called from a coroutine (where one
+    runs already), it runs that loop on a thread of its own instead of failing."""
+    handle = client.enqueue("t", retention=60)
+
+    async def call_the_sync_wait() -> str:
+        with pytest.raises(ResultTimeout, match="still pending"):
+            handle.get(timeout=0.1)
+        inspector.archive_task("default", handle.id)
+        with pytest.raises(TaskWasArchived):
+            handle.get(timeout=5)
+        return "waited"
+
+    assert asyncio.run(call_the_sync_wait()) == "waited"
+
+
 def test_waits_of_a_client_given_without_its_url_talk_to_that_clients_redis(
         private_redis, key_prefix: str, registry) -> None:
     """``Client(redis_client=...)`` alone: the async reads and waits connected to the default URL
