@@ -27,7 +27,7 @@ from queuecore.core.component import Periodic
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.leases import LeaseRenewer
-from queuecore.core.scripts import RECOVERED_HOW, RecoveredTask, Scripts
+from queuecore.core.scripts import ARCHIVED_WHY, RECOVERED_HOW, RecoveredTask, Scripts
 
 logger = logging.getLogger("queuecore.worker")
 BATCH = 100
@@ -53,11 +53,10 @@ def recovery_log_line(queue: str, task: RecoveredTask) -> str:
 
 def _why_archived(why: Counter[str], archived: int) -> str:
     """`` (2 retries spent, 1 cancelled by operator)``: why the round's archived tasks were archived,
-    from their lines (``RECOVERED_HOW``); nothing when they do not account for every one."""
+    from their lines (``ARCHIVED_WHY``); nothing when they do not account for every one."""
     if not archived or sum(why.values()) != archived:
         return ""
-    return " (" + ", ".join(f"{n} {how.removeprefix('archived (').removesuffix(')')}" for how, n in
-                            sorted(why.items())) + ")"
+    return " (" + ", ".join(f"{n} {reason}" for reason, n in sorted(why.items())) + ")"
 
 
 class Recoverer(Periodic):
@@ -113,7 +112,7 @@ class Recoverer(Periodic):
                     totals[i] += n
                 for task in got.tasks:  # a line per task, up to RECOVERY_LOG_LINES a round
                     if task.how != 1:
-                        archived_why[RECOVERED_HOW.get(task.how, "archived")] += 1
+                        archived_why[ARCHIVED_WHY.get(task.how, "other reasons")] += 1
                     if logged < RECOVERY_LOG_LINES:
                         logger.warning("%s", recovery_log_line(q.queue, task),
                                        extra={"qc_task_id": task.id, "qc_queue": q.queue, "qc_type": task.type,

@@ -194,8 +194,8 @@ class RecoveredTask(NamedTuple):
     type: str  # "?" when its message does not decode
 
 
-RECOVERED_HOW = {1: "requeued", 2: "archived (retries spent)", 3: "archived (message undecodable)",
-                 4: "archived (cancelled by operator)"}
+ARCHIVED_WHY = {2: "retries spent", 3: "message undecodable", 4: "cancelled by operator"}  # the archived ``how``s
+RECOVERED_HOW = {1: "requeued", **{how: f"archived ({why})" for how, why in ARCHIVED_WHY.items()}}
 
 
 class Recovery(NamedTuple):
