@@ -128,7 +128,7 @@ def _check_import(key: str, paths: list[Any]) -> list[Any]:
     return out
 
 
-@register(Tags.database, deploy=True)
+@register("redis", deploy=True)  # not Tags.database: Django 6 runs those only with --database
 def check_redis(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """With ``check --deploy``: Redis answers, and its eviction policy cannot drop tasks."""
     from queuecore.conf import get_config

@@ -73,6 +73,17 @@ def test_redis_check_passes_and_warns_on_eviction_policy(settings, private_redis
     assert ids(check_redis()) == ["queuecore.W010"]
 
 
+def test_check_deploy_runs_the_redis_check(settings) -> None:
+    """``manage.py check --deploy`` pings Redis: on Django 6 it did not (the check was tagged
+    ``database``, which Django 6 runs only with ``--database``)."""
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.QUEUECORE = {"REDIS_URL": "redis://127.0.0.1:1/0"}
+    with pytest.raises(SystemCheckError, match="queuecore.E010"):
+        call_command("check", deploy=True)
+
+
 # -- a bad value is a check error naming its key, never a traceback -------------------------------------
 
 
