@@ -43,11 +43,14 @@ class GlobalOptions:
 class ConnectionDefaults:
     """Connection values filled in by a host program (``manage.py adminctl`` reads ``QUEUECORE``).
 
-    They replace the environment and Django-settings lookup; command-line flags still win.
+    They replace the environment and Django-settings lookup; command-line flags still win. The values
+    are the host's settings as written, checked when the connection is resolved (a bad one is then one
+    line and exit 2); ``problem`` is what the host found wrong with its settings, refused the same way.
     """
 
-    redis_url: str | None = None
-    prefix: str | None = None
+    redis_url: Any = None
+    prefix: Any = None
+    problem: str | None = None
 
 
 def read_django_settings(module: str) -> dict[str, Any]:
@@ -80,6 +83,8 @@ def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],
     url = options.redis_url
     prefix = options.prefix
     if injected is not None:
+        if injected.problem:
+            raise ConfigurationError(injected.problem)
         url = url or injected.redis_url
         prefix = prefix or injected.prefix
     else:
@@ -141,7 +146,7 @@ class App:
             urls.append(self.connection.redis_url)
         found = []
         for url in urls:
-            if not url:
+            if not url or not isinstance(url, str):
                 continue
             try:
                 password = urlsplit(url).password

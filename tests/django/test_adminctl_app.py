@@ -111,3 +111,27 @@ def test_call_command_adminctl_stats_json(settings, client: Client, redis_url: s
     assert snapshot["prefix"] == key_prefix
     assert [q["name"] for q in snapshot["queues"]] == ["from-the-app"]
     assert snapshot["totals"]["pending"] == 1
+
+
+@pytest.mark.parametrize(("queuecore", "said"), [
+    ({"REDIS_URL": "redis://127.0.0.1:1/0", "KEY_PREFIX": "pro be"}, "error: invalid key prefix 'pro be'"),
+    ({"REDIS_URL": "http://127.0.0.1:1/0"}, "error: "),
+    ("redis://127.0.0.1:1/0", "error: QUEUECORE in the Django settings must be a dict, not str"),
+])
+@pytest.mark.parametrize("argv", [["queue", "ls"], ["--json", "stats"]])
+def test_manage_py_adminctl_refuses_bad_connection_settings_in_one_line(settings, capsys, queuecore, said,
+                                                                        argv) -> None:
+    """``manage.py adminctl`` with a bad ``KEY_PREFIX`` or ``REDIS_URL`` printed a traceback (exit 1) even
+    for ``--help``; given ``QUEUECORE`` as a string, it used the default Redis (exit 0)."""
+    settings.QUEUECORE = queuecore
+    command = load_command_class("queuecore_adminctl", "adminctl")
+    with pytest.raises(SystemExit) as exited:
+        command.run_from_argv(["manage.py", "adminctl", *argv])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert said in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    with pytest.raises(SystemExit) as exited:
+        command.run_from_argv(["manage.py", "adminctl", "--help"])
+    assert exited.value.code == 0
+    assert "Operate queuecore from a terminal" in capsys.readouterr().out

@@ -2,7 +2,7 @@
 
 Available once ``"queuecore_adminctl"`` is in ``INSTALLED_APPS`` (the app ``queuecore`` never imports the
 CLI). It runs the same click group as the ``adminctl`` console script; only the connection
-defaults come from ``queuecore.conf.get_config()`` (so ``QUEUECORE['REDIS_URL']`` and
+defaults come from ``QUEUECORE`` (``queuecore.conf.merged_settings()``, so ``QUEUECORE['REDIS_URL']`` and
 ``KEY_PREFIX``, with their environment fallbacks). ``--redis-url``/``--prefix`` on the command
 line still win. Every argument after ``adminctl`` goes to the CLI: ``manage.py adminctl task ls
 default archived``.
@@ -16,14 +16,21 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queuecore.conf import get_config
+from queuecore.conf import merged_settings
 
 
 def _defaults() -> Any:
+    """The connection settings of ``QUEUECORE`` as written: the CLI checks them (one line and exit 2
+    for a bad one, as ``adminctl --settings`` gives), so that even ``--help`` runs with bad settings."""
+    from django.conf import settings
+
     from ...app import ConnectionDefaults
 
-    connection = get_config().connection
-    return ConnectionDefaults(redis_url=connection.redis_url, prefix=connection.key_prefix)
+    value = getattr(settings, "QUEUECORE", {})
+    if not isinstance(value, dict):  # the app's check (queuecore.E001) refuses it; so does the CLI
+        return ConnectionDefaults(problem=f"QUEUECORE in the Django settings must be a dict, not {type(value).__name__}")
+    raw = merged_settings()
+    return ConnectionDefaults(redis_url=raw["REDIS_URL"], prefix=raw["KEY_PREFIX"])
 
 
 class Command(BaseCommand):
