@@ -80,7 +80,7 @@ def test_check_deploy_runs_the_redis_check(settings) -> None:
     from django.core.management.base import SystemCheckError
 
     settings.QUEUECORE = {"REDIS_URL": "redis://127.0.0.1:1/0"}
-    with pytest.raises(SystemCheckError, match="queuecore.E010"):
+    with pytest.raises(SystemCheckError, match=r"queuecore\.E010"):
         call_command("check", deploy=True)
 
 

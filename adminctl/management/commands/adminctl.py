@@ -28,7 +28,8 @@ def _defaults() -> Any:
 
     value = getattr(settings, "QUEUECORE", {})
     if not isinstance(value, dict):  # the app's check (queuecore.E001) refuses it; so does the CLI
-        return ConnectionDefaults(problem=f"QUEUECORE in the Django settings must be a dict, not {type(value).__name__}")
+        kind = type(value).__name__
+        return ConnectionDefaults(problem=f"QUEUECORE in the Django settings must be a dict, not {kind}")
     raw = merged_settings()
     return ConnectionDefaults(redis_url=raw["REDIS_URL"], prefix=raw["KEY_PREFIX"])
 
