@@ -589,8 +589,8 @@ def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -
     else:
         messages.success(request, f"Task {task_id} {ACTION_DONE[verb]}.", f"qc-subject-task-{task_id}")
         if verb == "delete":  # back to the list the operator came from (a checked local URL)
-            target = _local_url(request, request.POST.get("next")) or reverse("queuecore_dashboard:queue_redirect",
-                                                                              args=[qname])
+            target = (_local_url(request, request.POST.get("next"))
+                      or reverse("queuecore_dashboard:queue_state", args=[qname, "pending"]))
             return HttpResponseClientRedirect(target) if _fragment(request) else redirect(target)
     if not _fragment(request):
         return redirect("queuecore_dashboard:task", qname, task_id)
@@ -603,11 +603,11 @@ def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -
 
 def _task_context(request: HtmxHttpRequest, qname: str, task: Any) -> dict[str, Any]:
     ran = (task.completed_at - task.started_at).total_seconds() if task.completed_at and task.started_at else None
-    back = _back_url(request, qname)
+    back = _back_url(request, qname) or reverse("queuecore_dashboard:queue_state", args=[qname, task.state])
     task_url = reverse("queuecore_dashboard:task", args=[qname, task.id])
     return _base(request, task=task, qname=qname, terminal=task.state in FINAL_STATES, duration=ran,
                  task_actions=actions_for(task.state), nav="queues", back_url=back,
-                 task_poll_url=f"{task_url}?{urlencode({'next': back})}" if back else task_url)
+                 task_poll_url=f"{task_url}?{urlencode({'next': back})}")
 
 
 def _local_url(request: HtmxHttpRequest, url: str | None) -> str | None:
@@ -627,11 +627,12 @@ def _local_url(request: HtmxHttpRequest, url: str | None) -> str | None:
 
 def _back_url(request: HtmxHttpRequest, qname: str) -> str | None:
     """The list of ``qname`` the operator opened the task from (``?next=``, else the Referer), so that
-    deleting the task returns there; None when unknown (the task's own state list is used)."""
-    prefix = reverse("queuecore_dashboard:queue_redirect", args=[qname])
+    deleting the task returns there; None when unknown (the task's own state list is used). Only a
+    state list of the queue counts: ``<queue>/`` alone may be another page (a queue named ``servers``)."""
+    lists = {reverse("queuecore_dashboard:queue_state", args=[qname, state]) for state in STATES}
     for candidate in (request.GET.get("next"), request.headers.get("Referer")):
         url = _local_url(request, candidate)
-        if url and url.startswith(prefix) and "/tasks/" not in url.split("?")[0]:
+        if url and url.split("?")[0] in lists:
             return url
     return None
 

@@ -98,6 +98,6 @@ def test_deleting_a_task_returns_to_the_list_it_came_from_if_local(operator: Dja
     assert r.status_code == 302 and r["Location"] == "/queues/default/pending/?search=x"
     r = operator.post(f"/queues/default/tasks/{ids[1]}/delete/", {"next": "https://evil.example/queues/"},
                       headers=HX)
-    assert r["HX-Redirect"] == "/queues/default/"  # not a local URL: the queue's list
+    assert r["HX-Redirect"] == "/queues/default/pending/"  # not a local URL: the queue's pending list
     r = operator.post(f"/queues/default/tasks/{ids[2]}/delete/", {"next": "/admin/"})
-    assert r["Location"] == "/queues/default/"  # not a dashboard URL either
+    assert r["Location"] == "/queues/default/pending/"  # not a dashboard URL either

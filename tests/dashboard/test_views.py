@@ -339,10 +339,29 @@ def test_an_action_that_does_not_fit_the_state_gives_a_message(operator: DjangoC
 def test_delete_a_task_goes_back_to_the_queue(operator: DjangoClient, client: Client, inspector: Inspector) -> None:
     info = client.enqueue("x")
     r = operator.post(f"/queues/default/tasks/{info.id}/delete/")
-    assert r.status_code == 302 and r.url == "/queues/default/"
+    assert r.status_code == 302 and r.url == "/queues/default/pending/"
     htmx = operator.post(f"/queues/default/tasks/{client.enqueue('x').id}/delete/", headers=HX)
-    assert htmx.headers["HX-Redirect"] == "/queues/default/"
+    assert htmx.headers["HX-Redirect"] == "/queues/default/pending/"
     assert inspector.count("default", "pending") == 0
+
+
+@pytest.mark.parametrize("qname", ["servers", "failures", "ordinary"])
+def test_delete_from_a_task_page_opened_directly_goes_to_its_state_list(
+        operator: DjangoClient, client: Client, inspector: Inspector, qname: str) -> None:
+    """Opened with no ``?next=`` and no Referer (a bookmark, the Failures page, a host that sends no
+    referrer), the task page's Delete went to ``<queue>/``: for a queue named like a dashboard page
+    (``servers``, ``failures``...) that is the other page."""
+    info = client.enqueue("x", queue=qname, process_in=60)
+    page = operator.get(f"/queues/{qname}/tasks/{info.id}/")
+    found = re.search(r'name="next" value="([^"]+)"', html(page))
+    assert found and found.group(1) == f"/queues/{qname}/scheduled/"
+    r = operator.post(f"/queues/{qname}/tasks/{info.id}/delete/", {"next": found.group(1)}, follow=True)
+    assert r.redirect_chain[0][0] == f"/queues/{qname}/scheduled/"
+    assert f"<title>{qname} · scheduled · queuecore</title>" in html(r) and "deleted" in html(r)
+    # a referer that is the page of that name, not a list of the queue, is not taken for one
+    other = client.enqueue("x", queue=qname)
+    page = operator.get(f"/queues/{qname}/tasks/{other.id}/", headers={"Referer": f"http://testserver/queues/{qname}/"})
+    assert re.search(r'name="next" value="([^"]+)"', html(page)).group(1) == f"/queues/{qname}/pending/"
 
 
 def test_cancel_a_running_task(operator: DjangoClient, client: Client, make_worker: Any, registry: Any,
