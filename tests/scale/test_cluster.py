@@ -438,3 +438,42 @@ def test_a_slot_migration_refuses_enqueues_clearly_and_workers_carry_on_after_it
         worker.shutdown(timeout=2)
         client.close()
     assert not [r for r in caplog.records if r.name.startswith("queuecore") and r.exc_info]
+
+
+def test_a_client_enqueues_into_new_queues_once_its_default_node_fails_over(tmp_path: Path) -> None:
+    """The master a cluster client uses as its default node is killed (the client's first URL node,
+    usually). redis-py's pipelines asked that node for the keys of every script call, and only other
+    calls replaced a dead default node: enqueues that register their queue (the first into a queue,
+    and every 10 s) failed for about 50 s, into queues whose masters were up. Its own cluster: the
+    module's has lost a master already."""
+    deployment = RedisClusterDeployment(tmp_path / "cluster").start()
+    prefix = f"qct-{uuid.uuid4().hex[:8]}"
+    client = Client(connection=ConnectionConfig(redis_url=deployment.url, key_prefix=prefix, socket_timeout=1.0))
+    try:
+        default = client.redis.get_default_node()
+        victim = next(n for n in deployment.nodes if n.port == default.port)
+        survivor_queue = next(f"q{i}" for i in range(200)
+                              if deployment.master_of(f"{prefix}:{{q{i}}}:pending").port != victim.port)
+        client.enqueue("t", queue="warm-up")  # the client has its slot map and has sent script calls
+        replica = deployment.replica_of(victim)
+        victim.kill()
+        wait_until(lambda: deployment.role(replica) == "master", timeout=30, interval=0.05,
+                   message="the replica to be promoted")
+        deployment.wait_healthy(timeout=30)
+        healthy_at = time.monotonic()
+
+        def enqueued() -> bool:
+            try:
+                client.enqueue("t", queue=survivor_queue)  # a new queue: its registration is pipelined
+            except BrokerError:
+                return False
+            return True
+
+        wait_until(enqueued, timeout=20, interval=0.1, message="an enqueue into a new queue after the failover")
+        print(f"\nfirst enqueue into a new queue {time.monotonic() - healthy_at:.2f} s after the cluster was healthy")
+        inspector = Inspector(connection=client.connection)
+        assert inspector.queue_info(survivor_queue).pending == 1
+        inspector.close()
+    finally:
+        client.close()
+        deployment.stop()
