@@ -59,7 +59,7 @@ from queuecore.core.inspector import task_info
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id
 from queuecore.core.message import TaskInfo
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
-from queuecore.core.redis_errors import broker_errors, is_out_of_memory
+from queuecore.core.redis_errors import UNAVAILABLE, broker_errors, is_out_of_memory
 from queuecore.core.scripts import Scripts
 from queuecore.core.states import FINAL_STATES, TaskState
 from queuecore.core.topology import async_like
@@ -67,6 +67,8 @@ from queuecore.core.topology import async_like
 WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
 MIN_BLOCK = 0.01  # Redis reads a blocking timeout in whole ms, and 0 ms blocks forever
 ANSWER_GRACE = 0.25  # seconds an async wait's last look may take past its timeout before it gives up on Redis
+OUTAGE_RIDE = 30.0  # seconds a wait without a timeout goes on trying while Redis cannot be reached
+OUTAGE_POLL = 0.25  # seconds between its tries meanwhile
 FULL_POLL = 0.2  # seconds between looks at the task while Redis is full (it refuses the blocking wait then)
 _TRACEBACK = "\n\nTraceback (most recent call last):\n"  # how outcome.format_error joins head and frames
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -337,15 +339,24 @@ class Results:
 
     async def _await_final(self, client: redis.asyncio.Redis, q: QueueKeys, task_id: str,
                            deadline: float | None) -> TaskHandle:
+        unreachable_since: float | None = None
         while True:
-            h = await self.scripts.result(q, task_id, watch=True, async_client=client)
-            info = self._snapshot(q, task_id, h)
-            block = self._next_block(info, deadline, WAIT_CHUNK)
-            if block is None:
-                return info
             try:
-                await wait_for_done(client, q, task_id, block)
-            except redis.ResponseError as exc:
-                if not is_out_of_memory(str(exc)):
+                h = await self.scripts.result(q, task_id, watch=True, async_client=client)
+                unreachable_since = None
+                info = self._snapshot(q, task_id, h)
+                block = self._next_block(info, deadline, WAIT_CHUNK)
+                if block is None:
+                    return info
+                try:
+                    await wait_for_done(client, q, task_id, block)
+                except redis.ResponseError as exc:
+                    if not is_out_of_memory(str(exc)):
+                        raise
+                    await asyncio.sleep(min(block, FULL_POLL))  # Redis refuses BLMOVE when full: look again
+            except UNAVAILABLE:  # a failover, a restart: the wait goes on, within its timeout
+                now = time.monotonic()
+                unreachable_since = unreachable_since or now
+                if now - unreachable_since >= OUTAGE_RIDE or (deadline is not None and now + OUTAGE_POLL >= deadline):
                     raise
-                await asyncio.sleep(min(block, FULL_POLL))
+                await asyncio.sleep(OUTAGE_POLL)

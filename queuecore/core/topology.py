@@ -428,11 +428,19 @@ def _script_keys_from_arguments(parser: Any) -> None:
     parser.get_keys = keys
 
 
+# The errors on which an asyncio client sends a command again (redis-py's asyncio client retries none
+# unless told, where its sync client retries these): a connection that broke, or that a sentinel
+# client closed because its server is no longer the master (``_AskTheSentinels``).
+ASYNC_RETRY_ON = (redis.ConnectionError,)
+
+
 def connect_async(target: RedisTarget, *, socket_timeout: float, connect_timeout: float) -> redis.asyncio.Redis:
-    """``connect`` for asyncio: a ``redis.asyncio`` client of the same topology."""
+    """``connect`` for asyncio: a ``redis.asyncio`` client of the same topology. A command whose
+    connection broke is sent again on a new one, as the sync client does (``ASYNC_RETRY_ON``)."""
     if target.kind == "single":
         return redis.asyncio.Redis.from_url(target.url, decode_responses=True, socket_timeout=socket_timeout,
-                                            socket_connect_timeout=connect_timeout, max_connections=MAX_CONNECTIONS)
+                                            socket_connect_timeout=connect_timeout, max_connections=MAX_CONNECTIONS,
+                                            retry_on_error=list(ASYNC_RETRY_ON))
     kwargs = _common_kwargs(target, socket_timeout, connect_timeout)
     if target.kind == "cluster":
         nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in target.nodes]
@@ -442,7 +450,8 @@ def connect_async(target: RedisTarget, *, socket_timeout: float, connect_timeout
                                                               redis.asyncio.retry.Retry(NoBackoff(), 0)))
     connection_class = _SentinelAsyncSSLConnection if target.tls else _SentinelAsyncConnection
     return cast("redis.asyncio.Redis", sentinel.master_for(
-        target.service, db=target.db, connection_class=connection_class, **kwargs))
+        target.service, db=target.db, connection_class=connection_class, retry_on_error=list(ASYNC_RETRY_ON),
+        **kwargs))
 
 
 # A single-server sync client's connection class, and the asyncio one that talks to the same server.
@@ -473,7 +482,7 @@ def async_like(client: object, socket_timeout: float) -> redis.asyncio.Redis | N
     accepted = {name for cls in connection_class.__mro__ if "__init__" in vars(cls)
                 for name in inspect.signature(vars(cls)["__init__"]).parameters} - _SYNC_ONLY_SETTINGS
     kwargs = {name: value for name, value in pool.connection_kwargs.items() if name in accepted}
-    kwargs.update(socket_timeout=socket_timeout, decode_responses=True)
+    kwargs.update(socket_timeout=socket_timeout, decode_responses=True, retry_on_error=list(ASYNC_RETRY_ON))
     return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
         connection_class=connection_class, max_connections=MAX_CONNECTIONS, **kwargs))
 

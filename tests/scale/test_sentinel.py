@@ -382,6 +382,63 @@ def test_a_client_leaves_a_stalled_master_that_comes_back_after_the_failover(
         inspector.close()
 
 
+@pytest.mark.parametrize("fault", ["SENTINEL FAILOVER", "SIGKILL"])
+def test_result_waits_follow_the_master_through_a_failover(tmp_path: Path, fault: str) -> None:
+    """A sync and an asyncio wait block on the master when it fails over (planned, or killed). The
+    asyncio wait raised RedisUnavailable as soon as its connection to the old master was closed (the
+    asyncio client retries nothing unless told); after a kill both waits raised it within 2.5 s, the
+    failover still under way. They go on, within their timeout, and return the results. Its own
+    servers: the module's must keep their master for the tests after this one."""
+    deployment = SentinelDeployment(tmp_path / "sentinel", password=MASTER_PASSWORD).start()
+    registry = TaskRegistry()
+    gate = threading.Event()
+
+    @task(name="t.gated", registry=registry)
+    def gated(n: int) -> int:
+        gate.wait(60)
+        return n
+
+    connection = ConnectionConfig(redis_url=deployment.url, key_prefix=f"qct-{uuid.uuid4().hex[:8]}",
+                                  socket_timeout=1.0)
+    client = Client(connection=connection, registry=registry)
+    worker = Worker(connection=connection, registry=registry, **FAST)
+    outcomes: dict[str, Any] = {}
+
+    def wait_for(name: str, call: Any) -> None:
+        try:
+            outcomes[name] = ("returned", call())
+        except Exception as exc:
+            outcomes[name] = (type(exc).__name__, str(exc))
+
+    try:
+        handles = [client.enqueue("t.gated", {"n": n}, retention=600) for n in (1, 2)]
+        worker.start()
+        calls = {"sync": lambda: handles[0].get(timeout=60),
+                 "asyncio": lambda: asyncio.run(handles[1].aget(timeout=60))}
+        waiters = [threading.Thread(target=wait_for, args=item) for item in calls.items()]
+        for waiter in waiters:
+            waiter.start()
+        old_master = deployment.master()
+        new_master = next(n for n in deployment.servers if n is not old_master)
+        with old_master.client() as c:
+            wait_until(lambda: c.info("clients")["blocked_clients"] == 2, timeout=10, message="both waits blocked")
+        if fault == "SIGKILL":
+            old_master.kill()
+        else:
+            with deployment.watchers[0].client() as c:
+                c.execute_command("SENTINEL", "FAILOVER", deployment.service)
+        wait_until(lambda: sentinels_agree_on(deployment, new_master), timeout=30, message="the failover")
+        gate.set()
+        for waiter in waiters:
+            waiter.join(60)
+        assert outcomes == {"sync": ("returned", 1), "asyncio": ("returned", 2)}
+    finally:
+        gate.set()
+        worker.shutdown(timeout=5)
+        client.close()
+        deployment.stop()
+
+
 # -- a failover mid-load (last: it leaves the old replica as master) --------------------------------------
 
 
