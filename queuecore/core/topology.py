@@ -287,29 +287,46 @@ def _skip_sentinel(pool: Any, sentinel: Any, now: float) -> None:
 def _note_answers(pool: Any, answers: list[Any], now: float) -> None:
     """Remember, on the pool that all its connections share, when the sentinels were asked and the
     master they named. While none names a master that is up (a failover under way), ask again soon,
-    and remember the servers that the sentinels agree are down (objectively down: a quorum)."""
+    and remember the servers that the sentinels agree are down (objectively down: a quorum) or are
+    replacing (``PROMOTING``): connections to them are closed before they send (``_former_master``)."""
     newest = _newest_master(answers)
     if newest is not None:
-        pool._qc_master, pool._qc_down = newest, frozenset()
+        pool._qc_master, pool._qc_down, pool._qc_replaced = newest, frozenset(), frozenset()
         pool._qc_checked_at = now
     else:
         pool._qc_down = frozenset((str(a["ip"]), int(a["port"])) for a in answers
                                   if isinstance(a, dict) and a.get("is_odown"))
+        pool._qc_replaced = _being_replaced(answers)
         pool._qc_checked_at = now - MASTER_RECHECK + IN_FLUX_RECHECK
+
+
+# The failover states (``SENTINEL MASTER``'s ``failover-state``, shown by the sentinel that leads the
+# failover) once a replica is being promoted: from then on, writes that the old master takes are lost
+# when it is demoted, though every other sentinel still names it until the switch is announced.
+PROMOTING = frozenset({"send_slaveof_noone", "wait_promotion", "reconf_slaves", "update_config"})
+
+
+def _being_replaced(answers: list[Any]) -> frozenset[tuple[str, int]]:
+    """The masters whose replacement a sentinel has started promoting (``PROMOTING``)."""
+    return frozenset((str(a["ip"]), int(a["port"])) for a in answers
+                     if isinstance(a, dict) and a.get("failover-state") in PROMOTING)
 
 
 def _newest_master(answers: list[Any]) -> tuple[str, int] | None:
     """The master that the ``SENTINEL MASTER`` answers name in the newest configuration (the highest
     epoch), or None while that configuration names no master that is up: a sentinel failing over has
-    a higher epoch than one that, not yet told, still names the old master as up."""
+    a higher epoch than one that, not yet told, still names the old master as up; and while a
+    sentinel promotes a replica, the master it replaces is named by the others until the switch."""
     states = [a for a in answers if isinstance(a, dict)]
     if not states:
         return None
     newest = max(int(a.get("config-epoch") or 0) for a in states)
+    replaced = _being_replaced(states)
     for state in states:
         if int(state.get("config-epoch") or 0) == newest and state.get("is_master") \
                 and not state.get("is_sdown") and not state.get("is_odown") \
-                and "failover_in_progress" not in str(state.get("flags", "")):
+                and "failover_in_progress" not in str(state.get("flags", "")) \
+                and (str(state["ip"]), int(state["port"])) not in replaced:
             return str(state["ip"]), int(state["port"])
     return None
 
@@ -322,6 +339,9 @@ def _former_master(connection: Any, pool: Any) -> str | None:
     master = getattr(pool, "_qc_master", None)
     if address in getattr(pool, "_qc_down", ()):
         return f"{address[0]}:{address[1]} is no longer the master: the sentinels agree it is down"
+    if address in getattr(pool, "_qc_replaced", ()):
+        return (f"{address[0]}:{address[1]} is being replaced: the sentinels are promoting a replica in its place "
+                "(what it takes now would be lost)")
     if master is not None and master != address:
         return f"{address[0]}:{address[1]} is no longer the master: the sentinels name {master[0]}:{master[1]}"
     return None

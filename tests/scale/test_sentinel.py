@@ -128,11 +128,15 @@ def test_each_password_goes_to_its_own_servers_without_connecting() -> None:
             client.close()
 
 
-def _state(port: int, epoch: int, flags: str = "master") -> dict[str, Any]:
-    """A ``SENTINEL MASTER`` answer as redis-py parses it."""
+def _state(port: int, epoch: int, flags: str = "master", failover: str | None = None) -> dict[str, Any]:
+    """A ``SENTINEL MASTER`` answer as redis-py parses it (``failover``: its ``failover-state``)."""
     names = flags.split(",")
-    return {"ip": "10.0.0.1", "port": port, "config-epoch": epoch, "flags": flags, "is_master": "master" in names,
-            "is_sdown": "s_down" in names, "is_odown": "o_down" in names}
+    state = {"ip": "10.0.0.1", "port": port, "config-epoch": epoch, "flags": flags, "is_master": "master" in names,
+             "is_sdown": "s_down" in names, "is_odown": "o_down" in names}
+    return state if failover is None else {**state, "failover-state": failover}
+
+
+PLANNED = "master,failover_in_progress,force_failover"  # the flags of the sentinel that leads SENTINEL FAILOVER
 
 
 @pytest.mark.parametrize(("answers", "master"), [
@@ -144,6 +148,12 @@ def _state(port: int, epoch: int, flags: str = "master") -> dict[str, Any]:
      None),
     ([_state(1, 0, "s_down,o_down,master"), _state(1, 0, "s_down,master")], None),
     ([], None),
+    # a planned failover (as seen): the leader picks a replica while the others still name the master...
+    ([_state(1, 0, PLANNED, "select_slave"), _state(1, 0), _state(1, 0)], ("10.0.0.1", 1)),
+    # ...then promotes it: the master's writes would be lost from now on, though two sentinels still name it
+    ([_state(1, 0, PLANNED, "wait_promotion"), _state(1, 0), _state(1, 0)], None),
+    ([_state(1, 1, PLANNED, "reconf_slaves"), _state(1, 0), _state(1, 0)], None),
+    ([_state(2, 1), _state(2, 1, "master,disconnected"), _state(1, 0)], ("10.0.0.1", 2)),  # switched
 ])
 def test_the_newest_configuration_names_the_master(answers: list[dict[str, Any]], master: Any) -> None:
     assert _newest_master(answers) == master
@@ -435,6 +445,43 @@ def test_result_waits_follow_the_master_through_a_failover(tmp_path: Path, fault
     finally:
         gate.set()
         worker.shutdown(timeout=5)
+        client.close()
+        deployment.stop()
+
+
+def test_an_enqueue_while_the_sentinels_promote_a_replica_is_refused_not_lost(tmp_path: Path) -> None:
+    """SENTINEL FAILOVER: the leading sentinel promotes the replica about a second before it announces
+    the switch, and the other sentinels name the old master until then. Enqueues that the old master
+    acknowledged in that second were discarded when it was demoted (a probe lost 63 to 69 at 37 a
+    second). A client that sees the promotion under way refuses them: the caller is told."""
+    deployment = SentinelDeployment(tmp_path / "sentinel", password=MASTER_PASSWORD).start()
+    connection = ConnectionConfig(redis_url=deployment.url, key_prefix=f"qct-{uuid.uuid4().hex[:8]}",
+                                  socket_timeout=1.0)
+    client = Client(connection=connection, registry=TaskRegistry())
+    try:
+        first = client.enqueue("t.later", process_in=3600).id  # connected to the master
+        old_master = deployment.master()
+        new_master = next(n for n in deployment.servers if n is not old_master)
+        leader = deployment.watchers[0]
+        with leader.client() as c:
+            c.execute_command("SENTINEL", "FAILOVER", deployment.service)
+            wait_until(lambda: c.sentinel_master(deployment.service).get("failover-state")
+                       in ("wait_promotion", "reconf_slaves"), timeout=10, interval=0.01,
+                       message="the leading sentinel to promote the replica")
+        client.redis.connection_pool._qc_checked_at = 0.0  # its next command asks the sentinels
+        try:
+            during = client.enqueue("t.later", process_in=3600).id
+        except BrokerError as exc:
+            during = None
+            assert "is being replaced" in str(exc) or "no longer the master" in str(exc), exc
+        wait_until(lambda: sentinels_agree_on(deployment, new_master), timeout=30, message="the switch")
+        after = client.enqueue("t.later", process_in=3600).id
+        with new_master.client() as on_new:
+            keys = connection.keys.queue(Q)
+            assert on_new.exists(keys.task(first)) and on_new.exists(keys.task(after))
+            if during is not None:  # acknowledged: then by the new master, never by the one being replaced
+                assert on_new.exists(keys.task(during))
+    finally:
         client.close()
         deployment.stop()
 
