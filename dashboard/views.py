@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -180,15 +181,30 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapper
 
 
+# Host middlewares that send a Content-Security-Policy on the way out, unless the response has one.
+DJANGO_CSP_MIDDLEWARE = "django.middleware.csp.ContentSecurityPolicyMiddleware"  # Django 6; with SECURE_CSP
+DJANGO_CSP_PACKAGE_MIDDLEWARE = "csp.middleware.CSPMiddleware"  # django-csp
+
+
+def host_sends_a_policy() -> bool:
+    """The host site sends a Content-Security-Policy of its own from a middleware (Django's, with
+    ``SECURE_CSP`` set, or django-csp's). Those leave alone a response that has one, so the
+    dashboard's would have replaced the host's (its ``frame-ancestors``, its nonces)."""
+    middleware = getattr(settings, "MIDDLEWARE", None) or ()
+    if DJANGO_CSP_PACKAGE_MIDDLEWARE in middleware:
+        return True
+    return DJANGO_CSP_MIDDLEWARE in middleware and bool(getattr(settings, "SECURE_CSP", None))
+
+
 def content_security_policy(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Send ``CSP`` with the view's response, unless the response already has a policy (a host's view
-    decorator set one: it stays). A host middleware that sets its own policy on the way out replaces
-    this one; the dashboard works under ``default-src 'self'`` (no inline code, no string evaluation)."""
+    decorator set one: it stays) or the host's own middleware sends one (``host_sends_a_policy``); the
+    dashboard works under ``default-src 'self'`` (no inline code, no string evaluation)."""
 
     @functools.wraps(view)
     def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = view(request, *args, **kwargs)
-        if "Content-Security-Policy" not in response:
+        if "Content-Security-Policy" not in response and not host_sends_a_policy():
             response["Content-Security-Policy"] = CSP
         return response
 

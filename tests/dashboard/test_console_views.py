@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from django.test import Client as DjangoClient
 
 from queuecore import Client, Inspector
@@ -29,6 +30,20 @@ def test_every_dashboard_response_carries_a_strict_policy(operator: DjangoClient
     page = html(operator.get("/queues/default/pending/"))
     assert "<script>" not in page and " style=" not in page and " onclick=" not in page and "hx-on" not in page
     assert '"allowEval": false' in page  # htmx evaluates nothing
+
+
+def test_a_host_policy_from_djangos_csp_middleware_is_the_one_sent(operator: DjangoClient, settings,
+                                                                    client: Client) -> None:
+    """The host sends its own policy from Django's CSP middleware (Django 6), which leaves alone a
+    response that has one: the dashboard's policy replaced the host's (``frame-ancestors 'none'``
+    became ``'self'``; a host's nonce never reached the header)."""
+    csp = pytest.importorskip("django.utils.csp", reason="Django's CSP middleware came with Django 6")
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.middleware.csp.ContentSecurityPolicyMiddleware"]
+    settings.SECURE_CSP = {"default-src": [csp.CSP.SELF], "frame-ancestors": [csp.CSP.NONE]}
+    info = client.enqueue("x")
+    for response in (operator.get("/queues/"), operator.get(f"/queues/default/tasks/{info.id}/"),
+                     operator.post(f"/queues/default/tasks/{info.id}/archive/", headers=HX)):
+        assert response["Content-Security-Policy"] == "default-src 'self'; frame-ancestors 'none'"
 
 
 def test_an_unchanged_refresh_is_204(viewer: DjangoClient, client: Client) -> None:
