@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,15 +42,23 @@ class JsonFormatter(logging.Formatter):
 
 
 def install(level: int = logging.INFO) -> None:
-    """Make every log line JSON: the root logger gets a stderr handler if it has none, and the
-    handlers of the root and ``queuecore`` loggers (a site's ``LOGGING`` may give them their own)
-    get a ``JsonFormatter``."""
+    """Make every log line JSON: the root logger gets a stderr handler if it has none; the handlers
+    of the root and ``queuecore`` loggers (a site's ``LOGGING`` may give them their own), and every
+    other logger's handlers that write to stderr or stdout (Django's ``console`` handler, which
+    writes the ``django`` loggers' records with ``DEBUG`` on), get a ``JsonFormatter``."""
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.StreamHandler())
         root.setLevel(level)
-    loggers = [root] + [logger for name, logger in logging.root.manager.loggerDict.items()
-                        if name.split(".")[0] == "queuecore" and isinstance(logger, logging.Logger)]
-    for logger in loggers:
+    for name, logger in [("", root), *logging.root.manager.loggerDict.items()]:
+        if not isinstance(logger, logging.Logger):
+            continue
+        ours = name in ("", "queuecore") or name.startswith("queuecore.")
         for handler in logger.handlers:
-            handler.setFormatter(JsonFormatter())
+            if ours or _writes_to_the_terminal(handler):
+                handler.setFormatter(JsonFormatter())
+
+
+def _writes_to_the_terminal(handler: logging.Handler) -> bool:
+    return (isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
+            and getattr(handler, "stream", None) in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__))

@@ -110,3 +110,42 @@ def test_runworker_log_format_json(redis_url, key_prefix, tmp_path):
         proc.terminate()
         proc.wait(30)
     assert proc.stdout.read() == ""  # nothing but JSON, and all of it on stderr
+
+
+def test_json_logs_reach_other_libraries_console_handlers() -> None:
+    """With ``DEBUG`` on, Django's ``console`` handler writes the ``django`` loggers' records (the
+    ``django.tasks`` lines of every task) to stderr in its own format: two lines of seven per task
+    were not JSON. Every handler that writes to the terminal gets the JSON formatter; a file
+    handler of the site's is left as it is."""
+    import os
+
+    from queuecore.core.jsonlog import JsonFormatter, install
+
+    library = logging.getLogger("qct_library")
+    console = logging.StreamHandler(sys.stderr)
+    into_a_file = logging.FileHandler(os.devnull)
+    plain = logging.Formatter("%(message)s")
+    console.setFormatter(plain)
+    into_a_file.setFormatter(plain)
+    library.addHandler(console)
+    library.addHandler(into_a_file)
+    loggers = logging.root.manager.loggerDict.values()
+    every = [logging.getLogger(), *(lg for lg in loggers if isinstance(lg, logging.Logger))]
+    before = {handler: handler.formatter for logger in every for handler in logger.handlers}
+    root_handlers = list(logging.getLogger().handlers)
+    try:
+        install()
+        assert isinstance(console.formatter, JsonFormatter)
+        assert into_a_file.formatter is plain
+        console.stream = io.StringIO()
+        library.warning("Task id=%s state=%s", "abc", "RUNNING")
+        line = json.loads(console.stream.getvalue())
+        assert (line["logger"], line["message"]) == ("qct_library", "Task id=abc state=RUNNING")
+    finally:
+        library.removeHandler(console)
+        library.removeHandler(into_a_file)
+        into_a_file.close()
+        for handler, formatter in before.items():  # the other tests' handlers as they were
+            handler.setFormatter(formatter)
+        for handler in logging.getLogger().handlers[len(root_handlers):]:
+            logging.getLogger().removeHandler(handler)
