@@ -172,6 +172,17 @@ def _site_time(value: datetime | None) -> datetime | None:
     return timezone.make_naive(value)
 
 
+def _arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The stored ``args`` (a list) and ``kwargs`` (an object), absent ones empty; ``PayloadMismatch``
+    for others (a payload enqueued by hand, with ``adminctl enqueue``: a string's letters were passed
+    as arguments, one each)."""
+    if args is not None and not isinstance(args, list):
+        raise PayloadMismatch(f"the stored args of a Django task must be a list, not {type(args).__name__}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise PayloadMismatch(f"the stored kwargs of a Django task must be an object, not {type(kwargs).__name__}")
+    return list(args or []), dict(kwargs or {})
+
+
 def _bind(task: Task, args: list[Any], kwargs: dict[str, Any]) -> None:
     """``PayloadMismatch`` when the stored arguments do not fit the function: archived at once."""
     context = [None] if task.takes_context else []
@@ -219,7 +230,7 @@ class _Attempt:
 
     def __init__(self, handler: _TaskHandler, args: list[Any] | None, kwargs: dict[str, Any] | None,
                  backend: str, run_after: str | None) -> None:
-        self.args, self.kwargs = list(args or []), dict(kwargs or {})
+        self.args, self.kwargs = _arguments(args, kwargs)
         self.result = _running_result(handler, self.args, self.kwargs, backend, run_after)
         self.sender = _backend_class(backend)
         task_started.send(sender=self.sender, task_result=self.result)
@@ -356,7 +367,10 @@ class QueuecoreBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(f"{result_id(info.queue, info.id)} is a {info.type!r} task, not a Django "
                                          "task this process knows (is its module imported?)")
         payload = info.payload
-        args, kwargs = list(payload.get("args") or []), dict(payload.get("kwargs") or {})
+        try:
+            args, kwargs = _arguments(payload.get("args"), payload.get("kwargs"))
+        except PayloadMismatch:  # shown as stored nowhere else: here, no arguments
+            args, kwargs = [], {}
         backend = str(payload.get("backend") or self.alias)
         task = _task_as_enqueued(handler.task, info.queue, backend, info.priority, payload.get("run_after"))
         attempts = info.attempts

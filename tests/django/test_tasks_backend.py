@@ -350,6 +350,25 @@ def test_arguments_that_do_not_fit_end_the_task_with_both_signals(dj: Any, runwo
     assert mine == [("task_started", "RUNNING"), ("task_finished", "FAILED")]
 
 
+def test_stored_arguments_of_the_wrong_kind_end_the_task_instead_of_being_unpacked(dj: Any, runworker,
+                                                                                     inspector: Inspector) -> None:
+    """A Django task enqueued by hand (``adminctl enqueue``, an operator's edit) with ``"args": "12"``:
+    its letters were passed as two arguments (``add("1", "2")`` returned "12"), and a result read of
+    ``"kwargs": "x"`` raised ValueError."""
+    client = get_default_client()
+    bad_args = client.enqueue("tests.helpers.dj_tasks.add", {"args": "12", "kwargs": {}}, retention=600)
+    bad_kwargs = client.enqueue("tests.helpers.dj_tasks.add", {"args": [1, 2], "kwargs": "x"}, retention=600)
+    read = default_task_backend.get_result(bad_kwargs.result_id)  # shown with no arguments, not an error
+    assert (read.args, read.kwargs) == ([], {})
+    runworker()
+    for handle, said in ((bad_args, "args of a Django task must be a list, not str"),
+                         (bad_kwargs, "kwargs of a Django task must be an object, not str")):
+        info = wait_until(lambda h=handle: (i := inspector.get_task(h.queue, h.id)).state is TaskState.ARCHIVED
+                          and i, message="the task archived")
+        assert said in (info.last_error or "") and info.retried == 0  # at once: a retry would fail the same way
+        assert info.result is None
+
+
 def test_async_tasks_timeouts_and_bad_return_values(dj: Any, runworker) -> None:
     added = dj.add_async.enqueue(20, 22)
     hung = dj.hang.enqueue()
