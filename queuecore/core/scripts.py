@@ -228,11 +228,33 @@ class DoneItem(NamedTuple):
     duration_ms: int | None = None  # how long its handler ran (per-type statistics)
 
 
+def _script_keys_from_arguments(parser: Any) -> None:
+    """Make a cluster client's command parser read the keys of ``EVAL``/``EVALSHA`` from their
+    arguments. redis-py's cluster pipelines ask the client's default node for them (``COMMAND
+    GETKEYS``) once per script call: a round trip each, and, while that node is down, a failure
+    that lasted until some other call replaced the default node (about a minute: enqueues that
+    register their queue failed, into queues whose masters were up). Outside pipelines redis-py
+    reads the arguments itself, as here."""
+    if getattr(parser, "_qc_script_keys", False):
+        return
+    get_keys = parser.get_keys
+
+    def keys(redis_conn: Any, *args: Any) -> Any:
+        if len(args) > 2 and str(args[0]).upper() in ("EVAL", "EVALSHA"):
+            return list(args[3:3 + int(args[2])])
+        return get_keys(redis_conn, *args)
+
+    parser.get_keys = keys
+    parser._qc_script_keys = True
+
+
 class Scripts:
     """Runs the Lua scripts against one Redis client, registered lazily (NOSCRIPT is handled)."""
 
     def __init__(self, client: redis.Redis, keys: Keys, *, type_stats: bool = True) -> None:
         self.redis = client
+        if is_cluster_client(client):
+            _script_keys_from_arguments(client.commands_parser)  # type: ignore[attr-defined]
         self.keys = keys
         self._scripts: dict[str, Script] = {}
         # False: the scripts that record outcomes get no per-type data and write no per-type statistics

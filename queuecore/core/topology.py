@@ -420,32 +420,14 @@ def connect(target: RedisTarget, *, socket_timeout: float, connect_timeout: floa
     if target.kind == "cluster":
         nodes = [redis.cluster.ClusterNode(host, port) for host, port in target.nodes]  # type: ignore[no-untyped-call]
         with broker_errors():  # it reads the slot map at once: no node answering is RedisUnavailable
-            cluster = redis.cluster.RedisCluster(startup_nodes=nodes, health_check_interval=30, **kwargs)
-        _script_keys_from_arguments(cluster.commands_parser)
-        return cast("redis.Redis", cluster)
+            return cast("redis.Redis", redis.cluster.RedisCluster(startup_nodes=nodes, health_check_interval=30,
+                                                                    **kwargs))
     sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]
         list(target.nodes), sentinel_kwargs=_sentinel_kwargs(target, socket_timeout, connect_timeout,
                                                               redis.retry.Retry(NoBackoff(), 0)))
     connection_class = _SentinelSSLConnection if target.tls else _SentinelConnection
     return cast("redis.Redis", sentinel.master_for(  # type: ignore[no-untyped-call]
         target.service, db=target.db, health_check_interval=30, connection_class=connection_class, **kwargs))
-
-
-def _script_keys_from_arguments(parser: Any) -> None:
-    """Make a cluster client's command parser read the keys of ``EVAL``/``EVALSHA`` from their
-    arguments. redis-py's cluster pipelines ask the client's default node for them (``COMMAND
-    GETKEYS``) once per script call: a round trip each, and, while that node is down, a failure
-    that lasted until some other call replaced the default node (about a minute: enqueues that
-    register their queue failed, into queues whose masters were up). Outside pipelines redis-py
-    reads the arguments itself, as here."""
-    get_keys = parser.get_keys
-
-    def keys(redis_conn: Any, *args: Any) -> Any:
-        if len(args) > 2 and str(args[0]).upper() in ("EVAL", "EVALSHA"):
-            return list(args[3:3 + int(args[2])])
-        return get_keys(redis_conn, *args)
-
-    parser.get_keys = keys
 
 
 # The errors on which an asyncio client sends a command again (redis-py's asyncio client retries none
