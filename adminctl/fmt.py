@@ -13,6 +13,8 @@ import re
 from datetime import datetime
 from typing import Any
 
+from queuecore.core.text import percent_text
+
 _BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f"
 _UNSAFE = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_BIDI}]")
 _UNSAFE_KEEP_LINES = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
@@ -112,12 +114,7 @@ def human_count(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
-def percent(ratio: float) -> str:
-    if ratio <= 0:
-        return "0%"
-    if ratio < 0.001:
-        return "<0.1%"
-    return f"{ratio * 100:.1f}%"
+percent = percent_text  # one rule for the dashboard and the CLI (queuecore.core.text)
 
 
 def ago(when: datetime | None, now: float) -> str:

@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from queuecore.core.clock import format_duration
+from queuecore.core.text import percent_text
 
 from ..inspector import redis_now
 
@@ -144,7 +145,7 @@ def qc_percent(value: Any) -> str:
         ratio = float(value)
     except (TypeError, ValueError):
         return "—"
-    return "0%" if ratio == 0 else f"{ratio * 100:.1f}%" if ratio < 0.995 else f"{ratio * 100:.0f}%"
+    return percent_text(ratio)
 
 
 @register.filter

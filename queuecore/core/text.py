@@ -1,4 +1,5 @@
-"""Text from handlers (results, error messages, progress notes) made fit for Redis."""
+"""Text from handlers (results, error messages, progress notes) made fit for Redis, and ratios as
+operators read them (the dashboard and adminctl)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,17 @@ def error_message(error: BaseException) -> str:
         return storable_text(str(error))
     except Exception as exc:
         return f"<the error's message could not be read: {type(exc).__name__}>"
+
+
+def percent_text(ratio: float) -> str:
+    """``ratio`` as a percentage with one decimal, never rounded to ``0%`` or ``100%`` unless it is
+    exactly that: ``<0.1%`` and ``>99.9%`` at the ends (199 failed of 200 is ``99.5%``, not ``100%``)."""
+    if ratio <= 0:
+        return "0%"
+    if ratio >= 1:
+        return "100%"
+    if ratio < 0.001:
+        return "<0.1%"
+    if ratio > 0.999:
+        return ">99.9%"
+    return f"{ratio * 100:.1f}%"
