@@ -460,6 +460,7 @@ class Inspector:
                 for state in ZSET_STATES:
                     pipe.memory_usage(q.state_key(state))
                 pipe.memory_usage(q.stats)
+                pipe.memory_usage(q.type_stats)
                 for state, positions in plan.items():
                     for position in positions:
                         if state == "pending":
@@ -470,8 +471,8 @@ class Inspector:
             keys_totals, sampled = [], []
             at = 0
             for plan in plans:
-                keys_totals.append(sum(_int(v) for v in replies[at: at + 7]))
-                at += 7
+                keys_totals.append(sum(_int(v) for v in replies[at: at + 8]))  # the 8 keys above
+                at += 8
                 ids: dict[str, list[str]] = {}
                 for state, positions in plan.items():
                     found = replies[at: at + len(positions)]
@@ -482,7 +483,7 @@ class Inspector:
             for q, ids in zip(queues, sampled, strict=True):
                 for state_ids in ids.values():
                     for task_id in state_ids:
-                        pipe.memory_usage(q.task(task_id))
+                        pipe.memory_usage(q.task(task_id), samples=0)  # every field: a task has few
             task_sizes = iter(pipe.execute())
         except redis.ResponseError:
             return [None] * len(queues)  # MEMORY denied (ACL) or unsupported
