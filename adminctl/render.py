@@ -367,7 +367,7 @@ def task_table(tasks: Sequence[TaskInfo], state: str, now: float) -> FitTable:
     """``task ls``: columns chosen for the state (errors for retry/archived, results for completed)."""
     columns = [Column("id", shrink=0), Column("type", shrink=2, min_width=8)]
     if state in ("retry", "archived"):
-        columns += [Column("tries", "right"), Column("due" if state == "retry" else "archived", "right"),
+        columns += [Column("retried", "right"), Column("due" if state == "retry" else "archived", "right"),
                     Column("last error", shrink=2, min_width=10)]
     elif state == "completed":
         columns += [Column("completed", "right"), Column("result", shrink=2, min_width=10)]

@@ -167,7 +167,7 @@ def test_errors_escaped_in_tables_and_whole_in_inspect(adminctl, redis_client, c
     archived = adminctl("task", "ls", "failing", "archived")
     assert archived.code == 0
     header, _, row, *_ = archived.stdout.splitlines()
-    assert header.split() == ["id", "type", "tries", "archived", "last", "error"]
+    assert header.split() == ["id", "type", "retried", "archived", "last", "error"]
     assert row.startswith("t-archived") and "3/3" in row and "1m ago" in row
     assert "ValueError: [red]boom[/red] <b>" in row and row.rstrip().endswith("…") and "Traceback" not in row
     retry = adminctl("task", "ls", "failing", "retry")
