@@ -177,7 +177,8 @@ class FailureReport:
 
 
 def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = SCAN_LIMIT) -> FailureReport:
-    """Group the newest ``limit`` tasks of each queue's retry and archived lists by fingerprint."""
+    """Group the newest ``limit`` tasks of each queue's retry and archived lists by fingerprint; an
+    archived task with no error (an operator archived it before it ever failed) is in no group."""
     groups: dict[str, FailureGroup] = {}
     scanned, complete = 0, True
     for queue in queues:
@@ -192,14 +193,14 @@ def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = S
                 for task_id in chunk:
                     pipe.hmget(q.task(task_id), "msg", "error", "failed_at")
                 for task_id, (msg, error, failed_at) in zip(chunk, pipe.execute(), strict=True):
-                    if msg is None:
-                        continue  # deleted between the two reads
+                    if msg is None or not error:
+                        continue  # deleted between the two reads, or archived by an operator before it failed
                     scanned += 1
                     try:
                         type_name = TaskMessage.decode(task_id, queue, msg).type
                     except TaskDecodeError:
                         type_name = "?"
-                    text = error or "(no error recorded)"
+                    text = error
                     found = fingerprint(text)
                     group = groups.get(found.key)
                     if group is None:
