@@ -155,3 +155,27 @@ def test_the_history_is_bounded_in_bytes_too(redis_client: redis.Redis, scripts:
     kept = parse_attempts(redis_client.hget(q.task("big"), "attempts"))
     assert [x.number for x in kept] == list(range(13 - len(kept), 13)) and 5 <= len(kept) < ATTEMPT_HISTORY
     assert redis_client.hget(q.task("big"), "started_at") == str(to_ms(now))
+
+
+def test_an_operators_run_after_the_retries_are_spent_is_the_next_attempt(make_worker, client: Client, registry,
+                                                                          inspector: Inspector) -> None:
+    """An operator's run of a task archived with its retries spent gives it one more attempt, which
+    was numbered as the one before it (1, 2, 2, 2: the worker numbers attempts by the retries used,
+    which such a run does not move). It is the next one."""
+    @task(name="t.always_fails", registry=registry, max_retry=1)
+    def always_fails() -> None:
+        raise RuntimeError("still broken")
+
+    info = client.enqueue("t.always_fails", retention=60)
+    make_worker(**FAST_RETRY)
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert [(a.number, a.result) for a in archived.attempts] == [(1, "retry"), (2, "archived")]
+    for runs in (3, 4):
+        inspector.run_task("default", info.id)
+        wait_until(lambda n=runs: len(inspector.get_task("default", info.id).attempts) == n
+                   and inspector.get_task("default", info.id).state == "archived", SOON,
+                   message=f"run {runs} archived")
+    again = inspector.get_task("default", info.id)
+    assert [(a.number, a.result) for a in again.attempts] == [(1, "retry"), (2, "archived"), (3, "archived"),
+                                                              (4, "archived")]
+    assert (again.retried, again.max_retry) == (1, 1)  # the retries used: an operator's run is none of them

@@ -152,12 +152,8 @@ end
 -- of field, keeping at most max_lines lines and max_bytes bytes (the oldest lines go first; the
 -- newest always stays), so trimming is a cut at the end. qc_push_attempt: the attempt history
 -- (attempts.py, one line of JSON per attempt); the operators' edits go to "edits".
-local function qc_push_line(key, field, line, max_lines, max_bytes)
-    if line == nil or line == "" then
-        return
-    end
+local function qc_push_line_onto(key, field, line, max_lines, max_bytes, old)
     local text = line
-    local old = redis.call("HGET", key, field)
     if old then
         text = line .. "\n" .. old
     end
@@ -177,8 +173,34 @@ local function qc_push_line(key, field, line, max_lines, max_bytes)
     redis.call("HSET", key, field, string.sub(text, 1, keep))
 end
 
+local function qc_push_line(key, field, line, max_lines, max_bytes)
+    if line == nil or line == "" then
+        return
+    end
+    qc_push_line_onto(key, field, line, max_lines, max_bytes, redis.call("HGET", key, field))
+end
+
+-- An attempt's number is the worker's count (retries used + 1), which an operator's run of a task
+-- whose retries were spent does not move: that run would repeat the number of the attempt before it.
+-- It gets the next number instead. A snoozed attempt consumes none: the run after it keeps its number.
 local function qc_push_attempt(key, line, max_lines, max_bytes)
-    qc_push_line(key, "attempts", line, max_lines, max_bytes)
+    if line == nil or line == "" then
+        return
+    end
+    local old = redis.call("HGET", key, "attempts")
+    if old then
+        local ok, newest = pcall(cjson.decode, string.match(old, "^[^\n]*"))
+        local last = ok and type(newest) == "table" and tonumber(newest["attempt"])
+        if last and newest["result"] ~= "snoozed" then
+            local parsed, entry = pcall(cjson.decode, line)
+            local number = parsed and type(entry) == "table" and tonumber(entry["attempt"])
+            if number and number <= last then
+                entry["attempt"] = last + 1
+                line = cjson.encode(entry)
+            end
+        end
+    end
+    qc_push_line_onto(key, "attempts", line, max_lines, max_bytes, old)
 end
 
 -- Waiting for a result (results.py): a caller marks the task HASH it waits for as watched (its
