@@ -175,7 +175,9 @@ class Client:
         self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
 
     def close(self) -> None:
-        """Close the Redis connection if this client created it (and the connections of enqueues)."""
+        """Close the Redis connection if this client created it (and the connections of enqueues, and
+        the loop of sync result waits)."""
+        self.results.close()
         self.scripts.close()
         if self._owns_redis:
             self.redis.close()

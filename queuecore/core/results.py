@@ -31,10 +31,12 @@ nobody could tell that apart from an operator deleting it.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import math
+import os
 import re
+import threading
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import fields
 from typing import Any
 
@@ -212,6 +214,45 @@ def task_failed(info: TaskInfo) -> TaskFailed:
     return TaskFailed(f"{where} failed: {head or 'no error recorded'}", **kwargs)
 
 
+class _WaitLoop:
+    """The event loop that a client's sync waits run on, in a daemon thread of its own, with one
+    asyncio client whose connections those waits share (a wait on an event loop made for it alone
+    cost a new loop and a new connection: 3.5 ms for a task already final, against 0.16 ms on a
+    pooled connection). A process forked from one that had it starts its own."""
+
+    def __init__(self, make_client: Callable[[], redis.asyncio.Redis]) -> None:
+        self._pid = os.getpid()
+        self._loop = asyncio.new_event_loop()
+        self._client = make_client()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="queuecore-waits", daemon=True)
+        self._thread.start()
+
+    def usable(self) -> bool:
+        return self._pid == os.getpid() and not self._loop.is_closed()
+
+    def run(self, wait: Callable[[redis.asyncio.Redis], Coroutine[Any, Any, TaskHandle]]) -> TaskHandle:
+        """Run ``wait(client)`` on the loop and block until it ends; a caller that is interrupted (or
+        raises) cancels it."""
+        future = asyncio.run_coroutine_threadsafe(wait(self._client), self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        if not self.usable():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._client.aclose(), self._loop).result(timeout=5)
+        except Exception:  # Redis away: the connections go with the loop
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+
 class Results:
     """Reads and waits for tasks' outcomes for one client: its connection, Redis and scripts.
 
@@ -229,6 +270,8 @@ class Results:
         self.scripts = scripts
         self.broker = broker
         self._url_names_client = url_names_client
+        self._lock = threading.Lock()
+        self._waits: _WaitLoop | None = None  # started by the first sync wait
 
     def handle(self, info: TaskInfo) -> TaskHandle:
         return TaskHandle.of(info, self)
@@ -290,14 +333,22 @@ class Results:
         return max(MIN_BLOCK, min(chunk, left))
 
     def wait(self, queue: str, task_id: str, timeout: float | None = None) -> TaskHandle:
-        """Block until the task is final and return it: ``await_`` on an event loop of its own (in a
-        thread of its own when this thread runs a loop already), so the sync and async waits are one."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.await_(queue, task_id, timeout))
-        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="queuecore-wait") as pool:
-            return pool.submit(asyncio.run, self.await_(queue, task_id, timeout)).result()
+        """Block until the task is final and return it: the async wait, run on this client's waiting
+        loop (``_WaitLoop``), so that the sync and async waits are one."""
+        waits = self._waits
+        if waits is None or not waits.usable():
+            with self._lock:
+                if self._waits is None or not self._waits.usable():
+                    self._waits = _WaitLoop(self._async_client)
+                waits = self._waits
+        return waits.run(lambda client: self._await_on(client, queue, task_id, timeout))
+
+    def close(self) -> None:
+        """Stop the waiting loop of sync waits, and close its connections."""
+        with self._lock:
+            waits, self._waits = self._waits, None
+        if waits is not None:
+            waits.close()
 
     def _async_client(self) -> redis.asyncio.Redis:
         timeout = WAIT_CHUNK + self.connection.socket_timeout
@@ -315,27 +366,31 @@ class Results:
             await client.aclose()
 
     async def await_(self, queue: str, task_id: str, timeout: float | None = None) -> TaskHandle:
-        """``wait`` for asyncio: the same reads and blocking waits, on an asyncio connection."""
+        """``wait`` for asyncio: the same reads and blocking waits, on an asyncio connection of its own."""
+        client = self._async_client()
+        try:
+            return await self._await_on(client, queue, task_id, timeout)
+        finally:
+            await client.aclose()
+
+    async def _await_on(self, client: redis.asyncio.Redis, queue: str, task_id: str,
+                        timeout: float | None) -> TaskHandle:
         limit = _timeout(timeout)
         deadline = None if limit is None else time.monotonic() + limit
         q = self.keys.queue(queue)
         validate_task_id(task_id)
-        client = self._async_client()
-        try:
-            with broker_errors():
-                if limit is None:
-                    return await self._await_final(client, q, task_id, None)
-                bound = asyncio.timeout(limit + ANSWER_GRACE)  # Redis that stops answering holds it no longer
-                try:
-                    async with bound:
-                        return await self._await_final(client, q, task_id, deadline)
-                except TimeoutError:  # ResultTimeout is one too
-                    if not bound.expired():
-                        raise
-                    raise ResultTimeout(f"task {task_id} in queue {queue}: Redis did not answer within the wait's "
-                                        f"timeout ({limit:g} s)") from None
-        finally:
-            await client.aclose()
+        with broker_errors():
+            if limit is None:
+                return await self._await_final(client, q, task_id, None)
+            bound = asyncio.timeout(limit + ANSWER_GRACE)  # Redis that stops answering holds it no longer
+            try:
+                async with bound:
+                    return await self._await_final(client, q, task_id, deadline)
+            except TimeoutError:  # ResultTimeout is one too
+                if not bound.expired():
+                    raise
+                raise ResultTimeout(f"task {task_id} in queue {queue}: Redis did not answer within the wait's "
+                                    f"timeout ({limit:g} s)") from None
 
     async def _await_final(self, client: redis.asyncio.Redis, q: QueueKeys, task_id: str,
                            deadline: float | None) -> TaskHandle:

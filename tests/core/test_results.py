@@ -447,6 +447,40 @@ def test_a_sync_wait_called_where_an_event_loop_runs_still_waits(client: Client,
     assert asyncio.run(call_the_sync_wait()) == "waited"
 
 
+def test_sync_waits_share_their_connections_and_a_forked_child_gets_its_own(private_redis, key_prefix: str,
+                                                                             registry) -> None:
+    """Sync waits run on one loop per client, whose connections they share: a wait on a loop made for it
+    alone opened a connection each time (50 waits, 50 connections). A child process forked after
+    the loop started waits on a loop of its own."""
+    import os
+
+    client = Client(redis_url=private_redis.url, key_prefix=key_prefix, registry=registry)
+    raw = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    try:
+        handle = client.enqueue("t", retention=60)
+        operator = Inspector(redis_url=private_redis.url, key_prefix=key_prefix)
+        operator.archive_task("default", handle.id)
+        operator.close()
+        with pytest.raises(TaskWasArchived):
+            handle.get(timeout=5)
+        before = int(raw.info("stats")["total_connections_received"])
+        for _ in range(50):
+            assert handle.wait(timeout=5).state is TaskState.ARCHIVED
+        assert int(raw.info("stats")["total_connections_received"]) - before <= 2
+        pid = os.fork()
+        if pid == 0:  # the child: its own loop, its own connection
+            try:
+                os._exit(0 if handle.wait(timeout=5).state is TaskState.ARCHIVED else 1)
+            except BaseException:
+                os._exit(2)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert handle.wait(timeout=5).state is TaskState.ARCHIVED  # the parent's loop still serves it
+    finally:
+        raw.close()
+        client.close()
+
+
 def test_waits_of_a_client_given_without_its_url_talk_to_that_clients_redis(
         private_redis, key_prefix: str, registry) -> None:
     """``Client(redis_client=...)`` alone: the async reads and waits connected to the default URL
