@@ -61,7 +61,7 @@ def test_number_bytes_percent_filters() -> None:
 def test_percentages_are_rounded_to_0_or_100_only_when_they_are() -> None:
     """199 failed of 200 showed "100%" (read: every attempt failed), 1 of 10,000 "0.0%"; adminctl said
     "99.5%" and "<0.1%", and 9,999 of 10,000 "100.0%". Both now use one rule."""
-    from adminctl.fmt import percent
+    from queuecore_adminctl.fmt import percent
 
     cases = {199 / 200: "99.5%", 1 / 10_000: "<0.1%", 9_999 / 10_000: ">99.9%", 0.995: "99.5%", 0.0: "0%", 1.0: "100%"}
     assert {ratio: tags.qc_percent(ratio) for ratio in cases} == cases

@@ -152,7 +152,13 @@ end
 -- of field, keeping at most max_lines lines and max_bytes bytes (the oldest lines go first; the
 -- newest always stays), so trimming is a cut at the end. qc_push_attempt: the attempt history
 -- (attempts.py, one line of JSON per attempt); the operators' edits go to "edits".
-local function qc_push_line_onto(key, field, line, max_lines, max_bytes, old)
+local function qc_push_line(key, field, line, max_lines, max_bytes, old)
+    if line == nil or line == "" then
+        return
+    end
+    if old == nil then  -- not read by the caller (false: read, and absent)
+        old = redis.call("HGET", key, field)
+    end
     local text = line
     if old then
         text = line .. "\n" .. old
@@ -171,13 +177,6 @@ local function qc_push_line_onto(key, field, line, max_lines, max_bytes, old)
         pos = nl
     end
     redis.call("HSET", key, field, string.sub(text, 1, keep))
-end
-
-local function qc_push_line(key, field, line, max_lines, max_bytes)
-    if line == nil or line == "" then
-        return
-    end
-    qc_push_line_onto(key, field, line, max_lines, max_bytes, redis.call("HGET", key, field))
 end
 
 -- An attempt's number is the worker's count (retries used + 1), which an operator's run of a task
@@ -200,7 +199,7 @@ local function qc_push_attempt(key, line, max_lines, max_bytes)
             end
         end
     end
-    qc_push_line_onto(key, "attempts", line, max_lines, max_bytes, old)
+    qc_push_line(key, "attempts", line, max_lines, max_bytes, old)
 end
 
 -- Waiting for a result (results.py): a caller marks the task HASH it waits for as watched (its
