@@ -445,6 +445,9 @@ def test_own_recoverer_renews_instead_of_taking_back_its_running_task(make_worke
     info = client.enqueue(own_lease, retention=60)
     worker = make_worker(concurrency=1, heartbeat_interval=30, lease_duration=60, recover_interval=60)
     wait_until(lambda: runs == ["start"], SOON, message="the run to start")
+    # the worker's own recoverer has had its first round (its next is a minute away): a round of it
+    # between the lease expiry below and the test's round would take the task back (seen on a loaded CI)
+    wait_until(lambda: worker.recoverer.rounds >= 1, SOON, message="the worker's first recovery round")
     q = worker.keys.queue("default")
     redis_client.zadd(q.active, {info.id: 0}, xx=True)  # as if an outage had outlasted the lease
     assert worker.recoverer.run_once() == (0, 0, 0)
