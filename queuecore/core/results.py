@@ -64,7 +64,7 @@ from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.redis_errors import UNAVAILABLE, broker_errors, is_out_of_memory
 from queuecore.core.scripts import Scripts
 from queuecore.core.states import FINAL_STATES, TaskState
-from queuecore.core.topology import async_like
+from queuecore.core.topology import async_like, is_cluster_client
 
 WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
 MIN_BLOCK = 0.01  # Redis reads a blocking timeout in whole ms, and 0 ms blocks forever
@@ -341,6 +341,8 @@ class Results:
                 if self._waits is None or not self._waits.usable():
                     self._waits = _WaitLoop(self._async_client)
                 waits = self._waits
+        if is_cluster_client(self.redis):  # a shared asyncio cluster client failed some of 150 waits at once
+            return waits.run(lambda _shared: self.await_(queue, task_id, timeout))
         return waits.run(lambda client: self._await_on(client, queue, task_id, timeout))
 
     def close(self) -> None:
