@@ -625,6 +625,9 @@ class Scripts:
         """``_call`` on an asyncio client: ``EVALSHA``, loading the script after ``NOSCRIPT``."""
         sha = self._script(name).sha
         try:
+            # A new cluster client reads the cluster's layout at its first command, but routes that
+            # command first, without it: to a random node, which answers MOVED (2 in 3 on 3 masters).
+            await client.initialize()
             try:
                 reply = await client.evalsha(sha, len(keys), *keys, *args)
             except redis.exceptions.NoScriptError:

@@ -689,6 +689,28 @@ def test_more_than_a_hundred_threads_wait_on_one_client(client: Client, inspecto
     assert {type(exc).__name__ for exc in outcomes} == {"TaskWasArchived"}
 
 
+def test_a_wait_on_a_cluster_asks_its_key_s_node_first(client: Client, inspector: Inspector, redis_client) -> None:
+    """A wait on a Redis Cluster makes a new asyncio cluster client, which sent its first command
+    before it had read the cluster's layout: to a random node, which answered MOVED (2 in 3 waits on
+    3 masters)."""
+    if not is_cluster_client(redis_client):
+        pytest.skip("a Redis Cluster's routing")
+
+    def redirections() -> int:  # every master's MOVED replies
+        per_node = redis_client.info("errorstats", target_nodes=redis_client.PRIMARIES)
+        return sum(int(node.get("errorstat_MOVED", {}).get("count", 0)) for node in per_node.values())
+
+    handle = client.enqueue("t", retention=60)
+    inspector.archive_task("default", handle.id)
+    before = redirections()
+    for _ in range(6):
+        with pytest.raises(TaskWasArchived):
+            handle.get(timeout=5)
+        with pytest.raises(TaskWasArchived):
+            asyncio.run(handle.aget(timeout=5))
+    assert redirections() == before
+
+
 def test_async_get_and_wait(spawn, client: Client, tmp_path: Path) -> None:
     good = [client.enqueue("proc.echo", {"value": n}, retention=60) for n in range(3)]
     bad = client.enqueue("proc.raise", {"message": "async boom"}, retention=60, max_retry=0)
