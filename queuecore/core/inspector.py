@@ -581,11 +581,37 @@ class Inspector:
         if info.size and not force:
             raise QueueNotEmpty(f"queue {name!r} holds {info.size} task(s); use force to delete them too")
         deleted = 0
+        watched: list[str] = []
         for batch in self._scan_batches(q.all_pattern):
+            watched += self._watched_task_ids(q, batch)
             deleted += self.redis.unlink(*batch)
+        self._end_waits(q, watched)
         self.redis.srem(self.keys.queues, name)
         self._audit(f"queue.{QueueAction.REMOVE}", name, count=info.stored)
         return deleted
+
+    def _watched_task_ids(self, q: QueueKeys, keys: list[str]) -> list[str]:
+        """The ids of the tasks among ``keys`` whose outcome a caller waits for (results.py)."""
+        task_keys = [key for key in keys if key.startswith(q.task_prefix)]
+        pipe = self.redis.pipeline(transaction=False)
+        for key in task_keys:
+            pipe.hget(key, "watch")
+        marks = pipe.execute(raise_on_error=False) if task_keys else []
+        return [key[len(q.task_prefix):] for key, mark in zip(task_keys, marks, strict=True)
+                if isinstance(mark, str) and mark]
+
+    def _end_waits(self, q: QueueKeys, task_ids: list[str]) -> None:
+        """Wake the callers blocked on tasks deleted with their queue (they then find no task), and take
+        the wake lists away again: Redis hands a pushed token to the blocked callers before it runs the
+        next command."""
+        for start in range(0, len(task_ids), 500):
+            chunk = [q.done(task_id) for task_id in task_ids[start:start + 500]]
+            pipe = self.redis.pipeline(transaction=False)
+            for key in chunk:
+                pipe.lpush(key, "1")
+            for key in chunk:  # a cluster pipeline takes one key per UNLINK
+                pipe.unlink(key)
+            pipe.execute()
 
     def _scan_batches(self, pattern: str, count: int = 500) -> Iterator[list[str]]:
         batch: list[str] = []

@@ -655,6 +655,40 @@ def test_an_operator_archive_or_delete_ends_the_wait(client: Client, inspector: 
     assert max(t for _, t in outcomes.values()) - acted < 1.5  # woken, not found at the next look
 
 
+def blocked_clients(redis_client) -> int:
+    """Clients blocked in a command: every master's, on a cluster (its client asks one node unless told)."""
+    if not is_cluster_client(redis_client):
+        return int(redis_client.info("clients")["blocked_clients"])
+    per_node = redis_client.info("clients", target_nodes=redis_client.PRIMARIES)
+    return sum(int(node["blocked_clients"]) for node in per_node.values())
+
+
+def test_removing_a_queue_ends_the_waits_on_its_tasks(client: Client, inspector: Inspector, redis_client) -> None:
+    """``remove_queue(force=True)`` deleted the tasks' keys but woke nobody: their waiters stayed blocked
+    until their next look (``WAIT_CHUNK``, 10 s)."""
+    handles = [client.enqueue("t", queue="doomed", retention=60) for _ in range(3)]
+    outcomes: dict[str, Any] = {}
+    baseline = blocked_clients(redis_client)
+
+    def wait(handle: TaskHandle) -> None:
+        try:
+            handle.get(timeout=60)
+        except Exception as exc:
+            outcomes[handle.id] = (exc, time.monotonic())
+
+    threads = [threading.Thread(target=wait, args=(h,)) for h in handles]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: blocked_clients(redis_client) - baseline >= len(handles), 20, message="waiters blocked")
+    acted = time.monotonic()
+    inspector.remove_queue("doomed", force=True)
+    for thread in threads:
+        thread.join(30)
+    assert {type(exc).__name__ for exc, _ in outcomes.values()} == {"TaskNotFound"} and len(outcomes) == 3
+    assert max(t for _, t in outcomes.values()) - acted < 1.5  # woken, not found at the next look
+    assert not list(redis_client.scan_iter(match=client.keys.queue("doomed").all_pattern))  # nothing left
+
+
 def test_more_than_a_hundred_threads_wait_on_one_client(client: Client, inspector: Inspector,
                                                         redis_client) -> None:
     """Each blocked waiter holds a connection of the client's waiting pool: redis-py 8 caps a pool at
@@ -663,13 +697,7 @@ def test_more_than_a_hundred_threads_wait_on_one_client(client: Client, inspecto
     waiters = 150
     outcomes: list[BaseException] = []
 
-    def blocked() -> int:  # every master's, on a cluster (its client asks one node unless told)
-        if not is_cluster_client(redis_client):
-            return int(redis_client.info("clients")["blocked_clients"])
-        per_node = redis_client.info("clients", target_nodes=redis_client.PRIMARIES)
-        return sum(int(node["blocked_clients"]) for node in per_node.values())
-
-    baseline = blocked()
+    baseline = blocked_clients(redis_client)
 
     def wait() -> None:
         try:
@@ -680,7 +708,7 @@ def test_more_than_a_hundred_threads_wait_on_one_client(client: Client, inspecto
     threads = [threading.Thread(target=wait) for _ in range(waiters)]
     for thread in threads:
         thread.start()
-    wait_until(lambda: outcomes or blocked() - baseline >= waiters, 20,
+    wait_until(lambda: outcomes or blocked_clients(redis_client) - baseline >= waiters, 20,
                message=f"{waiters} waiters blocked (or one refused)")
     inspector.archive_task("default", handle.id)
     for thread in threads:
