@@ -2,7 +2,7 @@
 
 The bundled site's settings, with the process-test handlers (``tests.helpers.proc_tasks``, which
 log to ``$QC_PROC_LOG``), ``PROCESSES`` from ``$QC_TEST_PROCESSES``, ``HEALTH_FILE`` from
-``$QC_TEST_HEALTH_FILE``, and short leases, heartbeats
+``$QC_TEST_HEALTH_FILE``, ``METRICS['PORT']`` from ``$QC_TEST_METRICS_PORT``, and short leases, heartbeats
 and recover rounds, so that a killed child's tasks come back within seconds.
 """
 
@@ -23,4 +23,6 @@ QUEUECORE = {
     "SHUTDOWN_TIMEOUT": 15.0,
     "PROCESSES": int(os.environ.get("QC_TEST_PROCESSES", "1")),
     "HEALTH_FILE": os.environ.get("QC_TEST_HEALTH_FILE") or None,
+    **({"METRICS": {"PORT": int(os.environ["QC_TEST_METRICS_PORT"])}} if os.environ.get("QC_TEST_METRICS_PORT")
+       else {}),
 }

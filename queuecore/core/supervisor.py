@@ -16,10 +16,11 @@ The rules, in one place:
   within ``crash_window`` seconds (60 s), or exits with ``EX_CONFIG`` (78: a configuration error that
   a restart cannot fix). The other children keep running; when every slot has given up the
   supervisor exits with 1.
-- **Signals.** SIGTERM/SIGINT are forwarded to every child (a graceful drain; a second one is
+- **Signals.** SIGTERM/SIGINT (and SIGHUP, as SIGTERM) are forwarded to every child (a graceful drain; a second one is
   forwarded too and makes the children hand their running tasks back at once); nothing is restarted
   from then on, and the supervisor waits for every child and exits 0 when they all exited 0. SIGTSTP
-  is forwarded (quiet: no new tasks), also to a child that starts later. A child receives a signal
+  is forwarded (quiet: no new tasks); a child that starts later starts quiet (``$QUEUECORE_START_QUIET``:
+  it fetches nothing, even before it says it is ready) and gets the TSTP too. A child receives a signal
   only once it said it is ready (its handlers are installed), so a TSTP cannot suspend a child still
   starting up; a TERM reaches a starting child at once (it holds no task yet).
 - **Sessions.** Each child runs in a session (and so a process group) of its own, with no controlling
@@ -56,8 +57,10 @@ EX_CONFIG = 78  # sysexits.h: a configuration error; such a child is not restart
 ENV_READY_FD = "QUEUECORE_SUPERVISOR_FD"  # the child writes "ready <server id>\n" to this descriptor
 ENV_PARENT_PID = "QUEUECORE_SUPERVISOR_PID"  # the supervisor's pid, watched by the child
 ENV_SLOT = "QUEUECORE_WORKER_SLOT"  # the child's slot number, 1..N (a restarted child keeps its slot)
+ENV_START_QUIET = "QUEUECORE_START_QUIET"  # "1": the supervisor is quiet (SIGTSTP); the child starts quiet
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_HUP: int | None = getattr(signal, "SIGHUP", None)  # a closed terminal: a graceful stop, forwarded as TERM
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, *([_HUP] if _HUP is not None else []))
 _TSTP: int | None = getattr(signal, "SIGTSTP", None)
 
 
@@ -328,7 +331,8 @@ class Supervisor:
     def _start(self, child: Child) -> None:
         read_fd, write_fd = os.pipe()
         os.set_blocking(read_fd, False)
-        env = {**self.env, ENV_READY_FD: str(write_fd), ENV_PARENT_PID: str(os.getpid()), ENV_SLOT: str(child.slot)}
+        env = {**self.env, ENV_READY_FD: str(write_fd), ENV_PARENT_PID: str(os.getpid()), ENV_SLOT: str(child.slot),
+               **({ENV_START_QUIET: "1"} if self.quiet else {})}
         try:
             child.proc = self.spawn(self._argv(child.slot), env, [write_fd])
         except OSError as exc:
@@ -406,7 +410,7 @@ class Supervisor:
             for child in self.children:
                 # A child still starting has no handler for INT yet (Python would raise KeyboardInterrupt
                 # there): it gets TERM, whose default action ends it; it holds no task.
-                self._send(child, signum if child.ready else signal.SIGTERM)
+                self._send(child, signum if child.ready and signum != _HUP else signal.SIGTERM)
         elif signum == _TSTP:
             if not self.quiet:
                 logger.info("supervisor got %s: workers go quiet (no new tasks)", name)
@@ -436,10 +440,12 @@ class Supervisor:
 class SupervisorLink:
     """A supervised child's link to its supervisor: say ready, and stop if the supervisor disappears."""
 
-    def __init__(self, ready_fd: int | None, parent_pid: int | None, slot: int | None) -> None:
+    def __init__(self, ready_fd: int | None, parent_pid: int | None, slot: int | None,
+                 start_quiet: bool = False) -> None:
         self.ready_fd = ready_fd
         self.parent_pid = parent_pid
         self.slot = slot
+        self.start_quiet = start_quiet
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> SupervisorLink | None:
@@ -453,7 +459,7 @@ class SupervisorLink:
         parent, fd = number(ENV_PARENT_PID), number(ENV_READY_FD)
         if parent is None and fd is None:
             return None
-        return cls(fd, parent, number(ENV_SLOT))
+        return cls(fd, parent, number(ENV_SLOT), environ.get(ENV_START_QUIET) == "1")
 
     def ready(self, server_id: str) -> None:
         """Tell the supervisor this child's signal handlers are installed, and its server id."""
@@ -489,9 +495,9 @@ def run_worker(worker: Any, link: SupervisorLink | None = None) -> int:
     gracefully if the supervisor dies. ``worker`` is a ``queuecore.core.worker.Worker``."""
     if link is None:
         link = SupervisorLink.from_environ()
-        for name in (ENV_READY_FD, ENV_PARENT_PID, ENV_SLOT):  # not for processes the tasks start
+        for name in (ENV_READY_FD, ENV_PARENT_PID, ENV_SLOT, ENV_START_QUIET):  # not for processes the tasks start
             os.environ.pop(name, None)
     if link is None:
         return int(worker.run())
     link.watch_parent(worker.request_shutdown)
-    return int(worker.run(on_ready=lambda: link.ready(worker.server_id)))
+    return int(worker.run(on_ready=lambda: link.ready(worker.server_id), quiet=link.start_quiet))

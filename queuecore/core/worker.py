@@ -143,15 +143,18 @@ class Worker:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start every component on background threads and return."""
+    def start(self, quiet: bool = False) -> None:
+        """Start every component on background threads and return; ``quiet``: without fetching a task
+        (as after ``stop()``)."""
         if self._aligns:
             try:
                 self._align_clock()
             except Exception as exc:  # the heartbeater measures again each beat (and so ends a spell)
                 self.health.report_error(self.heartbeater.name, exc)
         self.state.started_at = self.clock.now()
-        self.state.status = "active"
+        self.state.status = "quiet" if quiet else "active"
+        if quiet:
+            self.processor.stop()  # before it starts: its first fetch finds it quiet
         try:
             self.heartbeater.register_queues()
         except Exception as exc:  # the heartbeater tries again each beat until it is done (and so ends a spell)
@@ -172,6 +175,8 @@ class Worker:
         if self.alerts is not None:
             self.alerts.start()
         self.processor.start()
+        if quiet:
+            logger.info("worker %s is quiet: no new tasks will be fetched", self.server_id)
 
     def _on_control(self, command: str, actor: str) -> None:
         """A command an operator left for this process in Redis (``Inspector.quiet_server``,
@@ -285,8 +290,10 @@ class Worker:
             self.force_stop()
         self._shutdown_requested.set()
 
-    def run(self, install_signals: bool = True, on_ready: Callable[[], None] | None = None) -> int:
-        """Start, then block until SIGTERM/SIGINT (or ``request_shutdown``); returns exit code 0.
+    def run(self, install_signals: bool = True, on_ready: Callable[[], None] | None = None,
+            quiet: bool = False) -> int:
+        """Start (``quiet``: without fetching), then block until SIGTERM/SIGINT/SIGHUP (or
+        ``request_shutdown``); returns exit code 0.
 
         SIGTSTP puts the worker in quiet mode. Signal handlers are installed only in the main thread.
         ``on_ready`` is called once the handlers are installed and the worker has started (a
@@ -295,9 +302,11 @@ class Worker:
         if install_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.request_shutdown())
             signal.signal(signal.SIGINT, lambda *_: self.request_shutdown())
+            if hasattr(signal, "SIGHUP"):  # the terminal closed: the same graceful stop
+                signal.signal(signal.SIGHUP, lambda *_: self.request_shutdown())
             if hasattr(signal, "SIGTSTP"):
                 signal.signal(signal.SIGTSTP, lambda *_: self._quiet_requested.set())
-        self.start()
+        self.start(quiet=quiet)
         if on_ready is not None:
             on_ready()
         while not self._shutdown_requested.wait(0.1):

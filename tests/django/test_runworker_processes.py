@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from queuecore import Client, Inspector, TaskState
-from tests.conftest import wait_until
+from tests.conftest import free_port, wait_until
 from tests.core.test_processes import read_events
 
 pytestmark = pytest.mark.slow
@@ -251,3 +252,69 @@ def test_the_health_file_setting_gives_each_child_a_file_of_its_own(runworker, i
     sup.proc.send_signal(signal.SIGTERM)
     assert sup.wait_exit() == 0
     assert not any(f.exists() for f in files)  # each removed by its own worker on a clean stop
+
+
+def test_a_child_started_while_the_supervisor_is_quiet_fetches_nothing(runworker, client: Client,
+                                                                     inspector: Inspector, log: Path) -> None:
+    """A child restarted after SIGTSTP was told to go quiet once it said it was ready; it had started
+    fetching before that, and ran up to concurrency + fetched-ahead tasks (12 in a probe)."""
+    sup = runworker("--processes", "2", "--concurrency", "2")
+    first = wait_servers(inspector, sup, 2)
+    sup.proc.send_signal(signal.SIGTSTP)
+    wait_until(lambda: sorted(s.status for s in inspector.servers()) == ["quiet", "quiet"], 10,
+               message="both children to be quiet")
+    waiting = [client.enqueue("proc.noop", {"tag": f"q{i}"}, retention=60).id for i in range(8)]
+    os.kill(first[0].pid, signal.SIGKILL)
+    replaced = wait_until(lambda: [s for s in inspector.servers()
+                                   if parent_of(s.pid) == sup.pid and s.id not in {f.id for f in first}],
+                          20, interval=0.05, message="a restarted worker process")
+    assert replaced[0].status == "quiet"  # type: ignore[index]
+    pid = replaced[0].pid  # type: ignore[index]
+    wait_until(lambda: any(f"pid {pid}" in line and line.endswith(" is ready") for line in sup.text().splitlines()),
+               10, message="the restarted child to say it is ready")
+    assert not events(log, "start")
+    assert all(inspector.get_task(Q, i).state is TaskState.PENDING for i in waiting)
+    sup.proc.send_signal(signal.SIGTERM)
+    assert sup.wait_exit() == 0
+    assert not events(log, "start")
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_sighup_stops_the_workers_gracefully(runworker, client: Client, inspector: Inspector, log: Path,
+                                             tmp_path: Path, processes: str) -> None:
+    """A closed terminal (SIGHUP) killed the supervisor at once (exit 129, no log line) and left its
+    children draining without it; a single worker died with its task, which came back after its lease."""
+    sup = runworker("--processes", processes, "--concurrency", "1")
+    wait_until(lambda: len(inspector.servers()) == int(processes), 30, message="the workers' heartbeats")
+    gate = tmp_path / "gate"
+    held = client.enqueue("proc.gate", {"path": str(gate), "tag": "held"}, retention=60).id
+    wait_until(lambda: events(log, "start"), 20, message="the gate task to start")
+    sup.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: "stopping" in {s.status for s in inspector.servers()}, 10, message="a worker to be stopping")
+    gate.touch()
+    assert sup.wait_exit() == 0
+    assert inspector.get_task(Q, held).state is TaskState.COMPLETED
+    assert [e["id"] for e in events(log, "end")] == [held] and not events(log, "abort")
+    assert inspector.servers() == []
+
+
+def test_the_metrics_port_setting_is_served_once_by_the_supervisor(runworker, inspector: Inspector) -> None:
+    """Each child read QUEUECORE['METRICS']['PORT'] too, failed to bind the supervisor's port, and was
+    restarted until every slot gave up (about 20 s after the start)."""
+    port = free_port()
+    sup = runworker("--processes", "2", QC_TEST_METRICS_PORT=str(port))
+    servers = wait_servers(inspector, sup, 2)
+
+    def scrape() -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
+                return str(reply.read().decode())
+        except OSError:
+            return None
+
+    assert "queuecore_workers_up 2.0" in wait_until(scrape, 20, message="the metrics page")  # type: ignore[operator]
+    sup.proc.send_signal(signal.SIGTERM)
+    assert sup.wait_exit() == 0
+    assert "exited unexpectedly" not in sup.text() and "Address already in use" not in sup.text()
+    assert sup.text().count(f"metrics on http://127.0.0.1:{port}/metrics") == 1
+    assert {s.pid for s in servers} and all(not alive(s.pid) for s in servers)

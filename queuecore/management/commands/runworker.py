@@ -19,7 +19,7 @@ from queuecore.core.worker import Worker
 
 
 class Command(BaseCommand):
-    help = ("Run a worker. SIGTERM/SIGINT stop it gracefully (a second one hands running tasks back at once); "
+    help = ("Run a worker. SIGTERM/SIGINT/SIGHUP stop it gracefully (a second one hands running tasks back at once); "
             "SIGTSTP makes it quiet (no new tasks). With --processes N, a supervisor runs N worker processes, "
             "restarts one that dies and passes these signals on to each.")
 
@@ -103,7 +103,9 @@ class Command(BaseCommand):
                             periodic=config.periodic_entries(), alerts=config.alert_settings())
         except ConfigurationError as exc:
             raise CommandError(str(exc), returncode=error_code) from None
-        metrics_server = self._serve_metrics(config, connection, options.get("metrics_port"))
+        # A supervised child never serves metrics: its supervisor does, once (the setting's port too).
+        metrics_server = None if link is not None else self._serve_metrics(config, connection,
+                                                                           options.get("metrics_port"))
         try:
             run_worker(worker)
         finally:
