@@ -104,8 +104,8 @@ class Recoverer(Periodic):
                     failed = failed or exc
                     break
                 if got.silence_ms:
-                    logger.warning("queue %r: no recovery round ran for %.1fs (Redis, or every worker's "
-                                   "connection to it, was away); leases that expired meanwhile get %.1fs "
+                    logger.warning("queue %r: no recovery round ran for %.1fs (no worker ran, or Redis or every "
+                                   "worker's connection to it was away); leases that expired meanwhile get %.1fs "
                                    "of grace for their owners to renew them", q.queue, got.silence_ms / 1000,
                                    got.grace_left_ms / 1000)
                 for i, n in enumerate(got.counts):

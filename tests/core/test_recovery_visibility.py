@@ -83,3 +83,23 @@ def test_the_rounds_summary_says_why_tasks_were_archived(redis_client: redis.Red
     messages = [r.getMessage() for r in caplog.records if r.name == "queuecore.worker"]
     assert ("recovered tasks with expired leases: 1 requeued, 3 archived (2 cancelled by operator, 1 retries "
             "spent), 0 orphan ids dropped") in messages
+
+
+def test_a_silence_is_not_blamed_on_redis_alone(redis_client: redis.Redis, scripts: Scripts, connection,
+                                                fake_clock: FakeClock, caplog: pytest.LogCaptureFixture) -> None:
+    """After every worker had stopped (a deploy), the first worker to start said Redis had been away."""
+    caplog.set_level(logging.WARNING, logger="queuecore.worker")
+    q = connection.keys.queue("default")
+    renewer = LeaseRenewer(scripts, fake_clock, 30.0, HeldTasks(), {q.queue: q}, on_lost=lambda *a: None,
+                           on_cancel=lambda *a: None)
+
+    def recoverer() -> Recoverer:
+        return Recoverer(scripts, fake_clock, [q], 10.0, 0.0, renewer, RedisHealth(), outage_after=25.0, grace=30.0)
+
+    recoverer().run_once()
+    seconds, micros = redis_client.time()
+    redis_client.hset(q.recovery, "seen", seconds * 1000 + micros // 1000 - 40_000)  # no round for 40 s (Redis's clock)
+    recoverer().run_once()
+    (line,) = [r.getMessage() for r in caplog.records if "no recovery round ran" in r.getMessage()]
+    assert line.startswith("queue 'default': no recovery round ran for 40.")
+    assert "(no worker ran, or Redis or every worker's connection to it was away)" in line
