@@ -244,6 +244,14 @@ def _alert(rule: AlertRule, subject: str, message: str, value: float | None, now
                  severity=rule.severity, message=message, value=value, threshold=rule.above, since=now)
 
 
+def covering_minutes(window: float, now: float) -> tuple[int, float]:
+    """The first of the whole minutes (unix seconds // 60) that the per-minute statistics cover the last
+    ``window`` seconds with, and the seconds those minutes span up to ``now`` (``window`` to ``window``
+    + 60): a failure rate read from the minute ``now`` is in alone would miss what came just before."""
+    first = int((now - window) // 60)
+    return first, now - first * 60
+
+
 class RuleEvaluator:
     """Pure reads: which alerts of ``rules`` hold now, through an ``Inspector`` (typed ``Any``:
     inspector.py imports this module for ``Inspector.alerts``)."""
@@ -284,8 +292,9 @@ class RuleEvaluator:
                                    *self._type_failure_rate(name, t, rule.window, now)) for t in types]
                     for subject, what, rate, total in checks:
                         if total >= rule.min_tasks and rule.above is not None and rate > rule.above:
+                            span = covering_minutes(rule.window, now)[1]
                             a = _alert(rule, subject, f"{what}: {rate:.0%} of {total} attempts failed in the last "
-                                       f"{rule.window:g} s (above {rule.above:.0%})", rate, now)
+                                       f"{span:.0f} s (above {rule.above:.0%})", rate, now)
                             out[a.id] = a
             elif rule.kind == "no_worker":
                 if servers is None:
@@ -323,8 +332,8 @@ class RuleEvaluator:
 
     def _failure_rate(self, name: str, window: float, now: float) -> tuple[float, int]:
         q = self._ins.keys.queue(name)
-        minutes = max(1, round(window / 60))
-        stamps = [stats_minute(now - 60 * n) for n in range(minutes)]
+        first = covering_minutes(window, now)[0]
+        stamps = [stats_minute(minute * 60.0) for minute in range(first, int(now // 60) + 1)]
         fields = [f"{kind}:{s}" for s in stamps for kind in ("processed", "failed")]
         values = self._ins.redis.hmget(q.stats, fields)
         processed = sum(int(v or 0) for v in values[0::2])
@@ -336,7 +345,8 @@ class RuleEvaluator:
 
     def _type_failure_rate(self, name: str, type_name: str, window: float, now: float) -> tuple[float, int]:
         q = self._ins.keys.queue(name)
-        stats = typestats.read(self._ins.redis, q.type_stats, name, type_name, timedelta(seconds=window), now)
+        span = covering_minutes(window, now)[1]  # read() takes the minutes that begin within its window
+        stats = typestats.read(self._ins.redis, q.type_stats, name, type_name, timedelta(seconds=span + 1), now)
         return (stats.failed / stats.processed if stats.processed else 0.0), stats.processed
 
     def _overdue(self, name: str, grace: float, now: float) -> int:

@@ -151,6 +151,30 @@ def test_failure_rate_per_type_fires_and_resolves_once(pair, redis_client, conne
     once(p.rounds(), "resolved", "type-failing/q2/t.bad")
 
 
+def test_a_failure_rate_window_counts_the_minute_before_too(pair, redis_client, connection, fake_clock) -> None:
+    """At 8 s into a minute, a 60 s window read the current minute alone: 10 failures of 12 attempts
+    fired "83% failed in the last 60 s" though 30 successes came 11 s earlier (10 of 42, 24%)."""
+    p = pair({"q": {"kind": "failure_rate", "queue": "q2", "above": 0.5, "window": 60, "min_tasks": 5},
+              "t": {"kind": "failure_rate", "queue": "q2", "type": "*", "above": 0.5, "window": 60, "min_tasks": 5}})
+    q = connection.keys.queue("q2")
+    redis_client.sadd(connection.keys.queues, "q2")
+    fake_clock.advance(60 - fake_clock.now() % 60 + 8)  # 8 s into a minute
+    now = fake_clock.now()
+    before, current = int(now // 60) - 1, int(now // 60)
+    for minute, processed, failed in ((before, 30, 0), (current, 12, 10)):
+        redis_client.hset(q.stats, mapping={f"processed:{stats_minute(minute * 60.0)}": processed,
+                                            f"failed:{stats_minute(minute * 60.0)}": failed})
+        redis_client.hset(typestats.minute_key(q.type_stats, "t.x", minute // 60), str(minute % 60),
+                          f"{processed},{failed}")
+    redis_client.hset(q.type_stats, "t.x", "42,10")
+    assert p.rounds() == []
+    redis_client.hset(q.stats, f"failed:{stats_minute(before * 60.0)}", 20)  # now 30 of 42 failed
+    redis_client.hset(typestats.minute_key(q.type_stats, "t.x", before // 60), str(before % 60), "30,20")
+    events = sorted(p.rounds(), key=lambda e: e.alert.id)
+    assert [(e.action, e.alert.id) for e in events] == [("fired", "q/q2"), ("fired", "t/q2/t.x")]
+    assert events[0].alert.message == "queue q2: 71% of 42 attempts failed in the last 68 s (above 50%)"
+
+
 def test_no_worker_fires_and_resolves_once(pair, make_worker, redis_client, connection, fake_clock) -> None:
     p = pair({"nobody": {"kind": "no_worker", "queue": "q3"}})
     redis_client.sadd(connection.keys.queues, "q3")
