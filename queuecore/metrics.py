@@ -16,14 +16,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, RestrictedRegistry
 
 from queuecore.core import typestats
 from queuecore.core.errors import BrokerError
 from queuecore.core.flow import LimitInfo
 from queuecore.core.inspector import Inspector
 from queuecore.core.periodic_admin import PeriodicEntryInfo
-from queuecore.core.queue_metrics import MetricsSnapshot
+from queuecore.core.queue_metrics import MetricsSnapshot, WorkerMetrics
 
 logger = logging.getLogger("queuecore.metrics")
 
@@ -38,8 +38,9 @@ _TYPE_COUNTERS = (
 )
 # Hooks for data other components keep, each f(snapshot, namespace) -> metric families. Limit waits
 # are read (limit_families) from the limits' own keys, periodic fires (periodic_families) from the
-# entries' counters.
+# entries' counters. A hook must not read Redis: describe() calls it with an empty snapshot.
 ExtraMetrics = Callable[[MetricsSnapshot, str], Iterator[Metric]]
+_EMPTY = MetricsSnapshot(queues=[], workers=WorkerMetrics(up=0, busy=0, concurrency=0))
 
 
 class QueuecoreCollector(Collector):
@@ -51,8 +52,16 @@ class QueuecoreCollector(Collector):
         self.namespace = namespace
         self.extra = extra
 
-    def describe(self) -> list[Metric]:
-        return []  # registering must not read Redis
+    def describe(self) -> Iterator[Metric]:
+        """Every family ``collect`` yields, without samples and without reading Redis: the registry
+        learns the names from it, so a scrape filtered by name (``?name[]=...``) gets its samples."""
+        ns = self.namespace
+        yield GaugeMetricFamily(f"{ns}_up", "1 when the last scrape read Redis, else 0.")
+        yield from families(_EMPTY, ns)
+        yield from limit_families([], ns)
+        yield from periodic_families([], ns)
+        for hook in self.extra:
+            yield from hook(_EMPTY, ns)
 
     def collect(self) -> Iterator[Metric]:
         ns = self.namespace
@@ -106,6 +115,7 @@ def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator
                 for index, name, text in _TYPE_COUNTERS]
     duration = HistogramMetricFamily(f"{ns}_task_duration_seconds", "How long handlers ran, per queue and type.",
                                      labels=["queue", "type"])
+    unreadable_queues = set(snapshot.unreadable)
     for q in snapshot.queues:
         for state, n in q.sizes.items():
             size.add_metric([q.queue, state], n)
@@ -116,6 +126,9 @@ def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator
         processed.add_metric([q.queue], q.processed_total)
         failed.add_metric([q.queue], q.failed_total)
         for type_name, vector in sorted(q.types.items()):
+            if typestats.malformed(vector):  # not a packed vector: that type left out, the queue counted
+                unreadable_queues.add(q.queue)
+                continue
             for index, family in counters:
                 family.add_metric([q.queue, type_name], vector[index])
             duration.add_metric([q.queue, type_name], _buckets(vector),
@@ -132,8 +145,9 @@ def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator
         gauge.add_metric([], value)
         yield gauge
     unreadable = GaugeMetricFamily(f"{ns}_queues_unreadable",
-                                   "Queues left out of this scrape: a key of the wrong Redis type.")
-    unreadable.add_metric([], len(snapshot.unreadable))
+                                   "Queues left out of this scrape (a key of the wrong Redis type) or read in part "
+                                   "(a task type's statistics value that is not a packed vector, left out).")
+    unreadable.add_metric([], len(unreadable_queues))
     yield unreadable
 
 
@@ -181,8 +195,8 @@ def make_registry(inspector: Inspector, namespace: str = DEFAULT_NAMESPACE,
     return registry
 
 
-def render(registry: CollectorRegistry) -> bytes:
-    """The text exposition of ``registry``, by prometheus_client."""
+def render(registry: CollectorRegistry | RestrictedRegistry) -> bytes:
+    """The text exposition of ``registry`` (or of its ``restricted_registry(names)``), by prometheus_client."""
     return generate_latest(registry)
 
 

@@ -3,7 +3,8 @@
 ``path("metrics", include("queuecore.metrics_urls"))`` in the site's urls.py. A request is admitted
 with ``Authorization: Bearer <QUEUECORE['METRICS']['TOKEN']>`` (compared in constant time), or from
 a logged-in user holding ``QUEUECORE['METRICS']['PERMISSION']`` (default ``queuecore.view_metrics``,
-which superusers hold); anything else gets 401 (no credentials) or 403.
+which superusers hold); anything else gets 401 (no credentials) or 403. ``?name[]=<sample name>``
+(repeatable) limits the answer to those samples, as prometheus_client's own server does.
 """
 
 from __future__ import annotations
@@ -64,4 +65,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return response
     if not verdict:
         return HttpResponse("forbidden\n", status=403, content_type="text/plain")
-    return HttpResponse(render(registry()), content_type=CONTENT_TYPE_LATEST)
+    names = request.GET.getlist("name[]")
+    found = registry()
+    return HttpResponse(render(found.restricted_registry(names) if names else found), content_type=CONTENT_TYPE_LATEST)

@@ -6,9 +6,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+from queuecore.core import limits
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.liveness import check_health
+
+# --max-age: a finite number of seconds, at least the resolution of stored times and at most three of
+# the longest heartbeat intervals (the default is three heartbeat intervals).
+MAX_AGE = limits.Range(limits.MIN_INTERVAL, 3 * limits.MAX_INTERVAL, note="(3 days)")
+
+
+def check_max_age(value: float | None, name: str = "--max-age") -> float | None:
+    """``value`` if it is None (the default) or in ``MAX_AGE``; else ``ConfigurationError`` naming
+    ``name`` and the range (NaN, infinities, zero and negatives included)."""
+    return None if value is None else MAX_AGE.check(value, name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=2.0)
     args = parser.parse_args(argv)
     try:
+        max_age = check_max_age(args.max_age)
         connection = ConnectionConfig.default(redis_url=args.redis_url)
         client = ConnectionConfig(redis_url=connection.redis_url, key_prefix=connection.key_prefix,
                                   socket_timeout=args.timeout, connect_timeout=args.timeout).connect()
@@ -28,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"unhealthy: {exc}", file=sys.stderr)
         return 1
     try:
-        report = check_health(args.health_file, client, max_age=args.max_age)
+        report = check_health(args.health_file, client, max_age=max_age)
     finally:
         client.close()
     if report.ok:

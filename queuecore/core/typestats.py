@@ -27,6 +27,7 @@ Keys (all in the queue's ``{queue}`` slot; the scripts build the per-type ones f
 from __future__ import annotations
 
 import calendar
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -76,14 +77,58 @@ def _context(minute: int) -> tuple[int, int, str, int, int, int]:
             next_month + DAYS_KEPT * 86400)
 
 
-def unpack(value: bytes | str | None) -> list[int]:
-    """A packed vector as VECTOR_LENGTH integers."""
+class Malformed(list[int]):
+    """The zeros ``unpack`` returns for a value that is not a packed vector (see ``malformed``)."""
+
+
+def parse(value: object) -> list[int] | None:
+    """A packed vector as VECTOR_LENGTH integers; None when ``value`` is not one (text that is not
+    comma-separated counters: never a negative, NaN or infinite one). Besides integers it takes what
+    Lua's ``tostring`` writes for a count beyond 10^14 (``1e+15``), as the writing script reads it."""
     out = [0] * VECTOR_LENGTH
-    if value:
+    if value is None or value == b"" or value == "":
+        return out
+    try:
         text = value.decode() if isinstance(value, bytes) else value
-        for i, part in enumerate(text.split(",")[:VECTOR_LENGTH]):
-            out[i] = int(part or 0)
+    except UnicodeDecodeError:
+        return None
+    if not isinstance(text, str):
+        return None
+    for i, part in enumerate(text.split(",")[:VECTOR_LENGTH]):
+        if not part:
+            continue
+        try:
+            out[i] = int(part)
+        except ValueError:
+            try:
+                number = float(part)
+            except ValueError:
+                return None
+            if not math.isfinite(number) or not number.is_integer():
+                return None
+            out[i] = int(number)
+        if out[i] < 0:
+            return None
     return out
+
+
+def unpack(value: bytes | str | None) -> list[int]:
+    """A packed vector as VECTOR_LENGTH integers. Never raises: a value that is not one (a
+    hand-edited field, say) reads as zeros marked ``Malformed``; readers skip it (``malformed``), so
+    a bad value costs that value only, never a scrape, an alert round or a page."""
+    out = parse(value)
+    return Malformed([0] * VECTOR_LENGTH) if out is None else out
+
+
+def malformed(vector: list[int]) -> bool:
+    """True for what ``unpack`` returned in place of a value that is not a packed vector."""
+    return isinstance(vector, Malformed)
+
+
+def _field_number(field_: Any) -> int | None:
+    """A minute-of-the-hour or day-of-the-month field name as an int; None when it is not one."""
+    text = field_.decode(errors="replace") if isinstance(field_, bytes) else str(field_)
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 2 else None
 
 
 def add(into: list[int], vector: Iterable[int]) -> list[int]:
@@ -186,9 +231,12 @@ def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timede
             pipe.hgetall(minute_key(ts_prefix, type_name, hour))
         for hour, record in zip(hours, pipe.execute(), strict=True):
             for field_, value in record.items():
-                minute = hour * 60 + int(field_)
+                minute_of_hour, vector = _field_number(field_), parse(value)
+                if minute_of_hour is None or minute_of_hour >= 60 or vector is None:
+                    continue  # not written by the scripts: skipped, the rest still counts
+                minute = hour * 60 + minute_of_hour
                 if first_minute <= minute <= last_minute:
-                    points[minute * 60.0] = unpack(value)
+                    points[minute * 60.0] = vector
         return summarize(queue, type_name, window, "minute", points)
     window = min(window, timedelta(days=DAYS_KEPT))
     first_day = int(now // 86400) - window.days + 1
@@ -199,13 +247,19 @@ def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timede
         pipe.hgetall(day_key(ts_prefix, type_name, month))
     for month, record in zip(months, pipe.execute(), strict=True):
         year, mon = (int(x) for x in month.split("-"))
+        days_in_month = calendar.monthrange(year, mon)[1]
         for field_, value in record.items():
-            day = calendar.timegm((year, mon, int(field_), 0, 0, 0)) // 86400
+            day_of_month, vector = _field_number(field_), parse(value)
+            if day_of_month is None or not 1 <= day_of_month <= days_in_month or vector is None:
+                continue  # not written by the scripts: skipped, the rest still counts
+            day = calendar.timegm((year, mon, day_of_month, 0, 0, 0)) // 86400
             if first_day <= day <= last_day:
-                points[day * 86400.0] = unpack(value)
+                points[day * 86400.0] = vector
     return summarize(queue, type_name, window, "day", points)
 
 
 def read_totals(record: Mapping[Any, Any]) -> dict[str, list[int]]:
-    """The HGETALL of a queue's ``ts`` HASH as type -> vector."""
+    """The HGETALL of a queue's ``ts`` HASH as type -> vector. Every type is listed (its per-minute
+    and per-day records may be fine); a value that is not a packed vector is a ``Malformed`` one
+    (``malformed``): skip it when summing."""
     return {(k.decode() if isinstance(k, bytes) else str(k)): unpack(v) for k, v in record.items()}

@@ -15,6 +15,8 @@ import pytest
 import redis
 from django.test import Client as DjangoClient
 
+from queuecore.core.errors import ConfigurationError
+from queuecore.core.healthcheck import check_max_age
 from queuecore.core.liveness import check_health
 from tests.conftest import wait_until
 
@@ -231,3 +233,32 @@ def test_the_plain_check_refuses_a_bad_option_in_one_line(tmp_path, redis_url):
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert run.returncode == 1 and run.stdout == "", run
         assert run.stderr.startswith("unhealthy: ") and why in run.stderr and len(run.stderr.splitlines()) == 1
+
+
+def test_the_plain_check_refuses_a_max_age_that_is_not_a_positive_finite_number(tmp_path, redis_url):
+    """--max-age nan once disabled the age check; inf, 0 and negatives are refused too, in one line."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    for bad in ("nan", "inf", "-5", "0", "1e9"):
+        run = subprocess.run([sys.executable, "-m", "queuecore.core.healthcheck", str(tmp_path / "h.json"),
+                              "--redis-url", redis_url, f"--max-age={bad}"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 1 and run.stdout == "", run
+        assert run.stderr.startswith("unhealthy: --max-age is out of range: ") and len(run.stderr.splitlines()) == 1
+
+
+def test_check_max_age_accepts_a_positive_finite_number_only():
+    assert check_max_age(None) is None and check_max_age(30.0) == 30.0 and check_max_age(259_200) == 259_200
+    for bad in (float("nan"), float("inf"), float("-inf"), -5.0, 0.0, 259_201.0):
+        with pytest.raises(ConfigurationError, match="--max-age is out of range"):
+            check_max_age(bad)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -5.0])
+def test_the_command_refuses_a_max_age_that_is_not_a_positive_finite_number(settings, tmp_path, bad):
+    """``manage.py queuecore_healthcheck --max-age nan`` turned the heartbeat-file age check off."""
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    settings.QUEUECORE = {**settings.QUEUECORE, "HEALTH_FILE": str(tmp_path / "h.json")}
+    with pytest.raises(CommandError, match="--max-age is out of range"):
+        call_command("queuecore_healthcheck", max_age=bad)

@@ -109,6 +109,27 @@ def test_view_reports_a_known_workload_exactly(workload, settings, redis_url, ke
 
 
 @pytest.mark.django_db
+def test_view_honours_name_filters_and_a_malformed_type_value(settings, redis_url, key_prefix, connection,
+                                                              redis_client):
+    """?name[]= keeps those samples only; a per-type value that is not a packed vector is left out and its
+    queue counted as unreadable (it once made every scrape a 500)."""
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix, "METRICS": {"TOKEN": TOKEN}}
+    q = connection.keys.queue("bad")
+    redis_client.sadd(connection.keys.queues, "bad")
+    redis_client.hset(q.type_stats, mapping={"t.ok": "2", "t.bad": "garbage,x,,"})
+    web = DjangoClient(headers={"Authorization": f"Bearer {TOKEN}"})
+    full = web.get("/metrics")
+    assert full.status_code == 200
+    got = samples(full.content.decode())
+    assert value(got, "queuecore_tasks_processed_total", queue="bad", type="t.ok") == 2
+    assert not [key for key in got if ("type", "t.bad") in key[1]]
+    assert value(got, "queuecore_queues_unreadable") == 1
+    only = web.get("/metrics?name[]=queuecore_up&name[]=queuecore_queues_unreadable")
+    assert only.status_code == 200
+    assert samples(only.content.decode()) == {("queuecore_up", ()): 1.0, ("queuecore_queues_unreadable", ()): 1.0}
+
+
+@pytest.mark.django_db
 def test_view_admits_the_token_or_the_permission_only(settings, redis_url, key_prefix):
     settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix, "METRICS": {"TOKEN": TOKEN}}
     web = DjangoClient()

@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from queuecore.conf import get_config, setting_message
 from queuecore.core.errors import ConfigurationError
+from queuecore.core.healthcheck import check_max_age
 from queuecore.core.liveness import check_health
 
 
@@ -32,6 +33,10 @@ class Command(BaseCommand):
             config = get_config()
         except ConfigurationError as exc:
             raise CommandError(setting_message(exc)) from None
+        try:
+            max_age = check_max_age(options.get("max_age"))
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from None
         path = options.get("health_file") or config.raw.get("HEALTH_FILE")
         if not path:
             raise CommandError("no health file: give --health-file or set QUEUECORE['HEALTH_FILE']")
@@ -44,7 +49,7 @@ class Command(BaseCommand):
             raise CommandError(f"{option.get(exc.field or '', 'option')}: {exc}") from None
         client = connection.connect()
         try:
-            report = check_health(path, client, max_age=options.get("max_age"))
+            report = check_health(path, client, max_age=max_age)
         finally:
             client.close()
         if report.ok:

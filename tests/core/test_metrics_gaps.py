@@ -1,0 +1,132 @@
+"""Gaps a probe found in metrics and per-type statistics: a malformed statistics value costs that value
+only (never a scrape, an alert round or a type page), and a scrape filtered by name (``?name[]=``)
+gets its samples."""
+
+from __future__ import annotations
+
+import urllib.request
+from datetime import timedelta
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from queuecore.core import typestats
+from queuecore.core.clock import FakeClock
+from queuecore.core.config import ConnectionConfig
+from queuecore.core.inspector import Inspector
+from queuecore.metrics import QueuecoreCollector, make_registry, render, serve
+from tests.core.test_alerts import Pair, once
+
+BAD = "garbage,x,,"  # the probe's value
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+@pytest.mark.parametrize("value", [BAD, "1,x", "1.5", "-1", "nan", "inf", "1,,-3", b"\xff\xfe", "1 2"])
+def test_a_value_that_is_not_a_packed_vector_reads_as_malformed_zeros(value: str | bytes) -> None:
+    assert typestats.parse(value) is None
+    vector = typestats.unpack(value)
+    assert typestats.malformed(vector) and vector == [0] * typestats.VECTOR_LENGTH
+
+
+def test_packed_vectors_still_read_exactly() -> None:
+    assert typestats.unpack("3,1,,2")[:5] == [3, 1, 0, 2, 0]
+    assert typestats.unpack(b"") == typestats.unpack(None) == [0] * typestats.VECTOR_LENGTH
+    assert typestats.unpack("1e+15")[0] == 10**15  # what Lua's tostring writes past 10^14
+    assert typestats.unpack(",".join(["1"] * 30)) == [1] * typestats.VECTOR_LENGTH  # longer: cut
+    assert not any(typestats.malformed(typestats.unpack(v)) for v in ("", "0", "5,4,3", None))
+
+
+@pytest.fixture
+def seeded(redis_client: redis.Redis, connection: ConnectionConfig, fake_clock: FakeClock) -> str:
+    """Queue "q1" with a good type, a malformed totals value, and malformed per-minute fields."""
+    q = connection.keys.queue("q1")
+    redis_client.sadd(connection.keys.queues, "q1")
+    redis_client.hset(q.type_stats, mapping={"t.good": "10,6", "t.bad": BAD})
+    minute = int(fake_clock.now() // 60)
+    good_minute = typestats.minute_key(q.type_stats, "t.good", minute // 60)
+    redis_client.hset(good_minute, mapping={str(minute % 60): "10,6", "zz": "1,1", "77": "1,1"})
+    redis_client.hset(typestats.minute_key(q.type_stats, "t.bad", minute // 60), str(minute % 60), BAD)
+    return q.type_stats
+
+
+def test_a_malformed_value_costs_that_type_only_in_a_scrape(seeded, connection, fake_clock) -> None:
+    inspector = Inspector(connection=connection, clock=fake_clock)
+    got = samples(render(make_registry(inspector)).decode())
+    assert got[("queuecore_up", ())] == 1
+    assert got[("queuecore_tasks_processed_total", (("queue", "q1"), ("type", "t.good")))] == 10
+    assert got[("queuecore_tasks_failed_total", (("queue", "q1"), ("type", "t.good")))] == 6
+    assert not [key for key in got if ("type", "t.bad") in key[1]]  # left out, not reported as zeros
+    assert got[("queuecore_queue_size", (("queue", "q1"), ("state", "pending")))] == 0
+    assert got[("queuecore_queues_unreadable", ())] == 1  # read in part
+    inspector.close()
+
+
+def test_a_malformed_value_costs_that_value_only_in_the_inspector(seeded, connection, fake_clock) -> None:
+    inspector = Inspector(connection=connection, clock=fake_clock)
+    assert inspector.task_types("q1") == ["t.bad", "t.good"]
+    good = inspector.type_stats("q1", "t.good", timedelta(minutes=5))
+    assert (good.processed, good.failed, len(good.points)) == (10, 6, 1)  # "zz" and "77" skipped
+    bad = inspector.type_stats("q1", "t.bad", timedelta(minutes=5))
+    assert (bad.processed, bad.points) == (0, ())
+    day = inspector.type_stats("q1", "t.good", timedelta(days=4))  # per-day records: none, no error
+    assert day.processed == 0
+    inspector.close()
+
+
+def test_malformed_day_records_are_skipped(redis_client, connection, fake_clock) -> None:
+    q = connection.keys.queue("q1")
+    redis_client.sadd(connection.keys.queues, "q1")
+    now = fake_clock.now()
+    month = typestats._context(int(now // 60))[2]
+    day_of_month = int(typestats._context(int(now // 60))[3])
+    redis_client.hset(typestats.day_key(q.type_stats, "t", month),
+                      mapping={str(day_of_month): "4,1", "0": "1", "32": "1", "x": "1", "1\u00b2": "1"})
+    if day_of_month > 1:
+        redis_client.hset(typestats.day_key(q.type_stats, "t", month), str(day_of_month - 1), BAD)
+    stats = typestats.read(redis_client, q.type_stats, "q1", "t", timedelta(days=30), now)
+    assert (stats.processed, stats.failed, len(stats.points)) == (4, 1, 1)
+
+
+def test_a_malformed_value_never_stops_the_alert_round(seeded, connection, fake_clock, caplog) -> None:
+    """The per-type failure rate of the good type fires although another type's value is garbage."""
+    p = Pair(connection, fake_clock, {"tf": {"kind": "failure_rate", "queue": "q1", "type": "*", "above": 0.5,
+                                             "window": 120, "min_tasks": 4}})
+    try:
+        once(p.rounds(), "fired", "tf/q1/t.good")
+        assert "error in alerts" not in caplog.text
+        fake_clock.advance(180)
+        once(p.rounds(), "resolved", "tf/q1/t.good")
+    finally:
+        p.close()
+
+
+def test_describe_names_every_family_without_reading_redis(connection) -> None:
+    inspector = Inspector(redis_url="redis://127.0.0.1:1/0", key_prefix=connection.key_prefix)  # nothing there
+    make_registry(inspector, namespace="qc")  # registering describes the collector
+    names = {m.name for m in QueuecoreCollector(inspector, "qc").describe()}
+    assert {"qc_up", "qc_queue_size", "qc_tasks_processed", "qc_task_duration_seconds", "qc_workers_up",
+            "qc_queues_unreadable", "qc_limit_concurrency", "qc_periodic_fires"} <= names
+    inspector.close()
+
+
+def test_a_scrape_filtered_by_name_gets_those_samples(connection) -> None:
+    inspector = Inspector(connection=connection)
+    registry = make_registry(inspector)
+    only = samples(render(registry.restricted_registry(["queuecore_up", "queuecore_queues_unreadable"])).decode())
+    assert only == {("queuecore_up", ()): 1.0, ("queuecore_queues_unreadable", ()): 0.0}
+    server = serve(0, inspector)
+    try:
+        port = server.server_address[1]
+        url = f"http://127.0.0.1:{port}/metrics?name[]=queuecore_up&name[]=queuecore_workers_up"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            got = samples(response.read().decode())
+        assert got == {("queuecore_up", ()): 1.0, ("queuecore_workers_up", ()): 0.0}
+    finally:
+        server.shutdown()
+        server.server_close()
+        inspector.close()
