@@ -255,7 +255,9 @@ class Client:
         return checked
 
     def _send_traced(self, prepared: list[_Prepared], now: float) -> list[Any]:
-        """``_send``, then end each task's ``send`` span (with the error that refused it, if any)."""
+        """``_send``, then end each task's ``send`` span with the error that refused it, if any: the
+        call's (Redis full, a key of the wrong type, unreachable) or the task's own (``DuplicateTask``,
+        ``TaskIdConflict``: the script's reply, which this turns into the error in its place)."""
         assert self._tracing is not None
         try:
             replies = self._send(prepared, now)
@@ -263,8 +265,14 @@ class Client:
             for p in prepared:
                 self._tracing.end_send(p.span, exc)
             raise
-        for p, reply in zip(prepared, replies, strict=True):
-            self._tracing.end_send(p.span, reply if isinstance(reply, BaseException) else None)
+        for index, (p, reply) in enumerate(zip(prepared, replies, strict=True)):
+            error = reply if isinstance(reply, BaseException) else None
+            if error is None:
+                try:
+                    Scripts.check_enqueue(reply, p.message.id, p.message.queue)
+                except QueuecoreError as exc:
+                    error = replies[index] = exc
+            self._tracing.end_send(p.span, error)
         return replies
 
     def _send(self, prepared: list[_Prepared], now: float) -> list[Any]:
@@ -398,13 +406,20 @@ class Client:
         """
         now = self.clock.now()
         prepared: list[_Prepared] = []
-        for req in requests:
-            if isinstance(req, TaskRequest):
-                prepared.append(self._prepare(req.handler or req.type, req.payload, {**options, **req.options}, now))
-            elif isinstance(req, tuple) and len(req) == 2:
-                prepared.append(self._prepare(req[0], req[1], dict(options), now))
-            else:
-                raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {req!r}")
+        try:
+            for req in requests:
+                if isinstance(req, TaskRequest):
+                    prepared.append(self._prepare(req.handler or req.type, req.payload, {**options, **req.options},
+                                                  now))
+                elif isinstance(req, tuple) and len(req) == 2:
+                    prepared.append(self._prepare(req[0], req[1], dict(options), now))
+                else:
+                    raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {req!r}")
+        except BaseException as exc:  # nothing is sent: the spans of the tasks prepared so far end with why
+            if self._tracing is not None:
+                for p in prepared:
+                    self._tracing.end_send(p.span, exc)
+            raise
         if not prepared:
             return []
         replies = (self._send if self._tracing is None else self._send_traced)(prepared, now)

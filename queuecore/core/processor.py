@@ -85,6 +85,12 @@ class Processor:
         self.pool = HandlerPool("queuecore-handler", config.concurrency, on_drained=self._wake_fetcher)
         self.async_loop = AsyncLoop(config.concurrency)
         self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
+        # With it, attempts end through ``_finalize_traced``, and the runner's copy of the tracing notes
+        # which attempts got their ``process`` span (the ids of their contexts, until they end).
+        self._spanned: set[int] = set()
+        self._attempt_tracing = None if self._tracing is None else self._tracing.noting_spans(self._spanned)
+        self._finish: Callable[[Running, Outcome | None], bool] = (
+            self._finalize if self._tracing is None else self._finalize_traced)
         held_at_once = config.concurrency + (config.prefetch or 0)
         self._slots = Slots(held_at_once, max(1, min(config.prefetch or 0, held_at_once // 2)),
                             lambda: len(self._ready) + self.pool.queued)
@@ -105,7 +111,7 @@ class Processor:
         self.renewer = LeaseRenewer(scripts, clock, config.lease_duration, held, queue_keys,
                                     on_lost=self.lease_lost, on_cancel=self.cancel)
         self.runner = Runner(config.default_timeout, config.middleware, clock, self.limits, self.async_loop,
-                             self._tracing, self._finalize, self._free_run_slot, self._confirm_lease,
+                             self._attempt_tracing, self._finish, self._free_run_slot, self._confirm_lease,
                              lease_margin=config.lease_duration / 4)
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -147,12 +153,12 @@ class Processor:
         # that the tasks run next in the order they were taken.
         waiting = self._take_ready()  # fetched ahead, never started: back at once, for others to run
         for running in reversed(waiting):
-            self._finalize(running, Outcome("requeue"))
+            self._finish(running, Outcome("requeue"))
         while len(self.held) and time.monotonic() < deadline and not (force and force.is_set()):
             time.sleep(0.01)
         remaining = self.held.snapshot()
         for running in reversed(self._take_ready()):  # fetched before the fetcher stopped: never started
-            self._finalize(running, Outcome("requeue"))
+            self._finish(running, Outcome("requeue"))
         for running in remaining:
             running.ctx.request_cancel(SHUTDOWN)
             self._interrupt(running, TaskCancelled)
@@ -164,7 +170,7 @@ class Processor:
             time.sleep(0.01)
         handed_back = sum(1 for r in remaining if r.finalized and r.handed_back) + len(waiting)
         for running in reversed(remaining):
-            if self._finalize(running, Outcome("requeue")):
+            if self._finish(running, Outcome("requeue")):
                 handed_back += 1
         self._acker.stop()  # writes every acknowledgement still queued (bounded by the write deadline)
         self.limits.stop()  # frees the concurrency slots of the attempts that ended
@@ -321,7 +327,7 @@ class Processor:
         except TaskDecodeError as exc:
             logger.error("%s; archiving it", exc)
             running = self._hold(queue, task_id, lease, retried, _placeholder(task_id, queue), now)
-            self._finalize(running, Outcome("skip_retry", error=exc))
+            self._finish(running, Outcome("skip_retry", error=exc))
             return
         # A pushed task was leased by its enqueue: when that was, its message says (the client's clock).
         # A push read long after (this process was paused or starved) may have lost its lease meanwhile:
@@ -387,7 +393,7 @@ class Processor:
                     break
             else:
                 return False
-        self._finalize(running, outcome)
+        self._finish(running, outcome)
         return True
 
     def _take_ready(self) -> list[Running]:
@@ -509,7 +515,7 @@ class Processor:
                      running.ctx.cancel_reason or "interrupted")
         if running.thread_ident is not None:
             self.pool.abandon(running.thread_ident)
-        self._finalize(running, abandoned(running.ctx.cancel_reason))
+        self._finish(running, abandoned(running.ctx.cancel_reason))
         self._free_run_slot(running)  # the thread runs on, outside the count; another takes the slot
 
     # -- finalizing -------------------------------------------------------------------------------
@@ -542,6 +548,24 @@ class Processor:
             self.held.forget(running)
             self._slots.release()
         return True
+
+    def _finalize_traced(self, running: Running, outcome: Outcome | None) -> bool:
+        """``_finalize`` while tracing (the otel extra). An attempt counted as processed and failed that
+        never reached its ``process`` span (no handler for its type, its deadline passed before it
+        started, an undecodable message, an interrupt before its handler) gets one now, with its error."""
+        done = self._finalize(running, outcome)
+        spanned = self._spanned
+        if spanned:  # empty unless spans are being made
+            key = id(running.ctx)
+            if key in spanned:
+                spanned.discard(key)
+                return done
+        if done and outcome is not None and outcome.kind in ("failure", "skip_retry") and outcome.error is not None \
+                and self._attempt_tracing is not None:
+            message = running.message
+            self._attempt_tracing.failed_attempt(running.queue, running.id, message.type, running.retried + 1,
+                                                 message.trace, outcome.error)
+        return done
 
     def _acknowledged(self, running: Running, accepted: bool | None) -> None:
         if accepted is not None:

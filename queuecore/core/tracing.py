@@ -8,7 +8,12 @@ on ``process``, ``queuecore.task.attempt`` (1 for the first attempt). The ``send
 is stored in the task message (its ``trace`` field: the W3C ``traceparent`` and ``tracestate``, a
 hundred bytes or so, outside the payload and its size bound), so the ``process`` span is its child,
 and a web request's trace continues into the worker. A handler's exception is recorded on its span
-(status ERROR) — but a ``Snooze``, which is not a failure.
+(status ERROR) — but a ``Snooze``, which is not a failure; an interrupt (a timeout, a cancel) is
+recorded with the reason it was asked to stop (``TaskTimeout: timed out after 1s``, as the worker's
+log says). An enqueue Redis refuses (a held unique lock, a taken id, Redis full) ends its ``send``
+span with that error. An attempt that fails before its handler could run (no handler for its type,
+its deadline passed, an undecodable message) still counts as a processed and failed attempt: the
+processor gives it a ``process`` span of its own, with its error (``failed_attempt``).
 
 **Zero cost when the extra is not installed**: ``get()`` tries ``import opentelemetry`` once per
 process and returns None; the ``Client`` and the ``Processor`` call it once when built and keep the
@@ -20,18 +25,25 @@ no-op spans).
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import inspect
 import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from queuecore.core.errors import Snooze
+from queuecore.core.context import _current
+from queuecore.core.errors import Snooze, TaskCancelled, TaskTimeout
 from queuecore.core.text import error_message
 
 MESSAGING_SYSTEM = "queuecore"
 CARRIER_KEYS = ("traceparent", "tracestate")
 MAX_CARRIER_VALUE = 512  # characters per stored field: a bound on what a message carries (W3C allows 512)
+
+# Raised into a handler without a message (thrown into its thread, or its coroutine cancelled): the reason
+# its task was asked to stop (``TaskContext.cancel_reason``) says what happened.
+_INTERRUPTS = (TaskTimeout, TaskCancelled, asyncio.CancelledError)
 
 _UNRESOLVED: Any = object()
 _tracing: Any = _UNRESOLVED
@@ -109,6 +121,15 @@ class Tracing:
         self._off_types = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self._producer = trace.SpanKind.PRODUCER
         self._consumer = trace.SpanKind.CONSUMER
+        self._spanned: set[int] | None = None  # a worker's copy (``noting_spans``): its attempts with a span
+
+    def noting_spans(self, spanned: set[int]) -> Tracing:
+        """A copy for one worker's processor: each attempt that gets its ``process`` span adds the ``id()``
+        of its ``TaskContext`` (the current one while its handler is called) to ``spanned``, so that the
+        processor can tell the attempts that ended before their handler ran (``failed_attempt``)."""
+        view = copy.copy(self)
+        view._spanned = spanned
+        return view
 
     def active(self) -> bool:
         """True once a tracer provider is set (``trace.set_tracer_provider``, or ``use``); one set
@@ -153,12 +174,9 @@ class Tracing:
         handler) is wrapped, so the span covers its run and records its error."""
         if not self.active():
             return call()
-        parent = self._propagate.extract(carrier) if carrier else None
-        span = self._tracer.start_span(f"process {queue}", context=parent, kind=self._consumer, attributes={
-            "messaging.system": MESSAGING_SYSTEM, "messaging.destination.name": queue,
-            "messaging.message.id": task_id, "messaging.operation.type": "process",
-            "messaging.operation.name": "process", "queuecore.task.type": type_name,
-            "queuecore.task.attempt": attempt})
+        if self._spanned is not None and (task := _current.get()) is not None:
+            self._spanned.add(id(task))
+        span = self._start_process(queue, task_id, type_name, attempt, carrier)
         token = self._context.attach(self._trace.set_span_in_context(span))
         try:
             result = call()
@@ -173,6 +191,25 @@ class Tracing:
         span.end()
         return result
 
+    def failed_attempt(self, queue: str, task_id: str, type_name: str, attempt: int,
+                       carrier: Mapping[str, str] | None, error: BaseException) -> None:
+        """The ``process`` span of an attempt that failed before its handler could run (``error`` says
+        why): started and ended at once, the child of the enqueue's span as any attempt's."""
+        if not self.active():
+            return
+        span = self._start_process(queue, task_id, type_name, attempt, carrier)
+        self._fail(span, error, classified=True)
+        span.end()
+
+    def _start_process(self, queue: str, task_id: str, type_name: str, attempt: int,
+                       carrier: Mapping[str, str] | None) -> Any:
+        parent = self._propagate.extract(carrier) if carrier else None
+        return self._tracer.start_span(f"process {queue}", context=parent, kind=self._consumer, attributes={
+            "messaging.system": MESSAGING_SYSTEM, "messaging.destination.name": queue,
+            "messaging.message.id": task_id, "messaging.operation.type": "process",
+            "messaging.operation.name": "process", "queuecore.task.type": type_name,
+            "queuecore.task.attempt": attempt})
+
     async def _awaited(self, span: Any, coroutine: Any) -> Any:
         token = self._context.attach(self._trace.set_span_in_context(span))
         try:
@@ -184,10 +221,14 @@ class Tracing:
             self._context.detach(token)
             span.end()
 
-    def _fail(self, span: Any, error: BaseException) -> None:
+    def _fail(self, span: Any, error: BaseException, classified: bool = False) -> None:
+        """Record ``error`` on ``span``: raised where the span was current (an interrupt then stands for
+        the reason its task was asked to stop), or ``classified`` already (an outcome's error)."""
         if isinstance(error, Snooze):
             span.set_attribute("queuecore.task.snoozed", True)
             return
+        if not classified and isinstance(error, _INTERRUPTS):
+            error = _interrupt_error(error)
         message = error_message(error)
         try:
             span.record_exception(error)
@@ -195,3 +236,24 @@ class Tracing:
             span.add_event("exception", {"exception.type": type(error).__name__, "exception.message": message,
                                          "exception.stacktrace": "".join(traceback.format_exception(error))})
         span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, f"{type(error).__name__}: {message}"))
+
+
+def _interrupt_error(error: BaseException) -> BaseException:
+    """The error an interrupt stands for, as the worker records it (``outcome.classify``): a timeout's
+    ``TaskTimeout`` with its reason (an async handler's is a ``CancelledError``), another interrupt with
+    the reason its task was asked to stop when it came without a message of its own."""
+    task = _current.get()
+    reason = task.cancel_reason if task is not None else None
+    if not reason:
+        return error
+    from queuecore.core.outcome import classify  # not at import: outcome's imports lead back here
+
+    classified = classify(error, reason).error
+    if classified is not None and classified is not error:
+        return classified
+    if error_message(error):
+        return error
+    try:
+        return type(error)(reason).with_traceback(error.__traceback__)
+    except Exception:  # a subclass whose constructor takes other arguments
+        return error
