@@ -14,7 +14,7 @@ from queuecore.core.component import Periodic
 from queuecore.core.health import RedisHealth
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.message import dumps
-from queuecore.core.outcome import LEASE_LOST
+from queuecore.core.reasons import LEASE_LOST
 from queuecore.core.running import HeldTasks
 from queuecore.core.scripts import Scripts
 

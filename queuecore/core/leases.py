@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.errors import WrongKeyType
 from queuecore.core.keys import QueueKeys
-from queuecore.core.outcome import LEASE_LOST as LEASE_LOST_REASON
+from queuecore.core.reasons import LEASE_LOST as LEASE_LOST_REASON
 from queuecore.core.running import HeldTasks, Running
 from queuecore.core.scripts import LEASE_CANCEL_REQUESTED, LEASE_LOST, Scripts
 

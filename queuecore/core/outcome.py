@@ -30,7 +30,7 @@ from queuecore.core.errors import (
     TaskDecodeError,
     TaskTimeout,
 )
-from queuecore.core.reasons import CANCELLED_BY_OPERATOR
+from queuecore.core.reasons import CANCELLED_BY_OPERATOR, LEASE_LOST, SHUTDOWN
 from queuecore.core.text import error_message, storable_text
 
 logger = logging.getLogger("queuecore.worker")
@@ -38,10 +38,6 @@ logger = logging.getLogger("queuecore.worker")
 MAX_ERROR_CHARS = 8000
 MAX_RETRY_DELAY = 365 * 24 * 3600.0
 
-# Why a running task was asked to stop (``TaskContext.cancel_reason``): these, CANCELLED_BY_OPERATOR,
-# or a timeout's own text.
-SHUTDOWN = "worker shutting down"
-LEASE_LOST = "lease lost"
 
 OutcomeKind = Literal["success", "failure", "skip_retry", "cancelled", "requeue", "lost", "snooze", "wait"]
 RetryPolicy = Callable[[int, BaseException | None], float]

@@ -32,9 +32,9 @@ from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.message import TaskMessage
-from queuecore.core.outcome import LEASE_LOST as LEASE_LOST_REASON
-from queuecore.core.outcome import SHUTDOWN, Outcome, abandoned, classify
-from queuecore.core.reasons import CANCELLED_BY_OPERATOR
+from queuecore.core.outcome import Outcome, abandoned, classify
+from queuecore.core.reasons import CANCELLED_BY_OPERATOR, SHUTDOWN
+from queuecore.core.reasons import LEASE_LOST as LEASE_LOST_REASON
 from queuecore.core.recorder import Recorder
 from queuecore.core.registry import TaskRegistry
 from queuecore.core.runner import Runner, deadline_passed

@@ -11,3 +11,8 @@ WORKER_LOST = "worker lost (lease expired)"
 WORKER_LOST_UNDECODABLE = f"{WORKER_LOST}; message undecodable"
 REPAIR_NO_MESSAGE = "repair: task hash had no list entry and no message"
 REPAIR_UNKNOWN_STATE = "repair: task hash had no list entry and an unknown state"  # + " (<state>)"
+
+# Why a running task was asked to stop (``TaskContext.cancel_reason``): these, CANCELLED_BY_OPERATOR,
+# or a timeout's own text.
+SHUTDOWN = "worker shutting down"
+LEASE_LOST = "lease lost"

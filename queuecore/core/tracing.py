@@ -35,6 +35,7 @@ from typing import Any
 
 from queuecore.core.context import _current
 from queuecore.core.errors import Snooze, TaskCancelled, TaskTimeout
+from queuecore.core.reasons import CANCELLED_BY_OPERATOR, LEASE_LOST, SHUTDOWN
 from queuecore.core.text import error_message
 
 MESSAGING_SYSTEM = "queuecore"
@@ -246,11 +247,8 @@ def _interrupt_error(error: BaseException) -> BaseException:
     reason = task.cancel_reason if task is not None else None
     if not reason:
         return error
-    from queuecore.core.outcome import classify  # not at import: outcome's imports lead back here
-
-    classified = classify(error, reason).error
-    if classified is not None and classified is not error:
-        return classified
+    if reason not in (SHUTDOWN, LEASE_LOST, CANCELLED_BY_OPERATOR):  # a timeout's own text
+        return TaskTimeout(reason).with_traceback(error.__traceback__)
     if error_message(error):
         return error
     try:

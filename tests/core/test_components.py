@@ -27,8 +27,8 @@ from queuecore.core.janitor import Janitor
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.message import TaskMessage
-from queuecore.core.outcome import LEASE_LOST
 from queuecore.core.processor import Processor
+from queuecore.core.reasons import LEASE_LOST
 from queuecore.core.recorder import Recorder
 from queuecore.core.recoverer import Recoverer
 from queuecore.core.registry import TaskRegistry
