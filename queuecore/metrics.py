@@ -159,7 +159,9 @@ def limit_families(limits: list[LimitInfo], ns: str = DEFAULT_NAMESPACE) -> Iter
                                     labels=["type"])
     running = GaugeMetricFamily(f"{ns}_limit_running_tasks", "Tasks holding a slot of a concurrency limit.",
                                 labels=["type", "key"])
-    waiting = GaugeMetricFamily(f"{ns}_limit_waiting_tasks", "Tasks held back, waiting for a slot of a limit.",
+    waiting = GaugeMetricFamily(f"{ns}_limit_waiting_tasks",
+                                "Tasks held back for a concurrency slot (those a rate limit holds back wait in "
+                                "their queue's scheduled set).",
                                 labels=["type", "key"])
     rate_used = GaugeMetricFamily(f"{ns}_limit_rate_window_starts", "Starts in a rate limit's current window.",
                                   labels=["type", "key"])
