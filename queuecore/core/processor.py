@@ -85,10 +85,7 @@ class Processor:
         self.pool = HandlerPool("queuecore-handler", config.concurrency, on_drained=self._wake_fetcher)
         self.async_loop = AsyncLoop(config.concurrency)
         self._tracing = tracing.get()  # None without the otel extra: no per-task work at all
-        # With it, attempts end through ``_finalize_traced``, and the runner's copy of the tracing notes
-        # which attempts got their ``process`` span (the ids of their contexts, until they end).
-        self._spanned: set[int] = set()
-        self._attempt_tracing = None if self._tracing is None else self._tracing.noting_spans(self._spanned)
+        # With it, attempts end through ``_finalize_traced``: one that never reached its span gets one.
         self._finish: Callable[[Running, Outcome | None], bool] = (
             self._finalize if self._tracing is None else self._finalize_traced)
         held_at_once = config.concurrency + (config.prefetch or 0)
@@ -111,7 +108,7 @@ class Processor:
         self.renewer = LeaseRenewer(scripts, clock, config.lease_duration, held, queue_keys,
                                     on_lost=self.lease_lost, on_cancel=self.cancel)
         self.runner = Runner(config.default_timeout, config.middleware, clock, self.limits, self.async_loop,
-                             self._attempt_tracing, self._finish, self._free_run_slot, self._confirm_lease,
+                             self._tracing, self._finish, self._free_run_slot, self._confirm_lease,
                              lease_margin=config.lease_duration / 4)
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -554,17 +551,11 @@ class Processor:
         never reached its ``process`` span (no handler for its type, its deadline passed before it
         started, an undecodable message, an interrupt before its handler) gets one now, with its error."""
         done = self._finalize(running, outcome)
-        spanned = self._spanned
-        if spanned:  # empty unless spans are being made
-            key = id(running.ctx)
-            if key in spanned:
-                spanned.discard(key)
-                return done
-        if done and outcome is not None and outcome.kind in ("failure", "skip_retry") and outcome.error is not None \
-                and self._attempt_tracing is not None:
+        if done and not running.traced and outcome is not None and outcome.kind in ("failure", "skip_retry") \
+                and outcome.error is not None and self._tracing is not None:
             message = running.message
-            self._attempt_tracing.failed_attempt(running.queue, running.id, message.type, running.retried + 1,
-                                                 message.trace, outcome.error)
+            self._tracing.failed_attempt(running.queue, running.id, message.type, running.retried + 1,
+                                         message.trace, outcome.error)
         return done
 
     def _acknowledged(self, running: Running, accepted: bool | None) -> None:

@@ -82,6 +82,7 @@ class Runner:
         would fail the same way (a ``TypeError`` raised inside the handler is an ordinary failure).
         With the otel extra, all of it runs in the attempt's ``process`` span (tracing.py)."""
         if traced and self._tracing is not None:
+            running.traced = True
             message = running.message
             return self._tracing.process(running.queue, running.id, message.type, running.retried + 1, message.trace,
                                          lambda: self._call_handler(running, handler, False))

@@ -36,6 +36,7 @@ class Running:
     run_slot: bool = False  # it holds a run slot (from its start until its thread or coroutine is free)
     finalized: bool = False
     in_handler: bool = False
+    traced: bool = False  # its handler was called in a ``process`` span (the otel extra: tracing.py)
     thread_ident: int | None = None
     async_task: asyncio.Task[Any] | None = None
     handed_back: bool = False

@@ -26,7 +26,6 @@ no-op spans).
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
 import time
 import traceback
@@ -122,15 +121,6 @@ class Tracing:
         self._off_types = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
         self._producer = trace.SpanKind.PRODUCER
         self._consumer = trace.SpanKind.CONSUMER
-        self._spanned: set[int] | None = None  # a worker's copy (``noting_spans``): its attempts with a span
-
-    def noting_spans(self, spanned: set[int]) -> Tracing:
-        """A copy for one worker's processor: each attempt that gets its ``process`` span adds the ``id()``
-        of its ``TaskContext`` (the current one while its handler is called) to ``spanned``, so that the
-        processor can tell the attempts that ended before their handler ran (``failed_attempt``)."""
-        view = copy.copy(self)
-        view._spanned = spanned
-        return view
 
     def active(self) -> bool:
         """True once a tracer provider is set (``trace.set_tracer_provider``, or ``use``); one set
@@ -175,8 +165,6 @@ class Tracing:
         handler) is wrapped, so the span covers its run and records its error."""
         if not self.active():
             return call()
-        if self._spanned is not None and (task := _current.get()) is not None:
-            self._spanned.add(id(task))
         span = self._start_process(queue, task_id, type_name, attempt, carrier)
         token = self._context.attach(self._trace.set_span_in_context(span))
         try:
