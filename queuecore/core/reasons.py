@@ -16,3 +16,4 @@ REPAIR_UNKNOWN_STATE = "repair: task hash had no list entry and an unknown state
 # or a timeout's own text.
 SHUTDOWN = "worker shutting down"
 LEASE_LOST = "lease lost"
+NOT_TIMEOUTS = (SHUTDOWN, LEASE_LOST, CANCELLED_BY_OPERATOR)  # any other cancel reason is a timeout's text

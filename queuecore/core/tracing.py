@@ -34,7 +34,7 @@ from typing import Any
 
 from queuecore.core.context import _current
 from queuecore.core.errors import Snooze, TaskCancelled, TaskTimeout
-from queuecore.core.reasons import CANCELLED_BY_OPERATOR, LEASE_LOST, SHUTDOWN
+from queuecore.core.reasons import NOT_TIMEOUTS
 from queuecore.core.text import error_message
 
 MESSAGING_SYSTEM = "queuecore"
@@ -235,7 +235,7 @@ def _interrupt_error(error: BaseException) -> BaseException:
     reason = task.cancel_reason if task is not None else None
     if not reason:
         return error
-    if reason not in (SHUTDOWN, LEASE_LOST, CANCELLED_BY_OPERATOR):  # a timeout's own text
+    if reason not in NOT_TIMEOUTS:
         return TaskTimeout(reason).with_traceback(error.__traceback__)
     if error_message(error):
         return error
