@@ -38,7 +38,7 @@ from queuecore.core.attempts import parse_attempts
 from queuecore.core.keys import stats_day, stats_minute
 from queuecore.core.results import parse_result_id
 from queuecore.core.scripts import WAKE_TTL_MS, DoneItem, Scripts
-from queuecore.core.topology import is_cluster_client
+from queuecore.core.topology import info_of_every_master, is_cluster_client
 from tests.conftest import wait_until
 from tests.core import test_processes
 from tests.core.test_processes import wait_event
@@ -657,10 +657,7 @@ def test_an_operator_archive_or_delete_ends_the_wait(client: Client, inspector: 
 
 def blocked_clients(redis_client) -> int:
     """Clients blocked in a command: every master's, on a cluster (its client asks one node unless told)."""
-    if not is_cluster_client(redis_client):
-        return int(redis_client.info("clients")["blocked_clients"])
-    per_node = redis_client.info("clients", target_nodes=redis_client.PRIMARIES)
-    return sum(int(node["blocked_clients"]) for node in per_node.values())
+    return sum(int(info["blocked_clients"]) for info in info_of_every_master(redis_client, "clients"))
 
 
 def test_removing_a_queue_ends_the_waits_on_its_tasks(client: Client, inspector: Inspector, redis_client) -> None:
@@ -725,8 +722,8 @@ def test_a_wait_on_a_cluster_asks_its_key_s_node_first(client: Client, inspector
         pytest.skip("a Redis Cluster's routing")
 
     def redirections() -> int:  # every master's MOVED replies
-        per_node = redis_client.info("errorstats", target_nodes=redis_client.PRIMARIES)
-        return sum(int(node.get("errorstat_MOVED", {}).get("count", 0)) for node in per_node.values())
+        return sum(int(info.get("errorstat_MOVED", {}).get("count", 0))
+                   for info in info_of_every_master(redis_client, "errorstats"))
 
     handle = client.enqueue("t", retention=60)
     inspector.archive_task("default", handle.id)
