@@ -53,7 +53,8 @@ _KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "memory": (("above",), {}),
     "periodic_missed": ((), {"entry": "*", "grace": MISFIRE_GRACE}),
 }
-_COMMON = {"kind", "severity"}
+_COMMON = {"kind", "severity", "for"}
+MAX_HOLD_FOR = 86400.0  # the longest "for" a rule takes, s
 SenderFn = Callable[["AlertEvent"], None]
 
 
@@ -71,6 +72,7 @@ class AlertRule:
     min_tasks: int = 1
     grace: float = 60.0
     severity: str = "warning"
+    hold_for: float = 0.0  # the rule's "for": how long an alert holds (pending) before it fires, s
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,8 @@ def parse_rule(name: Any, spec: Any) -> AlertRule:
         out["min_tasks"] = int(_number(values["min_tasks"], name, "min_tasks", 1, 1e9))
     if "grace" in values:
         out["grace"] = _number(values["grace"], name, "grace", 0, 86400)
+    if "for" in values:
+        out["hold_for"] = _number(values["for"], name, "for", 0, MAX_HOLD_FOR)
     return AlertRule(**out)
 
 
@@ -260,6 +264,11 @@ class RuleEvaluator:
         self._ins = inspector
         self._rules = list(rules)
         self._clock = clock
+        self._hold_for = {rule.name: rule.hold_for for rule in self._rules}
+
+    def hold_for(self, alert: Alert) -> float:
+        """How long ``alert`` must hold before it fires: its rule's ``for`` (s)."""
+        return self._hold_for.get(alert.rule, 0.0)
 
     def holding(self) -> dict[str, Alert]:
         now = self._clock.now()
@@ -388,15 +397,24 @@ class AlertEvaluator:
         if not held:
             return []
         holding = self._rules.holding()
-        active = set(active_alerts(self._scripts).keys())
-        fire = [(a.id, a.to_json()) for a_id, a in holding.items() if a_id not in active]
-        resolve = [a_id for a_id in active if a_id not in holding]
-        if not fire and not resolve:
+        active, pending = alert_state(self._scripts)
+        fire: list[tuple[str, str]] = []
+        pend: list[str] = []
+        for a_id, alert in holding.items():
+            if a_id in active:
+                continue
+            hold_for = self._rules.hold_for(alert)
+            if hold_for <= 0 or (a_id in pending and now - pending[a_id] >= hold_for):
+                fire.append((a_id, alert.to_json()))
+            elif a_id not in pending:
+                pend.append(a_id)
+        resolve = [a_id for a_id in (*active, *pending) if a_id not in holding]
+        if not fire and not pend and not resolve:
             return []
         now = self._clock.now()
         held, fired, resolved = self._scripts.alerts_apply(self.holder, now_ms=to_ms(now),
                                                            lease_until_ms=to_ms(now + self.lease),
-                                                           fire=fire, resolve=resolve)
+                                                           fire=fire, pend=pend, resolve=resolve)
         events = [AlertEvent("fired", holding[i], now) for i in fired]
         events += [AlertEvent("resolved", Alert.from_json(body), now) for _, body in resolved]
         for e in events:
@@ -413,15 +431,24 @@ class AlertEvaluator:
 
 def active_alerts(scripts: Scripts) -> dict[str, Alert]:
     """The active alerts by id, from ``<prefix>:alerts``."""
+    return alert_state(scripts)[0]
+
+
+def alert_state(scripts: Scripts) -> tuple[dict[str, Alert], dict[str, float]]:
+    """From ``<prefix>:alerts``: the active alerts by id, and since when (unix s) each pending alert
+    (one whose rule has a ``for`` not yet reached) holds."""
     raw = cast("dict[str, str]", scripts.redis.hgetall(scripts.keys.alerts))
-    out: dict[str, Alert] = {}
+    active: dict[str, Alert] = {}
+    pending: dict[str, float] = {}
     for key, value in raw.items():
-        if key.startswith("a:"):
-            try:
-                out[key[2:]] = Alert.from_json(value)
-            except (ValueError, TypeError):
-                continue
-    return out
+        try:
+            if key.startswith("a:"):
+                active[key[2:]] = Alert.from_json(value)
+            elif key.startswith("p:"):
+                pending[key[2:]] = int(value) / 1000 if value.isdigit() else 0.0  # unreadable: long pending
+        except (ValueError, TypeError):
+            continue
+    return active, pending
 
 
 # -- senders ---------------------------------------------------------------------------------------

@@ -92,6 +92,8 @@ def test_rules_are_validated_naming_the_rule() -> None:
         "mem": {"kind": "memory", "above": 0.5, "queue": "x"},
         "q": {"kind": "backlog", "above": 1, "queue": "a{b}"},
         "sev": {"kind": "no_worker", "severity": "loud"},
+        "for": {"kind": "no_worker", "for": -1},
+        "for2": {"kind": "no_worker", "for": float("nan")},
     }
     for name, rule in cases.items():
         with pytest.raises(ConfigurationError, match=repr(name)):
@@ -119,6 +121,39 @@ def test_backlog_and_latency_fire_and_resolve_once(pair, client, inspector, fake
     events = p.rounds()
     assert sorted((e.action, e.alert.id) for e in events) == [("resolved", "big/q1"), ("resolved", "slow/q1")]
     assert p.rounds() == [] and active_alerts(p.evaluators[1]._scripts) == {}
+
+
+def test_a_rule_with_for_fires_only_once_its_alert_held_that_long(pair, client, inspector, fake_clock) -> None:
+    """``for``: an alert holds pending first (since its first round, kept in Redis so another evaluator
+    goes on counting from it); it fires once it held that long, and a gap in between starts over."""
+    p = pair({"big": {"kind": "backlog", "queue": "q1", "above": 0, "for": 60},
+              "now": {"kind": "backlog", "queue": "q1", "above": 0}})
+    client.enqueue("t.x", {}, queue="q1")
+    once(p.rounds(1), "fired", "now/q1")  # the rule without "for" fires at once
+    state = p.clients[0].hgetall(p.evaluators[0]._scripts.keys.alerts)
+    assert state["p:big/q1"] == str(to_ms(fake_clock.now())) and "a:big/q1" not in state
+    fake_clock.advance(59)
+    assert p.rounds() == []
+    fake_clock.advance(1)
+    p.evaluators[0].release()  # the other evaluator goes on from the same pending mark
+    once(p.rounds(1), "fired", "big/q1")
+    assert "p:big/q1" not in p.clients[0].hgetall(p.evaluators[0]._scripts.keys.alerts)
+    inspector.delete_all("q1", "pending")
+    assert sorted(e.alert.id for e in p.rounds() if e.action == "resolved") == ["big/q1", "now/q1"]
+    client.enqueue("t.x", {}, queue="q1")  # holds again for 30 s, stops, holds again: starts over
+    p.rounds(1)
+    fake_clock.advance(30)
+    inspector.delete_all("q1", "pending")
+    p.rounds(1)
+    assert "p:big/q1" not in p.clients[0].hgetall(p.evaluators[0]._scripts.keys.alerts)
+    client.enqueue("t.x", {}, queue="q1")
+    since = fake_clock.now()
+    p.rounds(1)
+    fake_clock.advance(45)  # 75 s after it first held, 45 s since it holds again
+    assert p.rounds() == []
+    fake_clock.advance(15)
+    once(p.rounds(), "fired", "big/q1")
+    assert active_alerts(p.evaluators[1]._scripts)["big/q1"].since == since + 60
 
 
 def test_failure_rate_fires_and_resolves_once(pair, redis_client, connection, fake_clock) -> None:
