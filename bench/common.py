@@ -135,6 +135,7 @@ class PrivateRedis:
     proc: subprocess.Popen[bytes] | None = None
     dir: str = ""
     extra: list[str] = field(default_factory=list)
+    binary: str | None = None  # the redis-server to run; None: redis_server_binary()
 
     @property
     def url(self) -> str:
@@ -142,7 +143,7 @@ class PrivateRedis:
 
     def start(self) -> PrivateRedis:
         self.dir = tempfile.mkdtemp(prefix=f"bench-{self.name}-")
-        binary = redis_server_binary()
+        binary = self.binary or redis_server_binary()
         for _attempt in range(5):
             self.port = free_port()
             self.proc = subprocess.Popen(
