@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queuecore.core.errors import ConfigurationError
+from queuecore.core.limits import MAX_PAYLOAD_DEPTH
 from queuecore.core.message import TaskInfo, dumps
 
 FIELDS = ("type", "error", "id", "payload")
@@ -32,6 +33,7 @@ MAX_TERMS = 20
 MAX_LENGTH = 2000
 _TOKEN = re.compile(r'(-?)(?:([A-Za-z_][\w.\-\[\]]*):)?("(?:[^"\\]|\\.)*"|\S+)')
 _MISSING = object()
+_TOO_DEEP = object()  # a filter value past the JSON parser's own depth
 _BARE_FIELD = re.compile(r"-?(?:type|error|id|payload(?:\.[\w.\-]+)?):")
 
 
@@ -100,6 +102,18 @@ def _unquote(raw: str) -> str:
         raise ConfigurationError(f"a quoted value is malformed: {raw!r}") from None
 
 
+def _nesting(value: Any) -> int:
+    """How deep ``value`` nests lists and dicts (0 for a scalar), counted without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _payload_value(payload: Any, path: str) -> Any:
     value = payload
     for part in path.split("."):
@@ -132,7 +146,9 @@ def _term_matcher(term: Term, text_matches: Callable[[TaskInfo, str], bool]) -> 
                 wanted = json.loads(term.value)
             except ValueError:
                 pass
-            except RecursionError:  # "[[[[..." past the parser's depth: no payload value can be that deep
+            except RecursionError:  # "[[[[..." past the parser's depth (Python < 3.13's is about 1,000)
+                wanted = _TOO_DEEP
+            if wanted is _TOO_DEEP or _nesting(wanted) > MAX_PAYLOAD_DEPTH:  # no payload value is that deep
                 raise ConfigurationError(f"the value of {term.field}: is nested too deeply") from None
 
         def payload_matches(info: TaskInfo) -> bool:
