@@ -361,6 +361,8 @@ def test_sigterm_hands_a_blocked_task_back_and_exits_0(spawn, client: Client, in
     assert "handed 1 unfinished task(s) back to pending" in w.stderr()
 
 
+@pytest.mark.xfail(sys.version_info[:2] == (3, 13), strict=False,
+                   reason="python/cpython#139622: 3.13 can raise the interrupt outside the handler's try block")
 def test_sigterm_hands_back_a_cpu_bound_task(spawn, client: Client, inspector: Inspector, tmp_path: Path) -> None:
     log = tmp_path / "events.jsonl"
     task_id = client.enqueue("proc.busy", {"seconds": 60, "tag": "cpu"}).id
