@@ -76,6 +76,8 @@ CSRF_COOKIE_SECURE = True
 SECURE_HSTS_SECONDS = 31536000
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True
+if "MAILERS" in globals():  # Django 6.1's new project mails to the console, which check --deploy refuses
+    MAILERS = {{"default": {{"BACKEND": "django.core.mail.backends.smtp.EmailBackend"}}}}
 """
 
 TASKS = """

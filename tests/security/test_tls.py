@@ -25,10 +25,13 @@ def tls_redis(tmp_path: Path):
     if not shutil.which("openssl") or not shutil.which("redis-server"):
         pytest.skip("openssl or a system redis-server is missing")
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=qc-test-ca",
-            "-keyout", "ca.key", "-out", "ca.pem", cwd=tmp_path)
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign", "-keyout", "ca.key", "-out", "ca.pem", cwd=tmp_path)
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key",
             "-out", "server.csr", cwd=tmp_path)
-    (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    # What Python 3.13's strict verification (ssl.VERIFY_X509_STRICT) asks of a server certificate too.
+    (tmp_path / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+                                      "authorityKeyIdentifier=keyid,issuer\nbasicConstraints=critical,CA:FALSE\n"
+                                      "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=tmp_path)
     port = free_port()
