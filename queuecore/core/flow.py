@@ -163,7 +163,7 @@ class LimitGate:
         key = limits.key_for(payload)
         member = f"{queue} {task_id}"
         now = self._clock.now()
-        ok, kind, when_ms, waiting = self._scripts.limit_acquire(
+        ok, kind, when_ms, ahead = self._scripts.limit_acquire(
             lim, member, key=key, now_ms=to_ms(now), expires_ms=to_ms(now + self._lease_duration),
             concurrency=limits.concurrency, rate=limits.rate, window_ms=max(1, to_ms(limits.window)))
         label = type_name + (f" [{key}]" if key else "")
@@ -177,9 +177,10 @@ class LimitGate:
             return hold, 0.0, ""
         if kind == "concurrency":
             # The backstop, should no freed slot be handed to it: when the earliest slot would expire
-            # (a killed worker's comes back then). Behind a long line, later: releases wake it anyway.
+            # (a killed worker's comes back then). Further back in the line than the limit, later:
+            # releases wake it anyway, and the first in line takes the first slot that comes free.
             backstop = max(0.05, min(when_ms / 1000.0 - now, self._lease_duration))
-            wait = backstop * min(BACKSTOP_SPREAD, 1 + waiting // max(1, limits.concurrency))
+            wait = backstop * min(BACKSTOP_SPREAD, 1 + ahead // max(1, limits.concurrency))
             return None, wait, f"concurrency limit of {label}: {limits.concurrency} running"
         return None, max(0.0, when_ms / 1000.0 - now), f"rate limit of {label}: {limits.rate} per {limits.window:g}s"
 

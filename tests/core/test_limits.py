@@ -216,7 +216,7 @@ def test_rate_places_keep_their_turn_and_newcomers_queue_behind(scripts, connect
 
 def test_a_long_line_for_a_slot_comes_back_by_itself_later_the_further_back_it_waits(scripts, connection) -> None:
     """Behind many others, a held-back task's backstop (should no freed slot be handed to it) is spread
-    out: limit_acquire says how many wait, and the gate waits up to BACKSTOP_SPREAD times longer."""
+    out: limit_acquire says how many wait ahead of it, and the gate waits up to BACKSTOP_SPREAD times longer."""
     from queuecore.core.clock import FakeClock
     from queuecore.core.flow import BACKSTOP_SPREAD, LimitGate
 
@@ -235,4 +235,8 @@ def test_a_long_line_for_a_slot_comes_back_by_itself_later_the_further_back_it_w
         waits.append(wait)
     assert waits[:2] == [10.0, 10.0]  # the first in line: when the earliest slot would expire
     assert waits[2:4] == [20.0, 20.0] and waits[-1] == 10.0 * BACKSTOP_SPREAD
+    # Coming back while still in line: by its place, not by how many wait (the first in line came back
+    # only after four times the backstop, its slot free since a killed worker's expired).
+    again = {i: gate.acquire(limits, "t.line", "q", f"w{i}", {})[1] for i in (0, 1, 4, 8)}
+    assert again == {0: 10.0, 1: 10.0, 4: 30.0, 8: 10.0 * BACKSTOP_SPREAD}
     gate.stop()

@@ -16,7 +16,8 @@
 -- ARGV[6] rate window, ms
 -- ARGV[7] the limit key ("" = the type's one limit)
 -- Expired slots (a killed worker's) are dropped first: a slot is never leaked past its expiry.
--- Returns {1} taken; {0, "concurrency", earliest slot expiry ms, tasks waiting}: all slots busy;
+-- Returns {1} taken; {0, "concurrency", earliest slot expiry ms, tasks waiting ahead of this one (its
+-- place in KEYS[2], or all of them for a task not listed there yet)}: all slots busy;
 -- {0, "rate", due ms}:
 -- come back at due. Each task held back by the rate gets its own place, window / limit apart, and
 -- keeps its turn: while places are outstanding a newcomer queues behind them, and a task coming back
@@ -29,7 +30,8 @@ if conc > 0 then
     redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
     if not redis.call("ZSCORE", KEYS[1], member) and redis.call("ZCARD", KEYS[1]) >= conc then
         local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
-        return {0, "concurrency", tonumber(first[2]), redis.call("ZCARD", KEYS[2])}
+        local ahead = redis.call("ZRANK", KEYS[2], member) or redis.call("ZCARD", KEYS[2])
+        return {0, "concurrency", tonumber(first[2]), ahead}
     end
 end
 if rate > 0 then
