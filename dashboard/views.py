@@ -293,7 +293,8 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
                                             sort=None if other == default_order(state) else other),
                  sort_toggle_to=other, unsearched=tasks.total - (tasks.scanned or 0),
                  filtered=filtered, actions=actions_for(state), scan_limit=FILTER_SCAN_LIMIT, all_label=all_label,
-                 bulk_buttons=_bulk_buttons(qname, state, every or 0, type_name, search, at_least),
+                 bulk_buttons=_bulk_buttons(qname, state, every or 0, type_name, search, at_least,
+                                            _archive_room(ins, qname, state)),
                  table_url=url(number), first_url=url(1), last_url=url(tasks.pages),
                  prev_url=url(number - 1 if number > 1 else None),
                  next_url=url(number + 1 if number < tasks.pages else None),
@@ -316,17 +317,31 @@ def _filter_terms(tasks: list[Any], limit: int = 50) -> list[str]:
     return sorted(types)[:limit] + sorted(keys)[:limit]
 
 
+def _archive_room(ins: Inspector, qname: str, state: str) -> tuple[int, int]:
+    """(tasks archived in ``qname``, how many the workers keep: the site's ``MAX_ARCHIVE_SIZE``) when
+    the list offers to archive, else (0, 0)."""
+    if "archive" not in actions_for(state):
+        return 0, 0
+    try:
+        keep = get_config().worker_config().max_archive_size
+    except ConfigurationError:  # a bad setting is the checks' to report; say nothing here
+        return 0, 0
+    return ins.count(qname, "archived"), keep
+
+
 BULK_LABELS = {"run": "Run now", "archive": "Archive", "delete": "Delete", "cancel": "Cancel"}
 BULK_TITLES = {"archive": "Archive (kill): the tasks will not run until someone runs them again",
                "cancel": "Stop the running tasks; they are archived as cancelled"}
 
 
 def _bulk_buttons(qname: str, state: str, every: int, type_name: str | None,
-                  search: str | None, at_least: bool = False) -> list[dict[str, Any]]:
+                  search: str | None, at_least: bool = False, archive: tuple[int, int] = (0, 0)
+                  ) -> list[dict[str, Any]]:
     """The bulk action buttons of a task list, each with the questions dashboard.js asks before it
     acts: for "all" (with the count the page shows, "at least" when the filter's scan stopped at its
     limit, and the filter; the server finds the tasks again when it acts) and for the ticked tasks
-    (``{n}``: how many). Running ticked tasks is not asked."""
+    (``{n}``: how many). Running ticked tasks is not asked. ``archive``: (tasks archived in the queue
+    now, how many the workers keep), to say when archiving all would pass that size."""
     matching = []
     if type_name:
         matching.append(f"of type “{type_name}”")
@@ -337,11 +352,15 @@ def _bulk_buttons(qname: str, state: str, every: int, type_name: str | None,
     for verb in actions_for(state):
         word = "Run" if verb == "run" else BULK_LABELS[verb]
         noun = "task" if every == 1 else "tasks"
+        archived, keep = archive
+        over = archived + every - keep if verb == "archive" and keep else 0
+        beyond = (f" The archive keeps {keep:,} tasks (MAX_ARCHIVE_SIZE): the workers will then delete the "
+                  f"oldest {over:,} archived tasks for good." if over > 0 else "")
         buttons.append({
             "verb": verb, "label": BULK_LABELS[verb], "title": BULK_TITLES.get(verb, ""),
             "confirm_all": (f"{word} all {state} tasks{scope} in queue {qname}: at least {every:,}, maybe more "
-                            f"(only the first {FILTER_SCAN_LIMIT:,} were searched for this count)?" if at_least else
-                            f"{word} all {every:,} {state} {noun}{scope} in queue {qname}?"),
+                            f"(only the first {FILTER_SCAN_LIMIT:,} were searched for this count)?{beyond}"
+                            if at_least else f"{word} all {every:,} {state} {noun}{scope} in queue {qname}?{beyond}"),
             "confirm_some": "" if verb == "run" else f"{word} {{n}} selected {state} task(s) in queue {qname}?",
         })
     return buttons

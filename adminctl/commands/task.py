@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import click
 
+from queuecore.core.config import DEFAULT_MAX_ARCHIVE_SIZE
 from queuecore.core.errors import ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, ORDERS
 from queuecore.core.keys import validate_queue_name
@@ -280,6 +281,11 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
             which = (f"every {state} task of queue {escape(queue_name)} that matches (among {human_count(count)})"
                      if filtered else f"{human_count(count)} {state} task(s) of queue {escape(queue_name)}")
             term.info(f"This will {bulk.verb} {which}.")
+            archived = ins.count(queue_name, "archived") if bulk.verb == "archive" else 0
+            if archived + count > DEFAULT_MAX_ARCHIVE_SIZE:  # workers are told theirs; this process is not
+                term.info(f"Queue {escape(queue_name)} would hold {human_count(archived + count)} archived task(s): "
+                          f"workers keep at most MAX_ARCHIVE_SIZE ({DEFAULT_MAX_ARCHIVE_SIZE:,} unless set) and "
+                          f"delete the oldest beyond it for good.")
             if not term.confirm("Continue?"):
                 term.error("aborted: nothing was changed")
                 raise click.exceptions.Exit(1)

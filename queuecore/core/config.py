@@ -153,6 +153,9 @@ def parse_queues(spec: str | Mapping[str, int] | Sequence[str] | None) -> dict[s
     return queues
 
 
+DEFAULT_MAX_ARCHIVE_SIZE = 10_000  # archived tasks a queue keeps, unless MAX_ARCHIVE_SIZE says otherwise
+
+
 @dataclass(frozen=True)
 class WorkerConfig:
     """How a worker process behaves. Every interval is in seconds and configurable for tests."""
@@ -174,7 +177,7 @@ class WorkerConfig:
     cancel_grace: float = 1.0
     abandon_grace: float = 5.0
     default_timeout: float | None = 1800.0
-    max_archive_size: int = 10_000
+    max_archive_size: int = DEFAULT_MAX_ARCHIVE_SIZE
     archive_max_age: float = 90 * 24 * 3600.0
     retry_delay: Callable[[int, BaseException | None], float] = default_retry_delay  # None: this default
     error_handler: Callable[[Any, BaseException], None] | None = None

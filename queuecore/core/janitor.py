@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from queuecore.core.broker import Broker
@@ -12,6 +13,8 @@ from queuecore.core.keys import QueueKeys
 from queuecore.core.scripts import Scripts
 
 BATCH = 200
+
+logger = logging.getLogger("queuecore.worker")
 
 
 class Janitor(Periodic):
@@ -33,12 +36,21 @@ class Janitor(Periodic):
         now = self._clock.now()
         cutoff = to_ms(now - self._archive_max_age)
         for q in self._queues:
+            aged = over_size = 0
             while True:
-                n = self._scripts.janitor(q, now_ms=to_ms(now), archive_cutoff_ms=cutoff,
-                                          max_archive_size=self._max_archive_size, limit=BATCH)
-                deleted += n
-                if n < BATCH:
+                counts = self._scripts.janitor(q, now_ms=to_ms(now), archive_cutoff_ms=cutoff,
+                                               max_archive_size=self._max_archive_size, limit=BATCH)
+                deleted += sum(counts)
+                aged += counts[1]
+                over_size += counts[2]
+                if max(counts) < BATCH:
                     break
+            if over_size:  # an operator archived more than the archive keeps: say where they went
+                logger.warning("queue %s: deleted the %d oldest archived task(s) beyond max_archive_size (%d)",
+                               q.queue, over_size, self._max_archive_size)
+            if aged:
+                logger.info("queue %s: deleted %d archived task(s) older than archive_max_age (%.0f s)",
+                            q.queue, aged, self._archive_max_age)
             self._broker.prune_stats(q.stats, now)
         return deleted
 

@@ -583,11 +583,13 @@ class Scripts:
         keys = [q.pending, q.active, q.scheduled, q.retry, q.archived, q.completed, q.paused, q.stats, q.type_stats]
         return self._call("queue_metrics", keys, [q.task_prefix, sample, f"{offset:.6f}"], client=client)
 
-    def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, max_archive_size: int, limit: int) -> int:
+    def janitor(self, q: QueueKeys, *, now_ms: int, archive_cutoff_ms: int, max_archive_size: int,
+                limit: int) -> tuple[int, int, int]:
         """Delete up to ``limit`` completed tasks past retention, and as many archived tasks past the age
-        limit, and as many of the oldest archived beyond ``max_archive_size``; how many in all."""
-        return int(self._call("janitor", [q.completed, q.archived],
-                              [now_ms, archive_cutoff_ms, limit, q.task_prefix, max_archive_size]))
+        limit, and as many of the oldest archived beyond ``max_archive_size``; how many of each."""
+        completed, aged, over_size = self._call("janitor", [q.completed, q.archived],
+                                                [now_ms, archive_cutoff_ms, limit, q.task_prefix, max_archive_size])
+        return int(completed), int(aged), int(over_size)
 
     def repair(self, q: QueueKeys, *, now_ms: int, cursor: str = "0", count: int = 1000,
                turn_ms: int = 0) -> tuple[str, int, int, int]:

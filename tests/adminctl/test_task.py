@@ -9,6 +9,7 @@ import pytest
 
 from queuecore import Client, ConnectionConfig, Inspector
 from queuecore.core.clock import to_ms
+from queuecore.core.config import DEFAULT_MAX_ARCHIVE_SIZE
 from queuecore.core.inspector import BULK_CHUNK
 from tests.adminctl.conftest import widest_line
 from tests.helpers.state import seed_task
@@ -238,10 +239,23 @@ def test_bulk_actions_on_more_than_a_chunk(adminctl, client: Client, inspector: 
     assert accepted.code == 0, accepted.stderr
     assert f" {n:,} {state} task(s) of queue big" in accepted.stderr
     assert inspector.count("big", state) == 0
+    assert "MAX_ARCHIVE_SIZE" not in declined.stderr  # far from the archive's size
     if after:
         assert inspector.count("big", after) == n
     nothing = adminctl("task", bulk, "big", state)
     assert nothing.code == 0 and "nothing to do" in nothing.stderr
+
+
+def test_archive_all_past_the_default_archive_size_says_the_oldest_will_be_deleted(
+        adminctl, client: Client, inspector: Inspector) -> None:
+    """Probe: archiving 120,000 tasks asked nothing, and the workers then deleted 110,000 of them."""
+    client.enqueue_many([("bulk.t", {"i": i}) for i in range(DEFAULT_MAX_ARCHIVE_SIZE - 2)], queue="big")
+    for i in range(3):
+        inspector.archive_task("big", client.enqueue("bulk.t", {"a": i}, queue="big").id)
+    declined = adminctl("task", "archive-all", "big", "pending", input="n\n")
+    assert declined.code == 1 and inspector.count("big", "archived") == 3
+    assert (f"Queue big would hold {DEFAULT_MAX_ARCHIVE_SIZE + 1:,} archived task(s): workers keep at most "
+            f"MAX_ARCHIVE_SIZE ({DEFAULT_MAX_ARCHIVE_SIZE:,} unless set)") in " ".join(declined.stderr.split())
 
 
 def test_run_all_with_yes_and_json(adminctl, client: Client, inspector: Inspector) -> None:

@@ -148,7 +148,7 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
     seed_task(r, q, "ret", "retry", score=NOW)
     assert s.admin_run_all(q, "retry", now_ms=NOW, limit=100) == 1
     # t0 completed, expired
-    assert s.janitor(q, now_ms=NOW + 10_000, archive_cutoff_ms=NOW, max_archive_size=10_000, limit=100) == 1
+    assert s.janitor(q, now_ms=NOW + 10_000, archive_cutoff_ms=NOW, max_archive_size=10_000, limit=100) == (1, 0, 0)
     assert len(s.queue_metrics(q)) >= 13  # read-only: the metrics scrape
     cursor = "0"
     while True:

@@ -291,6 +291,23 @@ def test_janitor_deletes_expired_tasks_and_old_counters(
     assert set(redis_client.hkeys(q.stats)) == {f"processed:{new_minute}", f"processed:{stats_day(now)}", "processed"}
 
 
+def test_janitor_says_when_it_deletes_archived_tasks_beyond_the_archive_size(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth,
+        broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    """An operator's "archive all" may archive more than the archive keeps: the janitor deletes the
+    oldest beyond it, and said nothing (dashboard probe: 110,000 of 120,000 archived tasks gone)."""
+    now = fake_clock.now()
+    for i in range(450):  # more than one janitor batch (200) beyond the size
+        seed_task(redis_client, q, f"a{i}", "archived", score=to_ms(now - 1000 + i))
+    janitor = Janitor(scripts, broker, fake_clock, [q], 8.0, archive_max_age=3600, max_archive_size=100,
+                      health=health)
+    with caplog.at_level(logging.WARNING, logger="queuecore.worker"):
+        assert janitor.run_once() == 350
+    assert redis_client.zcard(q.archived) == 100 and read_task(redis_client, q, "a349") == {}
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"queue {q.queue}: deleted the 350 oldest archived task(s) beyond max_archive_size (100)"]
+
+
 # -- Recoverer ------------------------------------------------------------------------------------
 
 def test_recoverer_renews_its_own_leases_before_taking_back_expired_ones(

@@ -606,7 +606,7 @@ def test_janitor_deletes_expired_completed_and_old_archived(r, q, scripts: Scrip
     a_cut = seed_task(r, q, "a-cutoff", "archived", score=cutoff)
     a_new = seed_task(r, q, "a-new", "archived", score=NOW)
     hp = seed_task(r, q, "p", "pending")
-    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=cutoff, max_archive_size=10_000, limit=100) == 3
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=cutoff, max_archive_size=10_000, limit=100) == (2, 1, 0)
     assert read_queue_state(r, q) == empty_state(
         pending=["p"], completed={"c-kept": NOW + 1}, archived={"a-cutoff": cutoff, "a-new": NOW},
         tasks={"c-kept": c_kept, "a-cutoff": a_cut, "a-new": a_new, "p": hp})
@@ -616,21 +616,21 @@ def test_janitor_respects_the_limit_per_kind(r, q, scripts: Scripts) -> None:
     for i in range(3):
         seed_task(r, q, f"c{i}", "completed", score=NOW - 10 + i)
         seed_task(r, q, f"a{i}", "archived", score=100 + i)
-    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, max_archive_size=10_000, limit=2) == 4
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, max_archive_size=10_000, limit=2) == (2, 2, 0)
     state = read_queue_state(r, q)
     assert state["completed"] == {"c2": NOW - 8}
     assert state["archived"] == {"a2": 102}
     assert set(state["tasks"]) == {"c2", "a2"}
-    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, max_archive_size=10_000, limit=2) == 2
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW, max_archive_size=10_000, limit=2) == (1, 1, 0)
     assert read_queue_state(r, q) == empty_state()
 
 
 def test_janitor_trims_the_archive_to_its_size_the_oldest_first(r, q, scripts: Scripts) -> None:
     """An operator's archive (admin_archive_all) does not trim: the janitor keeps the bound."""
     tasks = {f"a{i}": seed_task(r, q, f"a{i}", "archived", score=NOW - 100 + i) for i in range(7)}
-    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=0, max_archive_size=3, limit=2) == 2
-    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=0, max_archive_size=3, limit=100) == 2
-    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=0, max_archive_size=3, limit=100) == 0
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=0, max_archive_size=3, limit=2) == (0, 0, 2)
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=0, max_archive_size=3, limit=100) == (0, 0, 2)
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=0, max_archive_size=3, limit=100) == (0, 0, 0)
     kept = {f"a{i}": NOW - 100 + i for i in (4, 5, 6)}
     assert read_queue_state(r, q) == empty_state(archived=kept, tasks={k: tasks[k] for k in kept})
 

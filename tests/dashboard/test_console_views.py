@@ -116,3 +116,21 @@ def test_deleting_a_task_returns_to_the_list_it_came_from_if_local(operator: Dja
     assert r["HX-Redirect"] == "/queues/default/pending/"  # not a local URL: the queue's pending list
     r = operator.post(f"/queues/default/tasks/{ids[2]}/delete/", {"next": "/admin/"})
     assert r["Location"] == "/queues/default/pending/"  # not a dashboard URL either
+
+
+def test_archiving_all_past_the_archive_size_says_how_many_the_workers_will_delete(
+        operator: DjangoClient, client: Client, inspector: Inspector, dashboard_settings: Any) -> None:
+    """Probe: "Archive all" on 120,000 tasks asked nothing about MAX_ARCHIVE_SIZE (10,000), and the workers
+    then deleted 110,000 of them. The question now says so when the archive would pass its size."""
+    dashboard_settings.QUEUECORE = {**dashboard_settings.QUEUECORE, "MAX_ARCHIVE_SIZE": 5}
+    for n in range(3):
+        inspector.archive_task("default", client.enqueue("x", {"n": n}).id)
+    for n in range(4):
+        client.enqueue("x", {"m": n})
+    page = html(operator.get("/queues/default/pending/", headers=HX))
+    assert ('data-qc-confirm-all="Archive all 4 pending tasks in queue default? The archive keeps 5 tasks '
+            '(MAX_ARCHIVE_SIZE): the workers will then delete the oldest 2 archived tasks for good."') in page
+    assert 'data-qc-confirm-all="Delete all 4 pending tasks in queue default?"' in page
+    dashboard_settings.QUEUECORE = {**dashboard_settings.QUEUECORE, "MAX_ARCHIVE_SIZE": 7}
+    page = html(operator.get("/queues/default/pending/", headers=HX))
+    assert 'data-qc-confirm-all="Archive all 4 pending tasks in queue default?"' in page  # room for all

@@ -10,13 +10,13 @@
 -- ARGV[5] at most this many archived tasks are kept
 -- Cluster note: each deleted task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[4] (same {<q>}
 -- tag as KEYS), same slot.
--- Returns the number of tasks deleted.
+-- Returns {completed tasks deleted, archived deleted for their age, archived deleted beyond the size}.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 -- wrong-type guard, before any write
 local err = qc_check_types(KEYS, {"zset", "zset"}) if err then return err end
 local task_prefix = ARGV[4]
-local n = 0
+local n, aged, over_size = 0, 0, 0
 local expired = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[3]))
 for _, id in ipairs(expired) do
     redis.call("DEL", qc_task_key(task_prefix, id))
@@ -27,14 +27,14 @@ local old = redis.call("ZRANGEBYSCORE", KEYS[2], "-inf", "(" .. ARGV[2], "LIMIT"
 for _, id in ipairs(old) do
     redis.call("DEL", qc_task_key(task_prefix, id))
     redis.call("ZREM", KEYS[2], id)
-    n = n + 1
+    aged = aged + 1
 end
 local over = math.min(redis.call("ZCARD", KEYS[2]) - tonumber(ARGV[5]), tonumber(ARGV[3]))
 if over > 0 then
     for _, id in ipairs(redis.call("ZRANGE", KEYS[2], 0, over - 1)) do
         redis.call("DEL", qc_task_key(task_prefix, id))
         redis.call("ZREM", KEYS[2], id)
-        n = n + 1
+        over_size = over_size + 1
     end
 end
-return n
+return {n, aged, over_size}
