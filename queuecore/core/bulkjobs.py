@@ -189,8 +189,8 @@ class BulkJob:
 class BulkOperations(Protocol):
     """What a driver needs from the Inspector to act (``Inspector.bulk_operations``)."""
 
-    def state_chunk(self, queue: str, state: str, action: str) -> int:
-        """Act on the next ``CHUNK`` tasks of a whole state; how many were acted on."""
+    def state_chunk(self, queue: str, state: str, action: str, limit: int) -> int:
+        """Act on the next ``limit`` (at most ``CHUNK``) tasks of a whole state; how many were acted on."""
 
     def snapshot(self, scope: BulkScope, job_id: str) -> int:
         """Copy the ids of the scope's state for ``scan`` to read (``RedisFull`` when Redis has no room);
@@ -517,11 +517,17 @@ def _act_on_targets(progress: _Progress, ops: BulkOperations, job: BulkJob) -> N
 def _act_on_state(progress: _Progress, ops: BulkOperations, job: BulkJob) -> None:
     assert job.scope.queue is not None and job.scope.state is not None
     done = _int(progress.fields.get("done"))
+    # No more than the state held when the job was made, the count the operator was shown: tasks that
+    # enter it meanwhile (a task run by this job that failed again, a new enqueue) are not chased.
+    bound = job.total
     while not progress.should_end():
-        acted = ops.state_chunk(job.scope.queue, job.scope.state, job.action)
+        limit = CHUNK if bound is None else min(CHUNK, bound - done)
+        if limit <= 0:
+            return
+        acted = ops.state_chunk(job.scope.queue, job.scope.state, job.action, limit)
         done += acted
         progress.record(done=done)
-        if acted < CHUNK:
+        if acted < limit:
             return
 
 

@@ -68,6 +68,19 @@ def test_a_whole_state_is_acted_on_in_chunks_and_audited_once(inspector, redis_c
     assert redis_client.ttl(inspector.keys.bulk_job(job.id)) > 6 * 86400  # kept a week
 
 
+def test_a_whole_state_job_acts_on_no_more_tasks_than_the_state_held_when_it_was_made(
+        inspector, redis_client, q) -> None:
+    """Dashboard probe: "run all" of 19,997 retry tasks, with a worker failing them again, moved 20,630:
+    the tasks it had run and that came back to retry were taken again (an attempt spent without its
+    delay). Tasks that enter the state after the job was made are left to the next one."""
+    seed(redis_client, q, "retry", 1_234)
+    job = inspector.start_bulk_job("run", queue="bulkq", state="retry")
+    seed(redis_client, q, "retry", 300, start=5_000)  # came (back) to retry while the job runs
+    job = inspector.run_bulk_job(job.id)
+    assert (job.status, job.done, job.total) == ("done", 1_234, 1_234)
+    assert inspector.count("bulkq", "retry") == 300 and inspector.count("bulkq", "pending") == 1_234
+
+
 def test_a_filter_acts_on_exactly_the_tasks_it_found(inspector, redis_client, q) -> None:
     wanted = seed(redis_client, q, "archived", 700, type="t.a")
     seed(redis_client, q, "archived", 600, type="t.b")
