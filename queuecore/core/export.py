@@ -54,3 +54,15 @@ def lines(fmt: str, tasks: Iterable[TaskInfo]) -> Iterator[str]:
     if fmt == "csv":
         return csv_lines(tasks)
     raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+
+
+def incomplete_line(fmt: str, error: BaseException) -> str:
+    """The last line of an export cut short by ``error`` (Redis gone mid-stream), so that a file that
+    was downloaded in full cannot pass for the whole list: a JSON object with ``export_error`` and
+    ``complete: false``, or a CSV row whose first cell starts ``# export incomplete:``."""
+    message = f"{type(error).__name__}: {error}".strip()
+    if fmt == "jsonl":
+        return dumps({"export_error": message, "complete": False}) + "\n"
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\r\n").writerow([f"# export incomplete: {message}"])
+    return buffer.getvalue()
