@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from queuecore.core.keys import Keys, QueueKeys, is_valid_name, stats_day, stats_minute
-from queuecore.core.topology import eviction_policy
+from queuecore.core.topology import eviction_policy, follows_sentinels
 from queuecore.core.upgrade import move_legacy_global_keys
 
 MINUTE_STATS_KEEP = 3 * 3600.0  # per-minute counters cover the last hours
@@ -86,6 +86,16 @@ class Broker:
     def pubsub(self) -> Any:
         """A new pub/sub connection (the subscriber's), which skips subscribe confirmations."""
         return self._redis.pubsub(ignore_subscribe_messages=True)
+
+    def pubsub_must_ping(self) -> bool:
+        """Whether a subscription must send a PING every ``topology.MASTER_RECHECK`` seconds to find
+        out that its server is no longer the master (a sentinel client)."""
+        return follows_sentinels(self._redis)
+
+    @staticmethod
+    def ping_subscription(pubsub: Any) -> None:
+        """Send a PING on a subscription (its PONG comes back among the messages)."""
+        pubsub.ping()
 
     def queues_holding(self, task_id: str) -> list[str]:
         """The known queues that hold a task with this id (one EXISTS each, in one pipeline)."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from queuecore.core.broker import Broker
 from queuecore.core.health import RedisHealth
+from queuecore.core.topology import MASTER_RECHECK
 
 logger = logging.getLogger("queuecore.worker")
 
@@ -90,6 +91,12 @@ class Subscriber:
                 self._health.note_ok("subscriber")  # an error it reported (Redis full, say) is over
                 self._on_wake()  # anything published while we were away
                 backoff = 0.1
+                # Behind sentinels, a PING now and then: the connection learns when it sends that its
+                # server is no longer the master, and is closed (ConnectionError: subscribe again, to
+                # the new one). Reading only, it stayed on a former master after a planned failover
+                # until that one was demoted (~10 s with no wake-up, push or cancel message).
+                ping_every = MASTER_RECHECK if not sharded and self._broker.pubsub_must_ping() else None
+                pinged = time.monotonic()
                 while not self.done.is_set():
                     if sharded:
                         # One connection per master: redis-py waits its timeout on each in turn and
@@ -101,6 +108,9 @@ class Subscriber:
                             continue
                     else:
                         message = pubsub.get_message(timeout=WAIT)
+                        if ping_every is not None and time.monotonic() - pinged >= ping_every:
+                            pinged = time.monotonic()
+                            self._broker.ping_subscription(pubsub)
                     if message is not None and message.get("type") in ("message", "smessage"):
                         self.handle(message["channel"], message["data"])
             except Exception as exc:

@@ -505,6 +505,13 @@ def info_of_every_master(client: redis.Redis, section: str | None = None) -> lis
     return [client.info(section)]
 
 
+def follows_sentinels(client: object) -> bool:
+    """True for a sentinel client: its connections learn that the master moved when they send a
+    command (``_AskTheSentinels``), so a connection that only reads (a subscription) must send one
+    now and then."""
+    return isinstance(getattr(client, "connection_pool", None), redis.sentinel.SentinelConnectionPool)
+
+
 def sharded_pubsub(client: redis.Redis) -> bool | None:
     """True for a cluster whose masters all run Redis 7 or later: wake-ups and cancels then use
     sharded pub/sub (``SPUBLISH``/``SSUBSCRIBE``), which keeps each message on its channel's shard.

@@ -449,6 +449,38 @@ def test_result_waits_follow_the_master_through_a_failover(tmp_path: Path, fault
         deployment.stop()
 
 
+def subscribers(node: Any, channel: str) -> int:
+    """How many connections of ``node`` subscribe to ``channel`` (the sentinels subscribe to others)."""
+    with node.client() as c:
+        return int(dict(c.pubsub_numsub(channel))[channel])
+
+
+def test_a_workers_subscription_follows_a_planned_failover_within_a_few_seconds(tmp_path: Path) -> None:
+    """SENTINEL FAILOVER with an idle worker: its subscription (wake-ups, pushes, cancels) only reads,
+    so it never learnt that the master had moved, and stayed on the former master until that one was
+    demoted about 10 s later (periodic probe: task starts 0.2-0.6 s late, by the fetch poll, for
+    those 10 s). It now sends a PING every second and subscribes again on the new master."""
+    deployment = SentinelDeployment(tmp_path / "sentinel", password=MASTER_PASSWORD).start()
+    connection = ConnectionConfig(redis_url=deployment.url, key_prefix=f"qct-{uuid.uuid4().hex[:8]}")
+    worker = Worker(connection=connection, registry=TaskRegistry(), **FAST)
+    try:
+        worker.start()
+        old_master = deployment.master()
+        new_master = next(n for n in deployment.servers if n is not old_master)
+        channel = connection.keys.queue(Q).wake_channel
+        wait_until(lambda: subscribers(old_master, channel) == 1, timeout=10, message="the worker to subscribe")
+        with deployment.watchers[0].client() as c:
+            c.execute_command("SENTINEL", "FAILOVER", deployment.service)
+        wait_until(lambda: sentinels_agree_on(deployment, new_master), timeout=30, message="the failover")
+        switched = time.monotonic()
+        wait_until(lambda: subscribers(new_master, channel) == 1, timeout=5,
+                   message="the subscription to move to the new master")
+        assert time.monotonic() - switched < 5
+    finally:
+        worker.shutdown(timeout=5)
+        deployment.stop()
+
+
 def test_an_enqueue_while_the_sentinels_promote_a_replica_is_refused_not_lost(tmp_path: Path) -> None:
     """SENTINEL FAILOVER: the leading sentinel promotes the replica about a second before it announces
     the switch, and the other sentinels name the old master until then. Enqueues that the old master
