@@ -296,6 +296,21 @@ def not_redis() -> Iterator[NotRedis]:
         yield NotRedis(url, served)
 
 
+@pytest.fixture
+def closes_at_once() -> Iterator[NotRedis]:
+    """A server that reads a request and closes the connection without a reply (PostgreSQL does so
+    with a Redis command)."""
+    served: list[int] = []
+
+    class HangsUp(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.recv(65536)
+            served.append(1)
+
+    with _private_server(HangsUp, "hangs-up") as url:
+        yield NotRedis(url, served)
+
+
 @dataclass
 class SilentRedis:
     """A real server on a private port that takes every connection and what is sent on it but never

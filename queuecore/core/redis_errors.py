@@ -49,6 +49,10 @@ def unavailable_reason(exc: BaseException) -> str:
     if isinstance(exc, redis.exceptions.InvalidResponse):
         return f"the server at that address does not answer in Redis's protocol ({exc})"
     text = str(exc) or type(exc).__name__
+    if isinstance(exc, redis.ConnectionError) and text.startswith("Connection closed by server"):
+        # No reply at all: what PostgreSQL, say, does with a Redis command, or a TLS-only Redis
+        return (f"{text.rstrip('.')} without a reply: a Redis restarting, or a port that speaks another protocol "
+                "(a Redis that takes TLS only wants a rediss:// URL)")
     if isinstance(exc, (redis.exceptions.TryAgainError, redis.exceptions.AskError)) or (
             isinstance(exc, redis.exceptions.ClusterError) and "TTL exhausted" in text):
         # redis-py's "TTL exhausted": it was redirected or told to try again until it gave up

@@ -552,6 +552,19 @@ def test_a_server_that_does_not_speak_redis_is_unreachable_not_a_raw_redis_error
     assert not_redis.served  # the requests did reach that server
 
 
+def test_a_server_that_hangs_up_without_a_reply_is_named_as_maybe_another_protocol(closes_at_once, key_prefix,
+                                                                                    registry) -> None:
+    """Pointed at PostgreSQL's port, the error was redis-py's "Connection closed by server." alone
+    (dashboard probe); it says what that can mean."""
+    with Client(redis_url=closes_at_once.url, key_prefix=key_prefix, registry=registry) as wrong, \
+            pytest.raises(RedisUnavailable) as caught:
+        wrong.enqueue("t", {"a": 1})
+    assert str(caught.value) == (
+        "Redis is unreachable: Connection closed by server without a reply: a Redis restarting, or a port that "
+        "speaks another protocol (a Redis that takes TLS only wants a rediss:// URL)")
+    assert closes_at_once.served
+
+
 SILENT_TIMEOUT = 0.5  # seconds a call waits for a reply from the silent server
 
 
