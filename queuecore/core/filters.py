@@ -26,7 +26,7 @@ from typing import Any
 
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.limits import MAX_PAYLOAD_DEPTH
-from queuecore.core.message import TaskInfo, dumps
+from queuecore.core.message import TaskInfo, dumps, nesting
 
 FIELDS = ("type", "error", "id", "payload")
 MAX_TERMS = 20
@@ -102,18 +102,6 @@ def _unquote(raw: str) -> str:
         raise ConfigurationError(f"a quoted value is malformed: {raw!r}") from None
 
 
-def _nesting(value: Any) -> int:
-    """How deep ``value`` nests lists and dicts (0 for a scalar), counted without recursion."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (list, dict)):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
-
-
 def _payload_value(payload: Any, path: str) -> Any:
     value = payload
     for part in path.split("."):
@@ -148,7 +136,7 @@ def _term_matcher(term: Term, text_matches: Callable[[TaskInfo, str], bool]) -> 
                 pass
             except RecursionError:  # "[[[[..." past the parser's depth (Python < 3.13's is about 1,000)
                 wanted = _TOO_DEEP
-            if wanted is _TOO_DEEP or _nesting(wanted) > MAX_PAYLOAD_DEPTH:  # no payload value is that deep
+            if wanted is _TOO_DEEP or nesting(wanted) > MAX_PAYLOAD_DEPTH:  # no payload value is that deep
                 raise ConfigurationError(f"the value of {term.field}: is nested too deeply") from None
 
         def payload_matches(info: TaskInfo) -> bool:

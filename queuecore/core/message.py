@@ -99,6 +99,19 @@ _LONG_DIGITS = re.compile(r"\d{19}")
 _INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson reads back as an int (a wider one becomes a float)
 
 
+def nesting(value: Any) -> int:
+    """How deep ``value`` nests lists and dicts (0 for a scalar; a payload object is 1), counted
+    without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 def _too_deep() -> str:
     return f"payload is nested more than {MAX_PAYLOAD_DEPTH} levels deep (objects and arrays)"
 

@@ -28,7 +28,7 @@ from queuecore.core.context import TaskContext
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import QueueKeys
 from queuecore.core.limits import MAX_DURATION, MAX_PAYLOAD_DEPTH, MAX_RETRY_LIMIT
-from queuecore.core.message import TaskMessage, encode_payload
+from queuecore.core.message import TaskMessage, encode_payload, nesting
 from queuecore.core.recorder import Recorder
 from queuecore.core.running import Running
 from queuecore.core.scripts import EnqueueItem, Scripts
@@ -54,16 +54,6 @@ def nested(depth: int) -> dict[str, Any]:
     for level in range(depth - 1):
         value = [value] if level % 2 else {"k": value}
     return {"v": value}
-
-
-def depth_of(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return deepest
 
 
 # -- item 2: every numeric option is bounded at enqueue ------------------------------------------
@@ -211,7 +201,7 @@ def test_the_ends_of_the_64_bit_range_and_long_digit_strings_run_through(client:
 def test_a_payload_nested_too_deeply_is_an_invalid_payload(client: Client, redis_client, key_prefix,
                                                            depth: int) -> None:
     payload = nested(depth)
-    assert depth_of(payload) == depth
+    assert nesting(payload) == depth
     with pytest.raises(InvalidPayload, match=f"nested more than {MAX_PAYLOAD_DEPTH} levels"):
         client.enqueue("t", payload)
     assert all_keys(redis_client, key_prefix) == set()
@@ -219,7 +209,7 @@ def test_a_payload_nested_too_deeply_is_an_invalid_payload(client: Client, redis
 
 def test_a_payload_nested_to_the_limit_runs_through(client: Client, redis_client, connection) -> None:
     payload = nested(MAX_PAYLOAD_DEPTH)
-    assert depth_of(payload) == MAX_PAYLOAD_DEPTH
+    assert nesting(payload) == MAX_PAYLOAD_DEPTH
     info = client.enqueue("t", payload)
     q = connection.keys.queue("default")
     assert TaskMessage.decode(info.id, "default", redis_client.hget(q.task(info.id), "msg")).payload == payload
