@@ -222,18 +222,20 @@ def queue_stats_table(queues: Sequence[QueueInfo]) -> FitTable:
 
 def render_stats(snap: StatsSnapshot, *, color: bool = True, problem: str | None = None,
                  footer: str | None = None) -> RenderableType:
-    """The whole ``stats`` screen."""
+    """The whole ``stats`` screen: the totals, the problem (an error of the latest fetch) and the
+    footer above the queue table, so that a watch on a terminal shorter than the table, which crops
+    the bottom, still shows them."""
     parts: list[RenderableType] = []
     header = Text.assemble(("queuecore", "bold"), "  ", (escape(snap.redis_url), DIM), "  prefix ",
                            (escape(snap.prefix), DIM))
     parts.append(header)
     parts.append(StateBar(snap.state_counts, color=color))
+    if problem:
+        parts.append(Text(escape(problem), style="bold red"))
+    if footer:
+        parts.append(Text(footer, style=DIM))
     parts.append(Text())
-    if snap.queues:
-        parts.append(queue_stats_table(snap.queues))
-    else:
-        parts.append(Text("no queues yet: enqueue a task to create one", style=DIM))
-    parts.append(Text())
+
     def plural(n: int | None, word: str) -> str:
         return f"{human_count(n)} {word}" + ("" if n == 1 else "s")
 
@@ -255,12 +257,11 @@ def render_stats(snap: StatsSnapshot, *, color: bool = True, problem: str | None
     ]
     for label, value in lines:
         parts.append(Text.assemble((label.ljust(13), LABEL_STYLE), value))
-    if problem:
-        parts.append(Text())
-        parts.append(Text(escape(problem), style="bold red"))
-    if footer:
-        parts.append(Text())
-        parts.append(Text(footer, style=DIM))
+    parts.append(Text())
+    if snap.queues:
+        parts.append(queue_stats_table(snap.queues))
+    else:
+        parts.append(Text("no queues yet: enqueue a task to create one", style=DIM))
     return Group(*parts)
 
 

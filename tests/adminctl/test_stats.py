@@ -279,3 +279,25 @@ def test_watch_interval_is_bounded(adminctl) -> None:
     for interval in ("99999999999", "1e300", "2d"):
         run = adminctl("stats", "--watch", "--interval", interval, "--count", "2")
         assert run.code == 2 and "must be at most 86,400 seconds" in run.stderr and run.stdout == "", run
+
+
+def test_a_watch_shorter_than_its_queue_table_still_shows_the_error_and_the_footer(
+        redis_url: str, key_prefix: str, client: Client) -> None:
+    """Dashboard probe: with 82 queues in a 40-row terminal, frames drawn while Redis was away showed
+    neither the error nor the "updated" line: they came after the table, and a watch's screen is
+    cropped at the terminal's height (rich's Live: the rows that fit, then "..."). They come first now."""
+    for n in range(30):
+        client.enqueue("t", queue=f"many{n:02d}")
+    height = 20
+    out = Console(force_terminal=True, width=100, height=height, file=io.StringIO())
+    app = App(GlobalOptions(redis_url=redis_url, prefix=key_prefix), Terminal(out=out))
+    try:
+        snapshot = take_snapshot(app)
+    finally:
+        app.close()
+    frame = render_stats(snapshot, problem="12:00:05 Redis is unreachable: boom (showing the last good data)",
+                         footer="updated 12:00:00 · every 1s · Ctrl-C to quit")
+    lines = ["".join(segment.text for segment in line) for line in out.render_lines(frame, out.options, pad=False)]
+    assert len(lines) > height and any("many29" in line for line in lines)  # taller than the terminal
+    visible = "\n".join(lines[:height - 1])  # what a watch shows
+    assert "boom" in visible and "updated 12:00:00" in visible and "Today (UTC)" in visible
