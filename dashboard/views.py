@@ -59,6 +59,7 @@ class HtmxHttpRequest(HttpRequest):
     """A request that went through ``HtmxMiddleware`` (for type checkers)."""
 
     htmx: HtmxDetails
+    qc_redis_unavailable: bool  # set when the view found Redis unreachable (core_errors)
 
 
 AUDIT_PAGE_SIZE = 50
@@ -89,7 +90,10 @@ def _base(request: HtmxHttpRequest, **context: Any) -> dict[str, Any]:
 
 
 def _open_bulk_jobs(request: HtmxHttpRequest) -> list[Any]:
-    """The open bulk jobs, for the strip on every page (read only when a whole page renders)."""
+    """The open bulk jobs, for the strip on every page (read only when a whole page renders); none
+    when the view found Redis unreachable: reading them would wait out a second socket timeout."""
+    if getattr(request, "qc_redis_unavailable", False):
+        return []
     return open_jobs(inspector_for(request))
 
 
@@ -151,6 +155,7 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
             return _error(request, 409, "Too many bulk jobs", f"{exc}. Nothing was started.",
                           banner=f"Too many bulk jobs: {exc}. Nothing was started.")
         except RedisUnavailable as exc:
+            request.qc_redis_unavailable = True  # the page's bulk-job strip does not wait on Redis again
             return _error(request, 503, "Redis is unreachable",
                           "The dashboard cannot reach Redis right now. Workers keep retrying on their own; "
                           "this page will work again once Redis answers.", detail=str(exc),

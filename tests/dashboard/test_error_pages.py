@@ -110,3 +110,18 @@ def test_unreachable_stays_503_unreachable(viewer: DjangoClient, settings: Any, 
     r = viewer.get("/queues/default/pending/")
     assert r.status_code == 503 and "Redis is unreachable" in html(r) and "Redis is full" not in html(r)
     assert viewer.get("/queues/_/stats/", headers=HX)["X-Qc-Error"].startswith("Redis is unreachable.")
+
+
+def test_a_page_that_finds_redis_silent_waits_out_one_timeout_not_two(viewer: DjangoClient, settings: Any,
+                                                                      key_prefix: str, silent_redis: Any) -> None:
+    """A Redis that takes connections but never answers (a hung host, CLIENT PAUSE): each page and each
+    refresh gives its 503 after one socket timeout. The error page's strip of open bulk jobs used to
+    read Redis again, on a new connection, and wait out a second timeout (10 s with the default 5 s)."""
+    settings.QUEUECORE = {"REDIS_URL": f"{silent_redis.url}?socket_timeout=0.3&socket_connect_timeout=0.3",
+                          "KEY_PREFIX": key_prefix}
+    for path, headers in (("/queues/", {}), ("/queues/_/stats/", HX), ("/queues/_/alerts/", HX),
+                          ("/queues/workers/", {}), ("/queues/default/pending/", {})):
+        before = len(silent_redis.connections)
+        r = viewer.get(path, headers=headers)
+        assert r.status_code == 503 and "Redis is unreachable" in html(r), path
+        assert len(silent_redis.connections) - before == 1, f"{path}: one connection, one timeout"
