@@ -381,8 +381,12 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, P + "overview.html", _base(
         request, queues=queues, totals=_totals(queues), **_queue_page(request, queues, request.GET),
         **_capacity(ins.servers()),
-        **_chart(ins, _range(request)), audit=ins.audit_log(limit=6), limits=ins.limits(), alerts=ins.alerts(),
+        **_chart(ins, _range(request)), audit=ins.audit_log(limit=6), limits=ins.limits(), **_alerts(ins),
         nav="overview"))
+
+
+def _alerts(ins: Inspector) -> dict[str, Any]:
+    return {"alerts": ins.alerts(), "pending_alerts": ins.pending_alerts()}
 
 
 def _queue_page(request: HtmxHttpRequest, queues: list[Any], data: Any) -> dict[str, Any]:
@@ -439,7 +443,7 @@ def overview_limits(request: HtmxHttpRequest) -> HttpResponse:
 
 @page
 def overview_alerts(request: HtmxHttpRequest) -> HttpResponse:
-    return _partial(request, "partials/_alerts.html", _base(request, alerts=inspector_for(request).alerts()))
+    return _partial(request, "partials/_alerts.html", _base(request, **_alerts(inspector_for(request))))
 
 
 @page

@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -105,6 +105,36 @@ class Alert:
     def from_json(cls, text: str) -> Alert:
         data = json.loads(text)
         return cls(**{k: data.get(k) for k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class PendingAlert:
+    """An alert that holds but waits out its rule's ``for`` before it fires: ``alert`` as of the last
+    evaluation round (its ``since``: when it began to hold), ``fires_at`` unix seconds."""
+
+    alert: Alert
+    hold_for: float
+
+    @property
+    def fires_at(self) -> float:
+        return self.alert.since + self.hold_for
+
+    @property
+    def fires_at_dt(self) -> datetime:
+        return datetime.fromtimestamp(self.fires_at, tz=UTC)
+
+    def to_json(self) -> str:
+        return json.dumps({"alert": asdict(self.alert), "hold_for": self.hold_for}, separators=(",", ":"),
+                          sort_keys=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.alert.to_dict(), "for": self.hold_for,
+                "fires_at": self.fires_at_dt.isoformat()}
+
+    @classmethod
+    def from_json(cls, text: str) -> PendingAlert:
+        data = json.loads(text)
+        return cls(Alert(**{k: data["alert"].get(k) for k in Alert.__dataclass_fields__}), float(data["hold_for"]))
 
 
 @dataclass(frozen=True)
@@ -397,20 +427,24 @@ class AlertEvaluator:
         if not held:
             return []
         holding = self._rules.holding()
-        active, pending = alert_state(self._scripts)
+        active, pending, _ = alert_state(self._scripts)
         fire: list[tuple[str, str]] = []
-        pend: list[str] = []
+        pend: list[tuple[str, str]] = []
         for a_id, alert in holding.items():
             if a_id in active:
                 continue
             hold_for = self._rules.hold_for(alert)
             if hold_for <= 0 or (a_id in pending and now - pending[a_id] >= hold_for):
                 fire.append((a_id, alert.to_json()))
-            elif a_id not in pending:
-                pend.append(a_id)
+            else:  # pending: what it says now (since when it holds is the mark's)
+                pend.append((a_id, PendingAlert(alert, hold_for).to_json()))
         resolve = [a_id for a_id in (*active, *pending) if a_id not in holding]
         if not fire and not pend and not resolve:
             return []
+        for a_id, _ in pend:
+            if a_id not in pending:
+                logger.info("alert %s pending: %s (fires if it still holds after %gs)", a_id, holding[a_id].message,
+                            self._rules.hold_for(holding[a_id]))
         now = self._clock.now()
         held, fired, resolved = self._scripts.alerts_apply(self.holder, now_ms=to_ms(now),
                                                            lease_until_ms=to_ms(now + self.lease),
@@ -434,21 +468,32 @@ def active_alerts(scripts: Scripts) -> dict[str, Alert]:
     return alert_state(scripts)[0]
 
 
-def alert_state(scripts: Scripts) -> tuple[dict[str, Alert], dict[str, float]]:
-    """From ``<prefix>:alerts``: the active alerts by id, and since when (unix s) each pending alert
-    (one whose rule has a ``for`` not yet reached) holds."""
+def pending_alerts(scripts: Scripts) -> dict[str, PendingAlert]:
+    """The pending alerts by id (each as of its last evaluation round), from ``<prefix>:alerts``."""
+    return alert_state(scripts)[2]
+
+
+def alert_state(scripts: Scripts) -> tuple[dict[str, Alert], dict[str, float], dict[str, PendingAlert]]:
+    """From ``<prefix>:alerts``: the active alerts by id; since when (unix s) each pending alert (one
+    whose rule has a ``for`` not yet reached) holds; and what each pending alert says (a mark that an
+    older version wrote has none)."""
     raw = cast("dict[str, str]", scripts.redis.hgetall(scripts.keys.alerts))
     active: dict[str, Alert] = {}
-    pending: dict[str, float] = {}
+    since: dict[str, float] = {}
+    details: dict[str, PendingAlert] = {}
     for key, value in raw.items():
         try:
             if key.startswith("a:"):
                 active[key[2:]] = Alert.from_json(value)
             elif key.startswith("p:"):
-                pending[key[2:]] = int(value) / 1000 if value.isdigit() else 0.0  # unreadable: long pending
-        except (ValueError, TypeError):
+                since[key[2:]] = int(value) / 1000 if value.isdigit() else 0.0  # unreadable: long pending
+            elif key.startswith("d:"):
+                details[key[2:]] = PendingAlert.from_json(value)
+        except (ValueError, TypeError, KeyError, AttributeError):
             continue
-    return active, pending
+    pending = {a_id: PendingAlert(replace(p.alert, since=since[a_id]), p.hold_for)
+               for a_id, p in details.items() if a_id in since}
+    return active, since, pending
 
 
 # -- senders ---------------------------------------------------------------------------------------

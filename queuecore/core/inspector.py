@@ -17,7 +17,7 @@ from typing import Any, cast
 import redis
 
 from queuecore.core import filters, queue_metrics, typestats
-from queuecore.core.alerts import Alert, active_alerts
+from queuecore.core.alerts import Alert, PendingAlert, active_alerts, pending_alerts
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.broker import Broker
 from queuecore.core.bulkjobs import CHUNK, BulkJob, BulkJobStore, BulkScope, run_job
@@ -1177,6 +1177,11 @@ class Inspector:
     def alerts(self) -> list[Alert]:
         """The active alerts, oldest first (fired by the worker that holds the evaluator lease)."""
         return sorted(active_alerts(self.scripts).values(), key=lambda a: (a.since, a.id))
+
+    @translate
+    def pending_alerts(self) -> list[PendingAlert]:
+        """The alerts that hold but wait out their rule's ``for``, the first to fire first."""
+        return sorted(pending_alerts(self.scripts).values(), key=lambda p: (p.fires_at, p.alert.id))
 
     # -- periodic tasks (periodic_admin.py) ---------------------------------------------------------
 

@@ -840,16 +840,16 @@ class Scripts:
     # -- alerts (alerts.py) ----------------------------------------------------------------------------
 
     def alerts_apply(self, holder: str, *, now_ms: int, lease_until_ms: int, fire: Sequence[tuple[str, str]] = (),
-                     pend: Sequence[str] = (), resolve: Sequence[str] = ()
+                     pend: Sequence[tuple[str, str]] = (), resolve: Sequence[str] = ()
                      ) -> tuple[bool, list[str], list[tuple[str, str]]]:
         """Take or renew the alert evaluator's lease until ``lease_until_ms`` (0: give it up), then fire
-        the ``(id, JSON)`` alerts not active, mark the ``pend`` ids pending since ``now_ms`` (unless they
-        are), and end the ``resolve`` ids: resolved when active, no longer pending. Returns (held, fired
-        ids, resolved (id, JSON)); nothing changes when another holder's lease runs."""
+        the ``(id, JSON)`` alerts not active, mark the ``pend`` ``(id, JSON)`` alerts pending since
+        ``now_ms`` (unless they are) and record what each says, and end the ``resolve`` ids: resolved
+        when active, no longer pending. Returns (held, fired ids, resolved (id, JSON)); nothing changes
+        when another holder's lease runs."""
         args: list[Any] = [holder, now_ms, lease_until_ms, len(fire), len(pend)]
-        for alert_id, body in fire:
+        for alert_id, body in (*fire, *pend):
             args += [alert_id, body]
-        args += list(pend)
         args += list(resolve)
         held, fired, resolved = self._call("alerts_apply", [self.keys.alerts], args)
         pairs = [(str(resolved[i]), str(resolved[i + 1])) for i in range(0, len(resolved), 2)]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from queuecore.core.alerts import Alert
+import re
+from dataclasses import replace
+
+from queuecore.core.alerts import Alert, PendingAlert
 from queuecore.core.clock import to_ms
 
 
@@ -40,3 +43,37 @@ def test_table_and_json(adminctl, scripts) -> None:
     assert [(a["id"], a["severity"], a["since"]) for a in data] == [
         ("big/emails", "critical", "2027-01-15T08:00:00+00:00"), ("mem/redis", "warning", "2027-01-15T08:01:00+00:00")]
     assert data[0]["message"] == BACKLOG.message and data[0]["value"] == 12.0 and data[0]["threshold"] == 10.0
+
+
+def pend(scripts, *pending: PendingAlert) -> None:
+    """Mark alerts pending as an evaluator does: since each alert's ``since``, saying what it says."""
+    for p in pending:
+        now = to_ms(p.alert.since)
+        held, _, _ = scripts.alerts_apply("test", now_ms=now, lease_until_ms=now + 1000,
+                                          pend=[(p.alert.id, p.to_json())])
+        assert held
+
+
+SLOW = PendingAlert(Alert(id="slow/emails", rule="slow", kind="latency", subject="emails", severity="warning",
+                          message="queue emails: oldest pending task waited 95s (above 60s) [red]y[/red]",
+                          value=95.0, threshold=60.0, since=1_800_000_120.0), hold_for=300.0)
+
+
+def test_pending_alerts_follow_the_active_ones_and_have_their_own_json(adminctl, scripts) -> None:
+    pend(scripts, replace(SLOW, alert=replace(SLOW.alert, since=scripts.redis.time()[0] - 100)))
+    run = adminctl("alerts")
+    assert run.code == 0, run.stderr
+    assert "no active alerts" in run.stderr and "pending (waiting out their rule's for)" in run.stdout
+    assert re.search(r"slow/emails +1m 4\ds of 5m0?s? +queue emails: oldest", run.stdout), run.stdout
+    assert "[red]y[/red]" in run.stdout
+    scripts.redis.delete(scripts.keys.alerts)
+    pend(scripts, SLOW)
+    fire(scripts, BACKLOG)
+    text = adminctl("alerts").stdout
+    assert text.index("big/emails") < text.index("pending (waiting") < text.index("slow/emails")
+    assert [a["id"] for a in adminctl("alerts", "--json").json()] == ["big/emails"]  # unchanged: active only
+    [data] = adminctl("alerts", "--pending", "--json").json()
+    assert (data["id"], data["since"], data["for"], data["fires_at"]) == (
+        "slow/emails", "2027-01-15T08:02:00+00:00", 300.0, "2027-01-15T08:07:00+00:00")
+    only = adminctl("alerts", "--pending").stdout
+    assert "slow/emails" in only and "big/emails" not in only

@@ -4,6 +4,7 @@ own connections, the evaluator lease (held, renewed, taken over), and the once-o
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -154,6 +155,62 @@ def test_a_rule_with_for_fires_only_once_its_alert_held_that_long(pair, client, 
     fake_clock.advance(15)
     once(p.rounds(), "fired", "big/q1")
     assert active_alerts(p.evaluators[1]._scripts)["big/q1"].since == since + 60
+
+
+def test_a_pending_alert_says_what_holds_since_when_and_when_it_fires(pair, client, inspector, fake_clock,
+                                                                       caplog) -> None:
+    """While a rule's ``for`` runs, the inspector shows the pending alert: what it says as of the last
+    round, since when it holds (the pending mark, whichever evaluator wrote it) and when it fires if it
+    still holds; the worker logs it once. Firing or ending the alert removes it from the list."""
+    p = pair({"big": {"kind": "backlog", "queue": "q1", "above": 0, "for": 60, "severity": "critical"}})
+    assert inspector.pending_alerts() == []
+    client.enqueue("t.x", {}, queue="q1")
+    since = fake_clock.now()
+    with caplog.at_level(logging.INFO, logger="queuecore.alerts"):
+        assert p.rounds(1) == []
+    assert [r.getMessage() for r in caplog.records if "pending" in r.getMessage()] == [
+        "alert big/q1 pending: queue q1: 1 pending tasks (above 0) (fires if it still holds after 60s)"]
+    [pending] = inspector.pending_alerts()
+    assert (pending.alert.id, pending.alert.severity, pending.alert.since, pending.fires_at) == (
+        "big/q1", "critical", since, since + 60)
+    assert "1 pending" in pending.alert.message and pending.to_dict()["fires_at"] == pending.fires_at_dt.isoformat()
+    client.enqueue("t.x", {}, queue="q1")
+    fake_clock.advance(20)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="queuecore.alerts"):
+        p.evaluators[0].release()
+        assert p.rounds(1) == []  # the other evaluator: same mark, today's figure, logged no more
+    assert not [r for r in caplog.records if "pending" in r.getMessage()]
+    [pending] = inspector.pending_alerts()
+    assert pending.alert.since == since and pending.fires_at == since + 60 and "2 pending" in pending.alert.message
+    assert inspector.alerts() == []
+    fake_clock.advance(40)
+    once(p.rounds(1), "fired", "big/q1")
+    assert inspector.pending_alerts() == [] and [a.id for a in inspector.alerts()] == ["big/q1"]
+    state = p.clients[0].hgetall(p.evaluators[0]._scripts.keys.alerts)
+    assert not [k for k in state if k.startswith(("p:", "d:"))]
+    inspector.delete_all("q1", "pending")  # resolved; then pending again, and it ends before it fires
+    p.rounds(1)
+    client.enqueue("t.x", {}, queue="q1")
+    p.rounds(1)
+    assert [a.alert.id for a in inspector.pending_alerts()] == ["big/q1"]
+    inspector.delete_all("q1", "pending")
+    assert p.rounds(1) == []
+    assert inspector.pending_alerts() == []
+    state = p.clients[0].hgetall(p.evaluators[0]._scripts.keys.alerts)
+    assert not [k for k in state if k.startswith(("p:", "d:"))]
+
+
+def test_a_pending_mark_without_details_counts_but_is_not_listed(pair, client, inspector, fake_clock) -> None:
+    """A pending mark written by an older version (no ``d:`` field) or a damaged detail: the evaluator
+    still counts from the mark; the list leaves it out rather than fail."""
+    p = pair({"big": {"kind": "backlog", "queue": "q1", "above": 0, "for": 60}})
+    key = p.evaluators[0]._scripts.keys.alerts
+    p.clients[0].hset(key, mapping={"p:big/q1": str(to_ms(fake_clock.now())), "p:old/q9": "1", "d:old/q9": "{bad"})
+    assert inspector.pending_alerts() == []
+    client.enqueue("t.x", {}, queue="q1")
+    fake_clock.advance(60)
+    once(p.rounds(1), "fired", "big/q1")
 
 
 def test_failure_rate_fires_and_resolves_once(pair, redis_client, connection, fake_clock) -> None:

@@ -8,8 +8,8 @@ import re
 from django.test import Client as DjangoClient
 from django.urls import reverse
 
-from queuecore.core.alerts import Alert
-from tests.adminctl.test_alerts import fire
+from queuecore.core.alerts import Alert, PendingAlert
+from tests.adminctl.test_alerts import fire, pend
 from tests.dashboard.conftest import HX
 
 OVERVIEW = reverse("queuecore_dashboard:overview")
@@ -47,3 +47,21 @@ def test_anonymous_users_see_no_alerts(anon: DjangoClient, scripts) -> None:
     response = anon.get(PARTIAL, headers=HX)
     assert "big/" not in response.content.decode()  # htmx is told to go to the login page
     assert response.headers.get("HX-Redirect", "").startswith("/accounts/login/")
+
+
+def test_pending_alerts_show_below_the_active_ones_escaped(viewer: DjangoClient, scripts) -> None:
+    pending = PendingAlert(Alert(id="slow/<q>", rule="slow", kind="latency", subject="<q>", severity="warning",
+                                 message="queue <q>: waited <b>95s</b>", value=95.0, threshold=60.0,
+                                 since=1_800_000_120.0), hold_for=300.0)
+    html = viewer.get(PARTIAL, headers=HX).content.decode()
+    assert "Pending" not in html
+    pend(scripts, pending)
+    html = viewer.get(PARTIAL, headers=HX).content.decode()
+    assert "No active alert." in html and 'data-qc-pending-alert="slow/&lt;q&gt;"' in html
+    assert "queue &lt;q&gt;: waited &lt;b&gt;95s&lt;/b&gt;" in html and "<b>95s" not in html
+    assert '<time datetime="2027-01-15T08:02:00+00:00"' in html  # holding since
+    assert '<time datetime="2027-01-15T08:07:00+00:00"' in html  # fires, if it still holds
+    assert not re.search(r"<script|<style|\son[a-z]+=|style=", html)
+    fire(scripts, NASTY)
+    html = viewer.get(OVERVIEW).content.decode()
+    assert html.index('data-qc-alert="big/&lt;q&gt;"') < html.index('data-qc-pending-alert="slow/&lt;q&gt;"')

@@ -2,19 +2,21 @@
 -- alerts, in one step; an evaluator that does not hold the lease changes nothing. Each alert fires
 -- once (HSETNX: a field already present is not fired again) and resolves once (HDEL: a field already
 -- gone is not resolved again), so two evaluators can never both fire or both resolve one alert.
--- An alert whose rule has a "for" holds pending first: "p:<id>" keeps since when (the first mark).
+-- An alert whose rule has a "for" holds pending first: "p:<id>" keeps since when (the first mark),
+-- "d:<id>" what it says (rewritten each round, for the dashboard and adminctl).
 --
 -- KEYS[1] <prefix>:alerts   HASH  "lease" -> holder id, "lease_until" -> unix ms,
 --                                 "a:<alert id>" -> the active alert (JSON),
---                                 "p:<alert id>" -> unix ms since which a pending alert holds
+--                                 "p:<alert id>" -> unix ms since which a pending alert holds,
+--                                 "d:<alert id>" -> the pending alert (JSON, as of its last round)
 -- ARGV[1] holder id (the evaluating worker)
 -- ARGV[2] now, unix ms
 -- ARGV[3] lease until, unix ms; 0 = give the lease up (when held by this holder) and change nothing else
 -- ARGV[4] n: how many alerts to fire
--- ARGV[5] m: how many alerts to mark pending
+-- ARGV[5] m: how many pending alerts to mark
 -- ARGV[6 .. 5+2n] pairs: alert id, alert JSON (fire each unless active; it is no longer pending)
--- ARGV[6+2n .. 5+2n+m] alert ids to mark pending since now (each unless pending already)
--- ARGV[6+2n+m ..] alert ids that no longer hold: resolved when active, no longer pending
+-- ARGV[6+2n .. 5+2n+2m] pairs: alert id, pending alert JSON (pending since now unless pending already)
+-- ARGV[6+2n+2m ..] alert ids that no longer hold: resolved when active, no longer pending
 -- Returns {held (1/0), {fired ids}, {resolved id, resolved JSON, ...}}.
 -- Error reply "QCWRONGTYPE ..." when KEYS[1] is not a hash; nothing is written.
 local err = qc_check_type(KEYS[1], "hash")
@@ -39,13 +41,14 @@ for i = 0, n - 1 do
     if redis.call("HSETNX", KEYS[1], "a:" .. id, ARGV[7 + 2 * i]) == 1 then
         fired[#fired + 1] = id
     end
-    redis.call("HDEL", KEYS[1], "p:" .. id)
+    redis.call("HDEL", KEYS[1], "p:" .. id, "d:" .. id)
 end
-for i = 6 + 2 * n, 5 + 2 * n + m do
+for i = 6 + 2 * n, 5 + 2 * n + 2 * m, 2 do
     redis.call("HSETNX", KEYS[1], "p:" .. ARGV[i], ARGV[2])
+    redis.call("HSET", KEYS[1], "d:" .. ARGV[i], ARGV[i + 1])
 end
-for i = 6 + 2 * n + m, #ARGV do
-    redis.call("HDEL", KEYS[1], "p:" .. ARGV[i])
+for i = 6 + 2 * n + 2 * m, #ARGV do
+    redis.call("HDEL", KEYS[1], "p:" .. ARGV[i], "d:" .. ARGV[i])
     local field = "a:" .. ARGV[i]
     local value = redis.call("HGET", KEYS[1], field)
     if value then
