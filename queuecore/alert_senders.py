@@ -60,7 +60,9 @@ class EmailSender:
 
         a = event.alert
         subject = f"{self.subject_prefix}{event.action.upper()} {a.severity}: {a.id}"
-        body = (f"{a.message}\n\nalert: {a.id}\nrule: {a.rule} ({a.kind})\nseverity: {a.severity}\n"
+        # a resolved alert carries what it said when it fired: say so, not as if it still held
+        said = a.message if event.action == "fired" else f"No longer holds. When it fired: {a.message}"
+        body = (f"{said}\n\nalert: {a.id}\nrule: {a.rule} ({a.kind})\nseverity: {a.severity}\n"
                 f"since: {a.since_dt.isoformat()}\n{event.action}: {event.to_dict()['at']}\n")
         send_mail(subject.replace("\n", " "), body, self.from_email, self.to, fail_silently=False)
 

@@ -452,8 +452,10 @@ class AlertEvaluator:
         events = [AlertEvent("fired", holding[i], now) for i in fired]
         events += [AlertEvent("resolved", Alert.from_json(body), now) for _, body in resolved]
         for e in events:
-            log = logger.warning if e.action == "fired" else logger.info
-            log("alert %s %s: %s", e.alert.id, e.action, e.alert.message)
+            if e.action == "fired":
+                logger.warning("alert %s fired: %s", e.alert.id, e.alert.message)
+            else:  # its message is the one it fired with
+                logger.info("alert %s resolved: no longer holds (it fired with: %s)", e.alert.id, e.alert.message)
         if events and self._deliver is not None:
             self._deliver(events)
         return events

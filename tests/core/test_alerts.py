@@ -190,7 +190,11 @@ def test_a_pending_alert_says_what_holds_since_when_and_when_it_fires(pair, clie
     state = p.clients[0].hgetall(p.evaluators[0]._scripts.keys.alerts)
     assert not [k for k in state if k.startswith(("p:", "d:"))]
     inspector.delete_all("q1", "pending")  # resolved; then pending again, and it ends before it fires
-    p.rounds(1)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="queuecore.alerts"):
+        once(p.rounds(1), "resolved", "big/q1")
+    assert [r.getMessage() for r in caplog.records] == [
+        "alert big/q1 resolved: no longer holds (it fired with: queue q1: 2 pending tasks (above 0))"]
     client.enqueue("t.x", {}, queue="q1")
     p.rounds(1)
     assert [a.alert.id for a in inspector.pending_alerts()] == ["big/q1"]

@@ -53,6 +53,11 @@ def test_the_email_sender_uses_djangos_mail(settings) -> None:
     assert m.to == ["ops@example.com"] and m.from_email == "qc@example.com"
     assert "queue emails: 12 pending tasks (above 10)" in m.body
     assert "since: 2027-01-15T08:00:00+00:00" in m.body
+    EmailSender(to=["ops@example.com"])(AlertEvent("resolved", ALERT, 1_800_000_660.0))
+    m = mail.outbox[1]
+    assert m.subject == "[queuecore] RESOLVED critical: big/emails"
+    assert m.body.startswith("No longer holds. When it fired: queue emails: 12 pending tasks (above 10)\n")
+    assert "resolved: 2027-01-15T08:11:00+00:00" in m.body
     with pytest.raises(ValueError):
         EmailSender(to="ops@example.com")
 
