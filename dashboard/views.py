@@ -323,14 +323,16 @@ def _filter_terms(tasks: list[Any], limit: int = 50) -> list[str]:
 
 
 def _archive_room(ins: Inspector, qname: str, state: str) -> tuple[int, int]:
-    """(tasks archived in ``qname``, how many the workers keep: the site's ``MAX_ARCHIVE_SIZE``) when
-    the list offers to archive, else (0, 0)."""
+    """(tasks archived in ``qname``, how many its workers keep: the smallest ``MAX_ARCHIVE_SIZE`` their
+    heartbeats give, else the site's) when the list offers to archive, else (0, 0)."""
     if "archive" not in actions_for(state):
         return 0, 0
-    try:
-        keep = get_config().worker_config().max_archive_size
-    except ConfigurationError:  # a bad setting is the checks' to report; say nothing here
-        return 0, 0
+    keep = ins.archive_kept(qname)
+    if keep is None:
+        try:
+            keep = get_config().worker_config().max_archive_size
+        except ConfigurationError:  # a bad setting is the checks' to report; say nothing here
+            return 0, 0
     return ins.count(qname, "archived"), keep
 
 
@@ -359,8 +361,9 @@ def _bulk_buttons(qname: str, state: str, every: int, type_name: str | None,
         noun = "task" if every == 1 else "tasks"
         archived, keep = archive
         over = archived + every - keep if verb == "archive" and keep else 0
+        oldest = "oldest archived task" if over == 1 else f"oldest {over:,} archived tasks"
         beyond = (f" The archive keeps {keep:,} tasks (MAX_ARCHIVE_SIZE): the workers will then delete the "
-                  f"oldest {over:,} archived tasks for good." if over > 0 else "")
+                  f"{oldest} for good." if over > 0 else "")
         buttons.append({
             "verb": verb, "label": BULK_LABELS[verb], "title": BULK_TITLES.get(verb, ""),
             "confirm_all": (f"{word} all {state} tasks{scope} in queue {qname}: at least {every:,}, maybe more "

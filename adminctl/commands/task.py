@@ -251,6 +251,19 @@ BULK_ACTIONS = (
 )
 
 
+def archive_size_warning(app: App, queue_name: str, count: int) -> None:
+    """Before archiving ``count`` tasks: say so when the queue's archive would pass what its workers
+    keep (their ``MAX_ARCHIVE_SIZE``, from their heartbeats; the default when no live worker says),
+    since the workers then delete the oldest archived tasks for good."""
+    archived = app.inspector.count(queue_name, "archived")
+    kept = app.inspector.archive_kept(queue_name)
+    limit, whose = (kept, "its workers keep at most") if kept else (
+        DEFAULT_MAX_ARCHIVE_SIZE, "no live worker serves it to say how many it keeps; by default workers keep")
+    if archived + count > limit:
+        app.terminal.info(f"Queue {escape(queue_name)} would hold {human_count(archived + count)} archived task(s): "
+                          f"{whose} {limit:,} (MAX_ARCHIVE_SIZE) and delete the oldest beyond it for good.")
+
+
 def _bulk_command(bulk: BulkAction) -> click.Command:
     @click.command(bulk.name)
     @click.argument("queue_name", metavar="QUEUE")
@@ -281,11 +294,8 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
             which = (f"every {state} task of queue {escape(queue_name)} that matches (among {human_count(count)})"
                      if filtered else f"{human_count(count)} {state} task(s) of queue {escape(queue_name)}")
             term.info(f"This will {bulk.verb} {which}.")
-            archived = ins.count(queue_name, "archived") if bulk.verb == "archive" else 0
-            if archived + count > DEFAULT_MAX_ARCHIVE_SIZE:  # workers are told theirs; this process is not
-                term.info(f"Queue {escape(queue_name)} would hold {human_count(archived + count)} archived task(s): "
-                          f"workers keep at most MAX_ARCHIVE_SIZE ({DEFAULT_MAX_ARCHIVE_SIZE:,} unless set) and "
-                          f"delete the oldest beyond it for good.")
+            if bulk.verb == "archive":
+                archive_size_warning(app, queue_name, count)
             if not term.confirm("Continue?"):
                 term.error("aborted: nothing was changed")
                 raise click.exceptions.Exit(1)

@@ -32,6 +32,7 @@ class ServerState:
     strict_priority: bool
     started_at: float = 0.0
     status: str = "idle"  # active | quiet | stopping | stopped
+    max_archive_size: int | None = None  # archived tasks its janitor keeps per queue (MAX_ARCHIVE_SIZE)
 
 
 class Heartbeater(Periodic):
@@ -115,6 +116,7 @@ class Heartbeater(Periodic):
             "workers": running,
             "waiting": waiting,
             "rss_bytes": resident_memory(),
+            "max_archive_size": state.max_archive_size,
         }
         types = self._task_types() if self._task_types is not None else '{"types":{}}'
         control = self._scripts.heartbeat(state.id, dumps(info), ttl_ms=to_ms(self.ttl), task_types=types)

@@ -1030,10 +1030,17 @@ class Inspector:
                     started_at=seconds_to_datetime(d["started_at"]),  # type: ignore[arg-type]
                     status=d["status"], heartbeat_at=seconds_to_datetime(d["heartbeat_at"]),  # type: ignore[arg-type]
                     workers=workers, waiting=waiting, rss_bytes=_optional_int(d.get("rss_bytes")),
+                    max_archive_size=_optional_int(d.get("max_archive_size")),
                     task_types=_task_types(replies[index * step + 1]) if task_types else None))
             except (ValueError, KeyError, TypeError, OverflowError):
                 continue  # a malformed heartbeat is not a live server we can describe
         return sorted(out, key=lambda s: (s.host, s.pid, s.id))
+
+    def archive_kept(self, queue: str) -> int | None:
+        """How many archived tasks ``queue`` keeps: the smallest ``MAX_ARCHIVE_SIZE`` among the live
+        workers serving it (each trims the archive to its own); None when none says (no live worker)."""
+        sizes = [s.max_archive_size for s in self.servers() if queue in s.queues and s.max_archive_size]
+        return min(sizes) if sizes else None
 
     def quiet_server(self, server_id: str) -> None:
         """Ask one live worker process to go quiet (stop fetching; running tasks finish), through

@@ -486,6 +486,7 @@ class ServerInfo:
     # task_types=True)``, else None; {} when it publishes none.
     task_types: dict[str, TaskSignature] | None = None
     rss_bytes: int | None = None  # its resident memory at its last heartbeat; None when not known
+    max_archive_size: int | None = None  # archived tasks it keeps per queue; None from an older version
 
     @property
     def active_count(self) -> int:

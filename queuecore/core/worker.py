@@ -81,7 +81,7 @@ class Worker:
         host, pid = socket.gethostname(), os.getpid()
         self.state = ServerState(id=f"{host}:{pid}:{uuid.uuid4().hex[:8]}", host=host, pid=pid,
                                  concurrency=config.concurrency, queues=config.queues,
-                                 strict_priority=config.strict_priority)
+                                 strict_priority=config.strict_priority, max_archive_size=config.max_archive_size)
         self.health = RedisHealth()
         self.held = HeldTasks()
         # Each component gets what it uses; they share only the held tasks, the health and the state.

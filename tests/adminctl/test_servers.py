@@ -14,7 +14,7 @@ from tests.adminctl.conftest import widest_line
 from tests.conftest import wait_until
 
 SERVER_KEYS = {"id", "host", "pid", "concurrency", "queues", "strict_priority", "started_at", "status",
-               "heartbeat_at", "workers", "waiting", "task_types", "rss_bytes"}
+               "heartbeat_at", "workers", "waiting", "task_types", "rss_bytes", "max_archive_size"}
 WORKER_KEYS = {"server_id", "task_id", "queue", "type", "started_at", "deadline", "progress"}
 
 

@@ -12,6 +12,7 @@ from queuecore.core.clock import to_ms
 from queuecore.core.config import DEFAULT_MAX_ARCHIVE_SIZE
 from queuecore.core.inspector import BULK_CHUNK
 from tests.adminctl.conftest import widest_line
+from tests.helpers.heartbeats import seed_heartbeat
 from tests.helpers.state import seed_task
 
 TASK_KEYS = {"id", "queue", "type", "state", "payload", "retried", "max_retry", "last_error", "last_failed_at",
@@ -254,8 +255,27 @@ def test_archive_all_past_the_default_archive_size_says_the_oldest_will_be_delet
         inspector.archive_task("big", client.enqueue("bulk.t", {"a": i}, queue="big").id)
     declined = adminctl("task", "archive-all", "big", "pending", input="n\n")
     assert declined.code == 1 and inspector.count("big", "archived") == 3
-    assert (f"Queue big would hold {DEFAULT_MAX_ARCHIVE_SIZE + 1:,} archived task(s): workers keep at most "
-            f"MAX_ARCHIVE_SIZE ({DEFAULT_MAX_ARCHIVE_SIZE:,} unless set)") in " ".join(declined.stderr.split())
+    assert (f"Queue big would hold {DEFAULT_MAX_ARCHIVE_SIZE + 1:,} archived task(s): no live worker serves it to "
+            f"say how many it keeps; by default workers keep {DEFAULT_MAX_ARCHIVE_SIZE:,} (MAX_ARCHIVE_SIZE)"
+            ) in " ".join(declined.stderr.split())
+
+
+def test_archive_all_warns_at_the_size_the_queues_workers_keep(adminctl, client: Client, inspector: Inspector,
+                                                               redis_client, connection) -> None:
+    """The workers' MAX_ARCHIVE_SIZE comes with their heartbeats: the smallest among those serving the
+    queue is the one its archive is trimmed to (adminctl used to warn only past the default 10,000)."""
+    for i in range(3):
+        inspector.archive_task("small", client.enqueue("bulk.t", {"a": i}, queue="small").id)
+    client.enqueue_many([("bulk.t", {"i": i}) for i in range(4)], queue="small")
+    seed_heartbeat(redis_client, connection.keys, server_id="h:1:a", queues=["small"], max_archive_size=50)
+    seed_heartbeat(redis_client, connection.keys, server_id="h:2:b", queues=["small"], max_archive_size=5)
+    seed_heartbeat(redis_client, connection.keys, server_id="h:3:c", queues=["other"], max_archive_size=1)
+    declined = adminctl("task", "archive-all", "small", "pending", input="n\n")
+    assert declined.code == 1 and inspector.count("small", "archived") == 3
+    assert ("Queue small would hold 7 archived task(s): its workers keep at most 5 (MAX_ARCHIVE_SIZE) and delete "
+            "the oldest beyond it for good.") in " ".join(declined.stderr.split())
+    seed_heartbeat(redis_client, connection.keys, server_id="h:2:b", queues=["small"], max_archive_size=8)
+    assert "MAX_ARCHIVE_SIZE" not in adminctl("task", "archive-all", "small", "pending", input="n\n").stderr
 
 
 def test_run_all_with_yes_and_json(adminctl, client: Client, inspector: Inspector) -> None:

@@ -548,7 +548,7 @@ def test_servers_and_workers_of_a_running_worker(inspector: Inspector, client: C
         started.set()
         release.wait(20)
 
-    worker = make_worker(queues={"work": 1}, concurrency=2)
+    worker = make_worker(queues={"work": 1}, concurrency=2, max_archive_size=7)
     try:
         info = slow_job.using(client=client, queue="work").enqueue(1)
         wait_until(started.is_set, timeout=10, message="the handler to start")
@@ -557,6 +557,8 @@ def test_servers_and_workers_of_a_running_worker(inspector: Inspector, client: C
         assert (server.id, server.host, server.pid, server.concurrency, server.queues, server.status) == (
             worker.server_id, socket.gethostname(), os.getpid(), 2, {"work": 1}, "active")
         assert server.strict_priority is False and server.active_count == 1
+        assert server.max_archive_size == 7 and inspector.archive_kept("work") == 7  # what its janitor keeps
+        assert inspector.archive_kept("elsewhere") is None  # no live worker serves it
         (w,) = workers
         assert isinstance(w, WorkerInfo)
         assert (w.server_id, w.task_id, w.queue, w.type) == (worker.server_id, info.id, "work", "slow.job")

@@ -14,6 +14,7 @@ from django.test import Client as DjangoClient
 from queuecore import Client, Inspector
 from tests.conftest import wait_until
 from tests.dashboard.conftest import HX
+from tests.helpers.heartbeats import seed_heartbeat
 
 
 def html(response: Any) -> str:
@@ -119,7 +120,8 @@ def test_deleting_a_task_returns_to_the_list_it_came_from_if_local(operator: Dja
 
 
 def test_archiving_all_past_the_archive_size_says_how_many_the_workers_will_delete(
-        operator: DjangoClient, client: Client, inspector: Inspector, dashboard_settings: Any) -> None:
+        operator: DjangoClient, client: Client, inspector: Inspector, dashboard_settings: Any, redis_client: Any,
+        connection: Any) -> None:
     """Probe: "Archive all" on 120,000 tasks asked nothing about MAX_ARCHIVE_SIZE (10,000), and the workers
     then deleted 110,000 of them. The question now says so when the archive would pass its size."""
     dashboard_settings.QUEUECORE = {**dashboard_settings.QUEUECORE, "MAX_ARCHIVE_SIZE": 5}
@@ -134,3 +136,10 @@ def test_archiving_all_past_the_archive_size_says_how_many_the_workers_will_dele
     dashboard_settings.QUEUECORE = {**dashboard_settings.QUEUECORE, "MAX_ARCHIVE_SIZE": 7}
     page = html(operator.get("/queues/default/pending/", headers=HX))
     assert 'data-qc-confirm-all="Archive all 4 pending tasks in queue default?"' in page  # room for all
+    # The workers' own MAX_ARCHIVE_SIZE (from their heartbeats) wins over the site's: the smallest of those
+    # serving the queue, which is what the archive is trimmed to
+    seed_heartbeat(redis_client, connection.keys, server_id="h:1:a", queues=["default"], max_archive_size=6)
+    seed_heartbeat(redis_client, connection.keys, server_id="h:2:b", queues=["other"], max_archive_size=1)
+    page = html(operator.get("/queues/default/pending/", headers=HX))
+    assert ('data-qc-confirm-all="Archive all 4 pending tasks in queue default? The archive keeps 6 tasks '
+            '(MAX_ARCHIVE_SIZE): the workers will then delete the oldest archived task for good."') in page
