@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from queuecore import Client, Inspector, current_task, task
+from queuecore.core.alerts import Alert, PendingAlert
+from tests.adminctl.test_alerts import fire, pend
 from tests.browser.test_screenshots import seed
 from tests.conftest import wait_until
 
@@ -18,7 +20,9 @@ WIDTHS = {"1440": {"width": 1440, "height": 900}, "390": {"width": 390, "height"
 
 
 def test_every_page_at_1440_and_390(operator_page: Any, client: Client, redis_client: Any, connection: Any,
-                                    make_worker: Any, registry: Any, inspector: Inspector) -> None:
+                                    make_worker: Any, registry: Any, inspector: Inspector, scripts: Any) -> None:
+    from playwright.sync_api import expect
+
     page = operator_page
 
     @task(name="billing.reconcile", registry=registry)
@@ -34,6 +38,13 @@ def test_every_page_at_1440_and_390(operator_page: Any, client: Client, redis_cl
             raise TimeoutError(f"bank API did not answer within {n + 3}s")
 
     ids = seed(client, redis_client, connection)
+    now = redis_client.time()[0]
+    fire(scripts, Alert(id="reconcile-stuck/critical", rule="reconcile-stuck", kind="overdue", subject="critical",
+                        severity="critical", message="queue critical: 2 tasks past their deadline by more than 60s",
+                        value=2.0, threshold=None, since=now - 300))
+    pend(scripts, PendingAlert(Alert(id="slow/default", rule="slow", kind="latency", subject="default",
+                                     severity="warning", message="queue default: oldest pending task waited 95s "
+                                     "(above 60s)", value=95.0, threshold=60.0, since=now - 40), hold_for=300.0))
     for n in range(12):
         client.enqueue("billing.ping", {"n": n}, queue="critical")
     for account in (17, 42):
@@ -60,6 +71,10 @@ def test_every_page_at_1440_and_390(operator_page: Any, client: Client, redis_cl
             response = page.goto(path)
             assert response is not None and response.status == 200, (name, width)
             page.wait_for_load_state("load")
+            if name == "overview":  # the alerts card: the active alert, then the pending one
+                expect(page.locator("#qc-alerts [data-qc-alert]")).to_have_count(1)
+                expect(page.locator("#qc-alerts [data-qc-pending-alert='slow/default']")).to_contain_text(
+                    "in 4m")
             overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 0, f"{name} at {width} px is {overflow} px wider than the screen"
             page.screenshot(path=str(folder / f"{name}-{width}.png"))
