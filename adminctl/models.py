@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from queuecore.core.alerts import Alert, PendingAlert
 from queuecore.core.inspector import RedisInfo
 from queuecore.core.message import QueueInfo, ServerInfo
 from queuecore.core.states import STATES
@@ -21,6 +22,8 @@ class StatsSnapshot:
     queues: list[QueueInfo]
     servers: list[ServerInfo]
     redis: RedisInfo
+    alerts: list[Alert] = field(default_factory=list)  # active, oldest first
+    pending_alerts: list[PendingAlert] = field(default_factory=list)
 
     @property
     def state_counts(self) -> dict[str, int]:
@@ -64,4 +67,6 @@ class StatsSnapshot:
             "servers": {"up": len(self.servers), "busy_workers": self.busy_workers,
                         "concurrency": self.concurrency, "waiting": self.waiting},
             "redis": self.redis.to_dict(),
+            "alerts": {"active": [a.to_dict() for a in self.alerts],
+                       "pending": [p.to_dict() for p in self.pending_alerts]},
         }

@@ -220,6 +220,31 @@ def queue_stats_table(queues: Sequence[QueueInfo]) -> FitTable:
     return FitTable(columns, rows)
 
 
+SEVERITY_STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
+ALERTS_NAMED = 5  # active alerts named on the stats screen; the rest are counted
+
+
+def alerts_line(snap: StatsSnapshot) -> Text:
+    """``2 active: big/emails (critical), mem/redis (warning) · 1 pending``, or ``none``."""
+    if not snap.alerts and not snap.pending_alerts:
+        return Text("none", style=DIM)
+    line = Text()
+    if snap.alerts:
+        line.append(f"{len(snap.alerts)} active", style="bold")
+        line.append(": ")
+        for n, a in enumerate(snap.alerts[:ALERTS_NAMED]):
+            line.append(", " if n else "")
+            line.append(escape(a.id))
+            line.append(f" ({a.severity})", style=SEVERITY_STYLES.get(a.severity, ""))
+        if len(snap.alerts) > ALERTS_NAMED:
+            line.append(f", {len(snap.alerts) - ALERTS_NAMED} more")
+    else:
+        line.append("none active", style=DIM)
+    if snap.pending_alerts:
+        line.append(f" · {len(snap.pending_alerts)} pending")
+    return line
+
+
 def render_stats(snap: StatsSnapshot, *, color: bool = True, problem: str | None = None,
                  footer: str | None = None) -> RenderableType:
     """The whole ``stats`` screen: the totals, the problem (an error of the latest fetch) and the
@@ -250,6 +275,7 @@ def render_stats(snap: StatsSnapshot, *, color: bool = True, problem: str | None
             "processed ", (human_count(snap.processed_today), "bold"), " · failed ",
             (human_count(snap.failed_today), "bold red" if snap.failed_today else "bold"),
             " · error rate ", percent(snap.error_rate))),
+        ("Alerts", alerts_line(snap)),
         ("Workers", Text.assemble((plural(len(snap.servers), "server"), "bold"), " up · ",
                                   (f"{snap.busy_workers}/{snap.concurrency}", "bold"), " busy",
                                   f" · {human_count(snap.waiting)} fetched ahead" if snap.waiting else "")),

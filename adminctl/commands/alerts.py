@@ -12,8 +12,8 @@ from queuecore.core.alerts import Alert, PendingAlert
 from ..app import App
 from ..fmt import escape, human_duration, timestamp
 from ..options import json_option
+from ..render import SEVERITY_STYLES
 
-SEVERITY_STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def alerts_table(alerts: list[Alert], now: float) -> Table:

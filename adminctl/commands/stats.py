@@ -15,13 +15,14 @@ from ..watch import watch
 
 
 def take_snapshot(app: App) -> StatsSnapshot:
-    """Read everything ``stats`` shows (four Inspector calls, a few round-trips)."""
+    """Read everything ``stats`` shows (six Inspector calls, a few round-trips)."""
     ins = app.inspector
     queues = ins.all_queue_info()
     servers = ins.servers()
     info = ins.redis_info(count_keys=False)
     return StatsSnapshot(taken_at=app.now(), redis_url=app.redacted_url or "", prefix=app.connection.key_prefix,
-                         queues=queues, servers=servers, redis=info)
+                         queues=queues, servers=servers, redis=info, alerts=ins.alerts(),
+                         pending_alerts=ins.pending_alerts())
 
 
 WATCH_MAX_INTERVAL = 86_400.0  # seconds: a day between refreshes at most
@@ -40,8 +41,9 @@ def stats(app: App, watching: bool, interval: float, count: int | None) -> None:
     """Show queues, workers and Redis at a glance.
 
     A bar of every task by state, a table of queues (paused, size, latency,
-    memory, processed and failed today, error rate), today's totals,
-    servers up and busy workers, and Redis version, memory and clients.
+    memory, processed and failed today, error rate), today's totals, the
+    active and pending alerts, servers up and busy workers, and Redis
+    version, memory and clients.
 
     With --watch the screen is redrawn in place every --interval seconds until
     Ctrl-C (exit 0). When stdout is not a terminal, or with --json, --watch

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pty
+import re
 import select
 import signal
 import struct
@@ -16,11 +17,13 @@ import sys
 import termios
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from rich.console import Console
 
 from queuecore import BrokerError, Client, Inspector
+from queuecore.core.alerts import Alert, PendingAlert
 from queuecore.core.inspector import RedisInfo
 from queuecore_adminctl.app import App, GlobalOptions
 from queuecore_adminctl.commands.stats import take_snapshot
@@ -28,10 +31,11 @@ from queuecore_adminctl.models import StatsSnapshot
 from queuecore_adminctl.render import render_stats
 from queuecore_adminctl.terminal import Terminal
 from queuecore_adminctl.watch import watch
+from tests.adminctl.test_alerts import fire, pend
 from tests.adminctl.conftest import ADMINCTL_SCRIPT, ROOT, clean_env, widest_line
 from tests.conftest import wait_until
 
-STATS_KEYS = {"taken_at", "redis_url", "prefix", "totals", "queues", "servers", "redis"}
+STATS_KEYS = {"taken_at", "redis_url", "prefix", "totals", "queues", "servers", "redis", "alerts"}
 TOTALS_KEYS = {"pending", "active", "scheduled", "retry", "archived", "completed", "size", "processed_today",
                "failed_today", "error_rate"}
 QUEUE_KEYS = {"name", "paused", "pending", "active", "scheduled", "retry", "archived", "completed", "latency",
@@ -61,9 +65,28 @@ def test_stats_shows_every_part_at_80_columns(adminctl, client: Client, inspecto
     assert "paused" in mail
     (reports,) = [line for line in out.splitlines() if line.startswith("reports ")]
     assert " run " in reports and " 3 " in reports
-    for heading in ("Today (UTC)", "Workers", "Redis"):
+    for heading in ("Today (UTC)", "Alerts", "Workers", "Redis"):
         assert heading in out
     assert "0 servers up" in out and "0/0 busy" in out
+    assert re.search(r"^Alerts +none$", out, re.M)
+
+
+def test_stats_names_the_active_alerts_and_counts_the_pending_ones(adminctl, scripts) -> None:
+    """The alerts the dashboard's overview shows are on the stats screen too, above the queue table:
+    the active ones by id and severity (the first five; the rest counted), then how many are pending."""
+    now = scripts.redis.time()[0]
+    alerts = [Alert(id=f"big/q{n}", rule="big", kind="backlog", subject=f"q{n}", severity="warning" if n else
+                    "critical", message=f"queue q{n}: 9 pending tasks (above 1)", value=9.0, threshold=1.0,
+                    since=now - 100 + n) for n in range(7)]
+    fire(scripts, *alerts)
+    pend(scripts, PendingAlert(replace(alerts[0], id="slow/q0", rule="slow", since=now - 5), hold_for=60.0))
+    out = adminctl("stats").stdout
+    line = out[out.index("\nAlerts"):out.index("\nWorkers")]  # wrapped at 80 columns
+    assert " ".join(line.split()) == ("Alerts 7 active: big/q0 (critical), big/q1 (warning), big/q2 (warning), "
+                                      "big/q3 (warning), big/q4 (warning), 2 more · 1 pending")
+    data = adminctl("stats", "--json").json()["alerts"]
+    assert [a["id"] for a in data["active"]] == [a.id for a in alerts]
+    assert [(p["id"], p["for"]) for p in data["pending"]] == [("slow/q0", 60.0)]
 
 
 def test_stats_json_shape(adminctl, client: Client, inspector: Inspector, key_prefix: str) -> None:
