@@ -15,7 +15,6 @@ from ..options import json_option
 from ..render import SEVERITY_STYLES
 
 
-
 def alerts_table(alerts: list[Alert], now: float) -> Table:
     """One row per active alert: severity, alert id, since when, message."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)

@@ -31,8 +31,8 @@ from queuecore_adminctl.models import StatsSnapshot
 from queuecore_adminctl.render import render_stats
 from queuecore_adminctl.terminal import Terminal
 from queuecore_adminctl.watch import watch
-from tests.adminctl.test_alerts import fire, pend
 from tests.adminctl.conftest import ADMINCTL_SCRIPT, ROOT, clean_env, widest_line
+from tests.adminctl.test_alerts import fire, pend
 from tests.conftest import wait_until
 
 STATS_KEYS = {"taken_at", "redis_url", "prefix", "totals", "queues", "servers", "redis", "alerts"}
