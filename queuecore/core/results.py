@@ -422,6 +422,8 @@ class Results:
             except UNAVAILABLE:  # a failover, a restart: the wait goes on, within its timeout
                 now = time.monotonic()
                 unreachable_since = unreachable_since or now
-                if now - unreachable_since >= OUTAGE_RIDE or (deadline is not None and now + OUTAGE_POLL >= deadline):
+                if deadline is None and now - unreachable_since >= OUTAGE_RIDE:  # no timeout: rides 30 s
+                    raise
+                if deadline is not None and now + OUTAGE_POLL >= deadline:  # a timeout: rides until then
                     raise
                 await asyncio.sleep(OUTAGE_POLL)

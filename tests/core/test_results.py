@@ -34,6 +34,7 @@ from queuecore import (
     task,
 )
 from queuecore.core import reasons
+from queuecore.core import results as results_module
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.keys import stats_day, stats_minute
 from queuecore.core.results import parse_result_id
@@ -429,6 +430,46 @@ def test_a_wait_ends_within_its_timeout_when_redis_stops_answering(
     assert len(errors) == 1 and isinstance(errors[0], ResultTimeout), errors
     assert "Redis did not answer within the wait's timeout (2 s)" in str(errors[0])
     assert took < 2 + 1.5, took
+
+
+@pytest.mark.parametrize("how", ["sync", "async"])
+def test_a_wait_with_a_timeout_goes_on_through_an_outage_until_its_timeout(
+        private_redis_factory, key_prefix: str, registry, how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probe: ``get(timeout=90)`` raised ``RedisUnavailable`` 30 s into a 45 s restart (the ride of a
+    wait without a timeout), where it should go on until its timeout. The ride is shortened here to
+    0.5 s, and Redis stays down for four times that."""
+    monkeypatch.setattr(results_module, "OUTAGE_RIDE", 0.5)
+    server = private_redis_factory("--appendonly", "yes")  # the task survives the restart
+    client = Client(redis_url=server.url, key_prefix=key_prefix, registry=registry)
+    raw = redis.Redis.from_url(server.url, decode_responses=True)
+    handle = client.enqueue("t", retention=60)  # no worker: it ends when the operator archives it
+    outcome: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            handle.get(timeout=30) if how == "sync" else asyncio.run(handle.aget(timeout=30))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    try:
+        wait_until(lambda: raw.info("clients")["blocked_clients"] == 1, 5, message="the wait to block")
+        raw.close()
+        server.stop()
+        down_at = time.monotonic()
+        wait_until(lambda: not waiter.is_alive() or time.monotonic() - down_at > 2.0, 10,
+                   message="an outage four times the ride, or the wait to give up")
+        assert waiter.is_alive(), outcome  # still waiting: 2 s of outage is within its 30 s
+        server.start()
+        with Inspector(redis_url=server.url, key_prefix=key_prefix) as ins:
+            ins.archive_task("default", handle.id)
+        waiter.join(10)
+    finally:
+        server.stop()
+        waiter.join(35)
+        client.close()
+    assert len(outcome) == 1 and isinstance(outcome[0], TaskWasArchived), outcome
 
 
 def test_a_sync_wait_called_where_an_event_loop_runs_still_waits(client: Client, inspector: Inspector) -> None:
