@@ -83,9 +83,10 @@ class Heartbeater(Periodic):
         tools refuse a task no live worker could run; they are as fresh as the last heartbeat, and
         vanish with it (three intervals after the process stops beating, at once on a clean exit).
 
-        Two script calls (the process's own keys, then the index of live processes: two cluster
-        slots), each beginning with a write that frees memory, so heartbeats go on while Redis is at
-        maxmemory: a worker that is still working never drops out of the operators' server list.
+        Two script calls (the process's own keys, then the index of live processes and the known
+        queues, which it lists again: a Redis that restarted without its data lists them at once;
+        two cluster slots), each beginning with a write that frees memory, so heartbeats go on while
+        Redis is at maxmemory: a worker that is still working never drops out of the operators' server list.
         """
         state = self._state
         now = self._clock.now()
@@ -123,7 +124,8 @@ class Heartbeater(Periodic):
         if control and self._on_control is not None:
             command, _, actor = control.partition(" ")
             self._on_control(command, actor)
-        self._scripts.heartbeat_index(state.id, expires_ms=to_ms(now + self.ttl), now_ms=to_ms(now))
+        self._scripts.heartbeat_index(state.id, expires_ms=to_ms(now + self.ttl), now_ms=to_ms(now),
+                                      queues=state.queues)
         if self._on_beat is not None:
             self._on_beat(state.status)
 

@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -534,9 +534,11 @@ class Scripts:
         at maxmemory."""
         self._call("audit", [self.keys.audit], [entry, keep])
 
-    def heartbeat_index(self, server_id: str, *, expires_ms: int, now_ms: int) -> None:
-        """List a worker process as live until ``expires_ms`` and drop expired ones; works at maxmemory."""
-        self._call("heartbeat_index", [self.keys.servers], [server_id, expires_ms, now_ms])
+    def heartbeat_index(self, server_id: str, *, expires_ms: int, now_ms: int, queues: Iterable[str] = ()) -> None:
+        """List a worker process as live until ``expires_ms``, drop expired ones, and list the ``queues``
+        it serves among the known queues (again); works at maxmemory."""
+        self._call("heartbeat_index", [self.keys.servers, self.keys.queues], [server_id, expires_ms, now_ms,
+                                                                             *sorted(set(queues))])
 
     def extend_lease(self, q: QueueKeys, held: list[tuple[str, int]], *, lease_until_ms: int) -> list[int]:
         """Renew leases of ``(task id, lease)`` pairs; one code each: 1 ok, 2 cancel requested, 0 lost."""

@@ -197,13 +197,13 @@ def test_every_server_script_call_keeps_its_keys_in_one_slot(redis_client: redis
     s = RecordingScripts(redis_client, connection.keys)
     server_id = "host:123:abcd1234"
     s.heartbeat(server_id, '{"id": "host:123:abcd1234"}', ttl_ms=60_000)
-    s.heartbeat_index(server_id, expires_ms=NOW + 60_000, now_ms=NOW)
+    s.heartbeat_index(server_id, expires_ms=NOW + 60_000, now_ms=NOW, queues=["default", "low"])
     s.audit('{"action": "task.delete"}', keep=10)
     assert {name for name, _ in s.calls} == set(SERVER_SCRIPTS)
     for name, keys in s.calls:
         assert keys and len({key_slot(k) for k in keys}) == 1, (name, keys)
         assert all(k.startswith(connection.keys.prefix + ":servers:") or k in (connection.keys.audit,
-                   connection.keys.servers) for k in keys), (name, keys)
+                   connection.keys.servers, connection.keys.queues) for k in keys), (name, keys)
 
 
 def test_bulk_job_scripts_keep_one_slot(redis_client: redis.Redis, connection) -> None:

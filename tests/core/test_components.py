@@ -161,6 +161,11 @@ def test_heartbeater_publishes_the_server_state_and_clears_it(
     assert redis_client.pttl(connection.keys.server("host:1:abc")) <= to_ms(beater.ttl)
     assert read_zset(redis_client, connection.keys.servers) == {"host:1:abc": to_ms(fake_clock.now() + 6.0)}
     assert read_zset(redis_client, q.active)["t1"] == to_ms(fake_clock.now() + LEASE)  # renewed on the beat
+    # Probe: a Redis restarted without its data listed no queue until a producer enqueued into each
+    # (the workers listed theirs only at start); each heartbeat lists them again
+    redis_client.delete(connection.keys.queues)
+    beater.run_once()
+    assert redis_client.smembers(connection.keys.queues) == {"default"}
     state.status = "quiet"
     beater.beat()
     assert json.loads(redis_client.get(connection.keys.server("host:1:abc")))["status"] == "quiet"
