@@ -81,4 +81,5 @@ def _control_command(command: str, summary: str, done: str) -> click.Command:
 server.add_command(_control_command("quiet", "Ask one worker process to stop fetching tasks (quiet); running "
                                     "ones finish.", "go quiet"))
 server.add_command(_control_command("stop", "Ask one worker process to stop, as on SIGTERM: running tasks get "
-                                    "its shutdown timeout.", "stop"))
+                                    "its shutdown timeout. A child of runworker --processes N is not "
+                                    "started again.", "stop"))

@@ -11,7 +11,10 @@ The rules, in one place:
 - **Restart.** A child that exits while the supervisor is not stopping is started again after a
   back-off: ``initial_delay`` (1 s), doubled on each exit that follows a short run, at most
   ``max_delay`` (30 s); a child that ran ``stable_after`` seconds (30 s) or more starts again after
-  ``initial_delay``. Every exit is counted, whatever its code (a worker exits only when told to).
+  ``initial_delay``. Every failed exit is counted, whatever its code.
+- **Stopped on request.** A child that exits 0 while the supervisor is not stopping was asked to stop
+  (``adminctl server stop``, the dashboard's Stop, a SIGTERM sent to it alone): its slot stays empty,
+  with a WARNING saying how many are left. When every slot is empty so, the supervisor exits 0.
 - **Give up.** A slot is given up, with an ERROR line, when its child exits ``max_crashes`` times (5)
   within ``crash_window`` seconds (60 s), or exits with ``EX_CONFIG`` (78: a configuration error that
   a restart cannot fix). The other children keep running; when every slot has given up the
@@ -211,6 +214,7 @@ class Child:
     buffer: bytes = b""
     restart_at: float | None = None
     gave_up: bool = False
+    stopped_on_request: bool = False  # it exited 0 while the supervisor was not stopping: not restarted
     stopped_clean: bool | None = None  # after a stop: whether this child exited cleanly
     history: SlotHistory = field(default_factory=SlotHistory)
     quiet_sent: bool = False
@@ -312,9 +316,14 @@ class Supervisor:
             logger.info("supervisor: every worker process has stopped (%s)",
                         "cleanly" if self.exit_code == 0 else "not all cleanly")
             return False
-        if all(c.gave_up for c in self.children):
-            logger.error("supervisor: every worker process has given up; exiting")
-            self.exit_code = 1
+        if all(c.gave_up or c.stopped_on_request for c in self.children):
+            if any(c.gave_up for c in self.children):
+                logger.error("supervisor: every worker process has given up%s; exiting",
+                             " or was stopped on request" if any(c.stopped_on_request for c in self.children) else "")
+                self.exit_code = 1
+            else:
+                logger.info("supervisor: every worker process was stopped on request; exiting")
+                self.exit_code = 0
             return False
         return True
 
@@ -383,6 +392,12 @@ class Supervisor:
             log = logger.info if child.stopped_clean else logger.warning
             log("%s stopped: %s", label, describe_exit(code))
             return
+        if code == 0 and started:  # a worker exits 0 only when asked to stop: by an operator, not a crash
+            child.stopped_on_request, child.restart_at = True, None
+            left = sum(not (c.gave_up or c.stopped_on_request) for c in self.children)
+            logger.warning("%s stopped on request (exit code 0): not restarted; %d of %d worker processes left",
+                           label, left, self.processes)
+            return
         decision = decide(self.policy, child.history, child.started_at if started else now, now, code)
         if decision.restart:
             child.restart_at = now + decision.delay
@@ -391,8 +406,8 @@ class Supervisor:
         else:
             child.gave_up, child.restart_at = True, None
             logger.error("%s exited: %s; not restarted: %s", label, describe_exit(code), decision.reason)
-            if not all(c.gave_up for c in self.children):
-                left = sum(not c.gave_up for c in self.children)
+            if not all(c.gave_up or c.stopped_on_request for c in self.children):
+                left = sum(not (c.gave_up or c.stopped_on_request) for c in self.children)
                 logger.error("supervisor: %d of %d worker processes left", left, self.processes)
 
     def _handle_signal(self, signum: int) -> None:

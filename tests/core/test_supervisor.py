@@ -263,6 +263,35 @@ def test_a_crash_loop_gives_up_that_slot_and_when_every_slot_gave_up_the_supervi
     assert "supervisor: every worker process has given up; exiting" in errors
 
 
+def test_a_child_stopped_on_request_is_not_restarted_and_when_all_are_the_supervisor_exits_0(fake, caplog) -> None:
+    """Probe: ``adminctl server stop`` on a child of ``runworker --processes 2`` stopped it cleanly, and the
+    supervisor started a new one a second later ("exited unexpectedly: exit code 0"). A worker exits 0
+    only when asked to stop: its slot stays empty; a crash is still restarted."""
+    sup, spawner, timer = fake
+    caplog.set_level(logging.INFO, "queuecore.supervisor")
+    sup.start()
+    a, b = spawner.procs
+    a.say_ready("host:100:aa")
+    b.say_ready("host:101:bb")
+    sup.step()
+    timer.now += 60
+    a.exit(0)
+    assert sup.step()
+    timer.now += 60
+    assert sup.step() and len(spawner.procs) == 2  # not restarted
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("WARNING", "worker process 1 (pid 100, server host:100:aa) stopped on request (exit code 0): not "
+                       "restarted; 1 of 2 worker processes left") in logged
+    b.exit(-signal.SIGKILL)  # a crash: restarted
+    sup.step()
+    timer.now += 1
+    assert sup.step() and len(spawner.procs) == 3
+    spawner.procs[2].exit(0)
+    assert not sup.step()
+    assert sup.exit_code == 0 and len(spawner.procs) == 3
+    assert "supervisor: every worker process was stopped on request; exiting" in caplog.messages
+
+
 def test_the_link_tells_the_supervisor_and_watches_it(monkeypatch) -> None:
     assert SupervisorLink.from_environ({}) is None
     link = SupervisorLink.from_environ({ENV_READY_FD: "7", ENV_PARENT_PID: "42", ENV_SLOT: "3"})

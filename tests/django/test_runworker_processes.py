@@ -318,3 +318,21 @@ def test_the_metrics_port_setting_is_served_once_by_the_supervisor(runworker, in
     assert "exited unexpectedly" not in sup.text() and "Address already in use" not in sup.text()
     assert sup.text().count(f"metrics on http://127.0.0.1:{port}/metrics") == 1
     assert {s.pid for s in servers} and all(not alive(s.pid) for s in servers)
+
+
+def test_a_child_an_operator_stops_stays_stopped_and_the_last_one_ends_runworker(
+        runworker, inspector: Inspector) -> None:
+    """Probe: ``adminctl server stop`` on a child of ``runworker --processes 2`` stopped it, and the
+    supervisor started a new one a second later. The slot now stays empty; stopping the other child
+    too ends ``runworker`` with exit code 0."""
+    sup = runworker("--processes", "2")
+    first, second = wait_servers(inspector, sup, 2)
+    inspector.stop_server(first.id)
+    wait_until(lambda: "stopped on request (exit code 0): not restarted; 1 of 2 worker processes left"
+               in sup.text(), 30, message="the supervisor to see the child stop")
+    assert not alive(first.pid) and [s.id for s in inspector.servers()] == [second.id]
+    assert "restarting worker process" not in sup.text() and sup.proc.poll() is None
+    inspector.stop_server(second.id)
+    assert sup.wait_exit() == 0
+    assert "every worker process was stopped on request; exiting" in sup.text()
+    assert inspector.servers() == []
