@@ -7,6 +7,11 @@ file is there, was written within ``max_age`` seconds (three heartbeat intervals
 heartbeat's own TTL in Redis), the worker's Redis answers a PING, and the worker's heartbeat is
 still in Redis. A stopped (SIGSTOP), hung, killed or Redis-less worker stops rewriting the file,
 so it goes stale within ``max_age``.
+
+One file per worker process: a worker that finds its file written by another live worker logs an
+ERROR (the check could not tell them apart), and removes the file on a clean stop only if it is its
+own. The children of ``runworker --processes N`` write ``<file>.1`` .. ``<file>.N``; the check given
+``<file>`` itself, when it does not exist, checks those (``check_health``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.keys import Keys
+from queuecore.core.limits import MAX_PROCESSES
 
 logger = logging.getLogger("queuecore.worker")
 
@@ -36,12 +42,15 @@ class LivenessFile:
             raise ConfigurationError(f"health_file {self.path!r}: the directory {directory!r} does not exist",
                                      field="health_file")
         self._failing = False  # a write failed: logged once, and again once it works
+        self._shared_with: str | None = None  # another live worker found writing this file (logged once)
+        self._interval = interval
         self._fixed = {"server_id": server_id, "pid": pid, "host": host, "key_prefix": key_prefix,
                        "heartbeat_interval": interval}
 
     def touch(self, status: str) -> None:
         """Replace the file atomically (a reader never sees half of it). A failed write (disk full,
         directory gone) is logged once, never raised: the heartbeat itself went through."""
+        self._check_owner()
         try:
             self._write(status)
         except OSError as exc:
@@ -68,7 +77,32 @@ class LivenessFile:
                 pass
             raise
 
+    def _read(self) -> dict[str, Any] | None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                info = json.load(f)
+        except (OSError, ValueError):
+            return None
+        return info if isinstance(info, dict) else None
+
+    def _check_owner(self) -> None:
+        """Log an ERROR (once per other writer) when the file holds another worker's recent heartbeat:
+        two workers given one file overwrite each other, and the check then follows either one."""
+        info = self._read()
+        other = info.get("server_id") if info else None
+        if not info or not other or other == self._fixed["server_id"] or other == self._shared_with:
+            return
+        written = info.get("heartbeat_at")
+        if isinstance(written, (int, float)) and time.time() - written <= 3 * self._interval:
+            self._shared_with = str(other)
+            logger.error("the health file %s is also written by worker %s (pid %s): give each worker a file of "
+                         "its own, or the health check cannot tell them apart", self.path, other, info.get("pid"))
+
     def remove(self) -> None:
+        """Remove the file on a clean stop, unless another worker wrote it last (it is then theirs)."""
+        info = self._read()
+        if info is not None and info.get("server_id") != self._fixed["server_id"]:
+            return
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -88,8 +122,26 @@ class HealthReport:
 def check_health(path: str | os.PathLike[str], redis_client: Any, *, max_age: float | None = None,
                  now: float | None = None) -> HealthReport:
     """Is the worker that writes ``path`` alive, and does its Redis answer? ``redis_client``: a
-    client of that Redis (short timeouts advised); ``max_age``: default three heartbeat intervals."""
+    client of that Redis (short timeouts advised); ``max_age``: default three heartbeat intervals.
+
+    When ``path`` does not exist but ``path.1``, ``path.2`` ... do (the children of ``runworker
+    --processes N``), every one of those is checked: healthy when none is unhealthy (a missing one is
+    a child stopped cleanly) and at least one is there."""
     path = os.fspath(path)
+    if not os.path.exists(path):
+        slots = [f"{path}.{n}" for n in range(1, MAX_PROCESSES + 1) if os.path.exists(f"{path}.{n}")]
+        if slots:
+            reports = [(slot, _check_one(slot, redis_client, max_age=max_age, now=now)) for slot in slots]
+            bad = [(slot, r) for slot, r in reports if not r.ok]
+            if bad:
+                return HealthReport(False, f"{len(bad)} of {len(reports)} worker processes unhealthy: "
+                                    + "; ".join(r.reason for _, r in bad))
+            return HealthReport(True, f"{len(reports)} worker processes ({path}.N) alive: "
+                                + "; ".join(r.reason for _, r in reports))
+    return _check_one(path, redis_client, max_age=max_age, now=now)
+
+
+def _check_one(path: str, redis_client: Any, *, max_age: float | None, now: float | None) -> HealthReport:
     try:
         with open(path, encoding="utf-8") as f:
             info = json.load(f)

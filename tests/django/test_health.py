@@ -262,3 +262,47 @@ def test_the_command_refuses_a_max_age_that_is_not_a_positive_finite_number(sett
     settings.QUEUECORE = {**settings.QUEUECORE, "HEALTH_FILE": str(tmp_path / "h.json")}
     with pytest.raises(CommandError, match="--max-age is out of range"):
         call_command("queuecore_healthcheck", max_age=bad)
+
+
+def test_two_workers_given_one_health_file_are_told_and_a_clean_stop_leaves_the_others(
+        make_worker, tmp_path, caplog):
+    """Probe: two workers given one health file overwrote each other without a word; after a kill -9 of
+    one the check stayed ok on the other's heartbeats, and a clean stop of one deleted the file the other
+    relied on. Each now logs an ERROR naming the other, and removes the file only if it is its own."""
+    shared = tmp_path / "same.json"
+    with caplog.at_level("ERROR", logger="queuecore.worker"):
+        first = make_worker(health_file=str(shared), heartbeat_interval=0.2)
+        wait_until(shared.exists, timeout=10)
+        second = make_worker(health_file=str(shared), heartbeat_interval=0.2)
+        wait_until(lambda: len([r for r in caplog.records if "is also written by worker" in r.getMessage()]) >= 2,
+                   timeout=10, message="both workers to see the other's heartbeat in the file")
+    said = {r.getMessage() for r in caplog.records if "is also written by worker" in r.getMessage()}
+    assert any(f"also written by worker {second.server_id}" in m for m in said)
+    assert any(f"also written by worker {first.server_id}" in m for m in said)
+    wait_until(lambda: json.loads(shared.read_text())["server_id"] == second.server_id, timeout=10)
+    first.shutdown()  # the file is the second's now: left in place
+    assert json.loads(shared.read_text())["server_id"] == second.server_id
+    second.shutdown()
+    assert not shared.exists()
+
+
+def test_the_check_of_a_file_that_runworker_processes_split_checks_every_child(make_worker, tmp_path, connection):
+    """Probe: with ``--processes 2`` the children write ``h.json.1`` and ``h.json.2``; the check given
+    ``h.json`` said "the worker is not running". It now checks every child's file."""
+    base = tmp_path / "h.json"
+    workers = [make_worker(health_file=f"{base}.{n}", heartbeat_interval=0.2) for n in (1, 2)]
+    wait_until(lambda: all(Path(f"{base}.{n}").exists() for n in (1, 2)), timeout=10)
+    client = connection.connect()
+    try:
+        report = check_health(base, client, max_age=30)
+        assert report.ok and report.reason.startswith(f"2 worker processes ({base}.N) alive: worker ")
+        workers[1].shutdown()  # stopped cleanly: its file is gone, the other is checked
+        assert check_health(base, client, max_age=30).ok
+        stale = Path(f"{base}.2")
+        stale.write_text(Path(f"{base}.1").read_text())
+        os.utime(stale, (time.time() - 100, time.time() - 100))  # a child killed long ago
+        report = check_health(base, client, max_age=30)
+        assert not report.ok and report.reason.startswith("1 of 2 worker processes unhealthy: worker ")
+        assert "last heartbeat 10" in report.reason
+    finally:
+        client.close()
