@@ -93,10 +93,13 @@ class LivenessFile:
         if not info or not other or other == self._fixed["server_id"] or other == self._shared_with:
             return
         written = info.get("heartbeat_at")
-        if isinstance(written, (int, float)) and time.time() - written <= 3 * self._interval:
-            self._shared_with = str(other)
-            logger.error("the health file %s is also written by worker %s (pid %s): give each worker a file of "
-                         "its own, or the health check cannot tell them apart", self.path, other, info.get("pid"))
+        if not isinstance(written, (int, float)) or time.time() - written > 3 * self._interval:
+            return  # stale: left by a worker that stopped
+        if info.get("host") == self._fixed["host"] and not _alive(info.get("pid")):
+            return  # left by a process that died here (the one this worker replaces, say)
+        self._shared_with = str(other)
+        logger.error("the health file %s is also written by worker %s (pid %s): give each worker a file of "
+                     "its own, or the health check cannot tell them apart", self.path, other, info.get("pid"))
 
     def remove(self) -> None:
         """Remove the file on a clean stop, unless another worker wrote it last (it is then theirs)."""
@@ -107,6 +110,19 @@ class LivenessFile:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+
+
+def _alive(pid: Any) -> bool:
+    """Whether a process with this pid runs on this host (any pid we may not signal counts as alive)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 @dataclass(frozen=True)

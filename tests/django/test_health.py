@@ -286,6 +286,28 @@ def test_two_workers_given_one_health_file_are_told_and_a_clean_stop_leaves_the_
     assert not shared.exists()
 
 
+def test_a_file_left_by_a_worker_that_died_here_is_not_taken_for_a_second_writer(tmp_path, caplog):
+    """A child started in place of one killed a second ago finds that one's recent heartbeat in its file:
+    the process is gone, so no ERROR; a live process's heartbeat there is one."""
+    from queuecore.core.liveness import LivenessFile
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(10)
+    path = tmp_path / "h.json.1"
+    live = LivenessFile(path, server_id="new", pid=os.getpid(), host="here", key_prefix="p", interval=5.0)
+    with caplog.at_level("ERROR", logger="queuecore.worker"):
+        path.write_text(json.dumps({"server_id": "killed", "pid": dead.pid, "host": "here",
+                                    "heartbeat_at": time.time()}))
+        live.touch("active")
+        assert not caplog.records
+        path.write_text(json.dumps({"server_id": "other", "pid": os.getppid(), "host": "here",
+                                    "heartbeat_at": time.time()}))
+        live.touch("active")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the health file {path} is also written by worker other (pid {os.getppid()}): give each worker a file of "
+        "its own, or the health check cannot tell them apart"]
+
+
 def test_the_check_of_a_file_that_runworker_processes_split_checks_every_child(make_worker, tmp_path, connection):
     """Probe: with ``--processes 2`` the children write ``h.json.1`` and ``h.json.2``; the check given
     ``h.json`` said "the worker is not running". It now checks every child's file."""
