@@ -389,7 +389,8 @@ def overview(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _alerts(ins: Inspector) -> dict[str, Any]:
-    return {"alerts": ins.alerts(), "pending_alerts": ins.pending_alerts()}
+    active, pending = ins.alerts_and_pending()
+    return {"alerts": active, "pending_alerts": pending}
 
 
 def _queue_page(request: HtmxHttpRequest, queues: list[Any], data: Any) -> dict[str, Any]:

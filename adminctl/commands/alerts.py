@@ -56,7 +56,7 @@ def alerts(app: App, pending: bool) -> None:
       adminctl alerts --json | jq -r '.[] | select(.severity == "critical") | .id'
       adminctl alerts --pending --json
     """
-    waiting = app.inspector.pending_alerts()
+    active, waiting = app.inspector.alerts_and_pending()
     if pending:
         if app.json:
             app.terminal.json([p.to_dict() for p in waiting])
@@ -65,7 +65,6 @@ def alerts(app: App, pending: bool) -> None:
         else:
             app.terminal.print(pending_table(waiting, app.now()))
         return
-    active = app.inspector.alerts()
     if app.json:
         app.terminal.json([a.to_dict() for a in active])
         return

@@ -438,13 +438,12 @@ class AlertEvaluator:
                 fire.append((a_id, alert.to_json()))
             else:  # pending: what it says now (since when it holds is the mark's)
                 pend.append((a_id, PendingAlert(alert, hold_for).to_json()))
+                if a_id not in pending:
+                    logger.info("alert %s pending: %s (fires if it still holds after %gs)", a_id, alert.message,
+                                hold_for)
         resolve = [a_id for a_id in (*active, *pending) if a_id not in holding]
         if not fire and not pend and not resolve:
             return []
-        for a_id, _ in pend:
-            if a_id not in pending:
-                logger.info("alert %s pending: %s (fires if it still holds after %gs)", a_id, holding[a_id].message,
-                            self._rules.hold_for(holding[a_id]))
         now = self._clock.now()
         held, fired, resolved = self._scripts.alerts_apply(self.holder, now_ms=to_ms(now),
                                                            lease_until_ms=to_ms(now + self.lease),
@@ -468,11 +467,6 @@ class AlertEvaluator:
 def active_alerts(scripts: Scripts) -> dict[str, Alert]:
     """The active alerts by id, from ``<prefix>:alerts``."""
     return alert_state(scripts)[0]
-
-
-def pending_alerts(scripts: Scripts) -> dict[str, PendingAlert]:
-    """The pending alerts by id (each as of its last evaluation round), from ``<prefix>:alerts``."""
-    return alert_state(scripts)[2]
 
 
 def alert_state(scripts: Scripts) -> tuple[dict[str, Alert], dict[str, float], dict[str, PendingAlert]]:

@@ -17,7 +17,7 @@ from typing import Any, cast
 import redis
 
 from queuecore.core import filters, queue_metrics, typestats
-from queuecore.core.alerts import Alert, PendingAlert, active_alerts, pending_alerts
+from queuecore.core.alerts import Alert, PendingAlert, alert_state
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.broker import Broker
 from queuecore.core.bulkjobs import CHUNK, BulkJob, BulkJobStore, BulkScope, run_job
@@ -1180,15 +1180,20 @@ class Inspector:
 
     # -- alerts (alerts.py) ------------------------------------------------------------------------
 
-    @translate
     def alerts(self) -> list[Alert]:
         """The active alerts, oldest first (fired by the worker that holds the evaluator lease)."""
-        return sorted(active_alerts(self.scripts).values(), key=lambda a: (a.since, a.id))
+        return self.alerts_and_pending()[0]
 
-    @translate
     def pending_alerts(self) -> list[PendingAlert]:
         """The alerts that hold but wait out their rule's ``for``, the first to fire first."""
-        return sorted(pending_alerts(self.scripts).values(), key=lambda p: (p.fires_at, p.alert.id))
+        return self.alerts_and_pending()[1]
+
+    @translate
+    def alerts_and_pending(self) -> tuple[list[Alert], list[PendingAlert]]:
+        """``alerts()`` and ``pending_alerts()`` from one read of the alerts' key."""
+        active, _, pending = alert_state(self.scripts)
+        return (sorted(active.values(), key=lambda a: (a.since, a.id)),
+                sorted(pending.values(), key=lambda p: (p.fires_at, p.alert.id)))
 
     # -- periodic tasks (periodic_admin.py) ---------------------------------------------------------
 
