@@ -219,6 +219,11 @@ class Child:
     history: SlotHistory = field(default_factory=SlotHistory)
     quiet_sent: bool = False
 
+    @property
+    def ended(self) -> bool:
+        """Left empty for good: given up, or stopped on request."""
+        return self.gave_up or self.stopped_on_request
+
     def label(self) -> str:
         pid = self.proc.pid if self.proc is not None else "-"
         server = f", server {self.server_id}" if self.server_id else ""
@@ -316,7 +321,7 @@ class Supervisor:
             logger.info("supervisor: every worker process has stopped (%s)",
                         "cleanly" if self.exit_code == 0 else "not all cleanly")
             return False
-        if all(c.gave_up or c.stopped_on_request for c in self.children):
+        if all(c.ended for c in self.children):
             if any(c.gave_up for c in self.children):
                 logger.error("supervisor: every worker process has given up%s; exiting",
                              " or was stopped on request" if any(c.stopped_on_request for c in self.children) else "")
@@ -394,7 +399,7 @@ class Supervisor:
             return
         if code == 0 and started:  # a worker exits 0 only when asked to stop: by an operator, not a crash
             child.stopped_on_request, child.restart_at = True, None
-            left = sum(not (c.gave_up or c.stopped_on_request) for c in self.children)
+            left = sum(not c.ended for c in self.children)
             logger.warning("%s stopped on request (exit code 0): not restarted; %d of %d worker processes left",
                            label, left, self.processes)
             return
@@ -406,8 +411,8 @@ class Supervisor:
         else:
             child.gave_up, child.restart_at = True, None
             logger.error("%s exited: %s; not restarted: %s", label, describe_exit(code), decision.reason)
-            if not all(c.gave_up or c.stopped_on_request for c in self.children):
-                left = sum(not (c.gave_up or c.stopped_on_request) for c in self.children)
+            if not all(c.ended for c in self.children):
+                left = sum(not c.ended for c in self.children)
                 logger.error("supervisor: %d of %d worker processes left", left, self.processes)
 
     def _handle_signal(self, signum: int) -> None:
