@@ -37,6 +37,12 @@ def enqueue_on_commit(task: Any, /, *args: Any, **kwargs: Any) -> str:
 
 def enqueue_on_commit_using(using: str, task: Any, /, *args: Any, **kwargs: Any) -> str:
     """``enqueue_on_commit`` waiting for the transaction of the database ``using``."""
+    if _manual_transaction(transaction.get_connection(using)):
+        # As Django's own on_commit: under set_autocommit(False) (or AUTOCOMMIT False) no commit is
+        # announced, and enqueuing at once would outlive a rollback.
+        raise transaction.TransactionManagementError(
+            f"enqueue_on_commit cannot be used in manual transaction management (autocommit is off on database "
+            f"{using!r}): wrap the work in transaction.atomic(), or commit first and enqueue with .enqueue()")
     target, payload, options, client = _resolve(task, args, kwargs)
     options.setdefault("task_id", uuid.uuid4().hex)
     client.check(target, payload, **options)  # fail here, not after the commit
@@ -59,6 +65,17 @@ def enqueue_on_commit_using(using: str, task: Any, /, *args: Any, **kwargs: Any)
 
     transaction.on_commit(enqueue_now, using=using)
     return task_id
+
+
+def _manual_transaction(connection: Any) -> bool:
+    """True when ``connection`` runs with autocommit off outside an atomic block. Read without
+    connecting (a connection is not opened on the event loop): one not yet open will start as its
+    ``AUTOCOMMIT`` setting says."""
+    if connection.in_atomic_block:
+        return False
+    if connection.connection is None:
+        return not connection.settings_dict.get("AUTOCOMMIT", True)
+    return not connection.autocommit
 
 
 def _resolve(task: Any, args: tuple[Any, ...], kwargs: dict[str, Any]

@@ -162,3 +162,29 @@ def test_outside_a_transaction_the_enqueue_error_is_the_callers(qsettings):
     enqueue_on_commit("tests.autodiscovered", {"value": 3}, unique_for=60)
     with pytest.raises(DuplicateTask):
         enqueue_on_commit("tests.autodiscovered", {"value": 3}, unique_for=60)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_manual_transaction_management_is_refused_as_django_does(qsettings):
+    """Under set_autocommit(False) there is no atomic block: enqueuing at once would outlive a rollback
+    (it did), so the call is refused, as Django's own on_commit refuses it, and nothing is enqueued."""
+    from django.contrib.auth.models import Group
+
+    transaction.set_autocommit(False)
+    try:
+        Group.objects.create(name="manual")
+        with pytest.raises(transaction.TransactionManagementError, match="manual transaction management"):
+            enqueue_on_commit("tests.autodiscovered", {"value": 1}, task_id="manual-1")
+        transaction.rollback()
+    finally:
+        transaction.set_autocommit(True)
+    assert task_state("manual-1") is None
+    assert not Group.objects.filter(name="manual").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_autocommit_still_enqueues_at_once_after_manual_mode_ends(qsettings):
+    transaction.set_autocommit(False)
+    transaction.set_autocommit(True)
+    task_id = enqueue_on_commit("tests.autodiscovered", {"value": 1})
+    assert task_state(task_id) == "pending"
