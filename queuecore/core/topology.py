@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import re
 import time
 from collections.abc import Mapping
@@ -107,7 +108,8 @@ def _check_single(url: str, scheme: str) -> None:
     know or a value it cannot take."""
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018
+        if scheme != "unix" and parts.port == 0:  # redis-py would take port 0 for "none given": 6379
+            raise ValueError("port 0 is not a port (a port from 1 to 65535)")
         if scheme != "unix" and parts.path not in ("", "/") and not re.fullmatch(r"/\d{1,5}", parts.path):
             raise ValueError(f"the path {parts.path!r} is not a database number (as in /0)")
         pool = redis.ConnectionPool.from_url(url)  # parses each option's value; connects to nothing
@@ -116,8 +118,24 @@ def _check_single(url: str, scheme: str) -> None:
             raise ValueError(f"unknown option {unknown[0]!r}")
         if pool.connection_kwargs.get("protocol", 2) not in (2, 3, "2", "3"):
             raise ValueError("protocol must be 2 or 3")
+        _check_option_values(pool.connection_kwargs)
     except (ValueError, redis.RedisError) as exc:
         raise _refuse(url, str(exc)) from None
+
+
+def _check_option_values(options: Mapping[str, Any]) -> None:
+    """Refuse option values redis-py parses but fails on at the first command (or misreads)."""
+    for name in ("socket_timeout", "socket_connect_timeout", "timeout"):
+        value = options.get(name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be a number of seconds above 0, got {value!r}")
+    for name in ("health_check_interval", "socket_read_size"):
+        value = options.get(name)
+        if value is not None and value < 0:
+            raise ValueError(f"{name} must not be negative, got {value!r}")
+    cert_reqs = options.get("ssl_cert_reqs")
+    if isinstance(cert_reqs, str) and cert_reqs not in _CERT_REQS:
+        raise ValueError(f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}")
 
 
 @functools.cache

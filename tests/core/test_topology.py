@@ -47,6 +47,15 @@ def test_a_plain_url_stays_redis_pys() -> None:
     ("redis://h:6379/0?db=x", "Invalid value for 'db'"),
     ("redis://h:6379/abc", "not a database number"),
     ("redis://h:6379/0?protocol=9", "protocol must be 2 or 3"),
+    # parsed by redis-py, but port 0 meant its default 6379 (an enqueue reached another server), and
+    # these values failed only at the first command, with redis-py's own error
+    ("redis://h:0/0", "port 0 is not a port"),
+    ("redis://h:0", "port 0 is not a port"),
+    ("redis://h:6379/0?socket_timeout=-1", "socket_timeout must be a number of seconds above 0"),
+    ("redis://h:6379/0?socket_timeout=nan", "socket_timeout must be"),
+    ("redis://h:6379/0?socket_connect_timeout=0", "socket_connect_timeout must be"),
+    ("redis://h:6379/0?health_check_interval=-3", "health_check_interval must not be negative"),
+    ("rediss://h:6379/0?ssl_cert_reqs=bogus", "ssl_cert_reqs must be one of none, optional, required"),
     ("redis+cluster://" + ",".join(f"h{i}:1" for i in range(65)), "at most 64"),
     ("redis+sentinel://h:26379/m/16", "not a number from 0 to 15"),
     ("redis+sentinel://h:26379/m/\u00b2", "not a number from 0 to 15"),  # a digit to isdigit(), not to int()
