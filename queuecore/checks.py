@@ -34,7 +34,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         return [Error("QUEUECORE must be a dict.", hint="QUEUECORE = {'REDIS_URL': 'redis://...'}",
                       id="queuecore.E001")]
     messages: list[Any] = []
-    unknown = sorted(set(raw_user) - KNOWN_KEYS)
+    unknown = sorted(repr(key) if not isinstance(key, str) else key for key in set(raw_user) - KNOWN_KEYS)
     if unknown:
         messages.append(Warning(f"QUEUECORE has unknown key(s): {', '.join(unknown)}.",
                                 hint=f"Known keys: {', '.join(sorted(KNOWN_KEYS))}.", id="queuecore.W001"))

@@ -65,6 +65,12 @@ def test_check_reports_a_bad_value_naming_its_key(manage, queuecore, env, expect
     assert expected in checked.stderr, checked.stderr
 
 
+def test_a_key_that_is_not_a_string_is_an_unknown_key_not_a_traceback(manage) -> None:
+    checked = manage("check", queuecore='{5: 1, "ZZZ": 2}')
+    assert "Traceback" not in checked.stderr, checked.stderr
+    assert "queuecore.W001) QUEUECORE has unknown key(s): 5, ZZZ." in checked.stderr, checked.stderr
+
+
 def test_check_passes_when_nothing_is_wrong(manage) -> None:
     checked = manage("check", queuecore='{"TASK_MODULES": ["tests.helpers.proc_tasks"]}')
     assert checked.returncode == 0, checked.stderr
@@ -75,7 +81,14 @@ def test_check_passes_when_nothing_is_wrong(manage) -> None:
     ('{"REDIS_URL": 5}', {}, "CommandError: QUEUECORE['REDIS_URL']: the Redis URL must be a non-empty string"),
     ("{}", {"QUEUECORE_KEY_PREFIX": "a b"}, "CommandError: QUEUECORE['KEY_PREFIX']: invalid key prefix 'a b'"),
     ('{"TASK_MODULES": ["no.such.module"]}', {}, "CommandError: QUEUECORE['TASK_MODULES']: cannot import"),
-    ('{"STRICT_PRIORITY": "false"}', {}, "CommandError: strict_priority must be True or False, got 'false'"),
+    ('{"STRICT_PRIORITY": "false"}', {}, "CommandError: QUEUECORE['STRICT_PRIORITY']: strict_priority must be True"),
+    # what --skip-checks let through: the defaults' Redis for a QUEUECORE that is not a dict, a traceback
+    # for a METRICS port 'abc', metrics served on port 1 for True
+    ("None", {}, "CommandError: QUEUECORE must be a dict. (queuecore.E001)"),
+    ("['x']", {}, "CommandError: QUEUECORE must be a dict. (queuecore.E001)"),
+    ('{"METRICS": {"PORT": "abc"}}', {}, "CommandError: QUEUECORE['METRICS']: PORT must be a port number"),
+    ('{"METRICS": {"PORT": True}}', {}, "CommandError: QUEUECORE['METRICS']: PORT must be a port number"),
+    ('{"LOG_FORMAT": None}', {}, "CommandError: QUEUECORE['LOG_FORMAT']"),
 ])
 def test_runworker_refuses_a_bad_value_in_one_line(manage, queuecore, env, expected) -> None:
     # With the system checks (the default) they refuse it; without them (--skip-checks), runworker does.
@@ -91,10 +104,10 @@ def test_runworker_refuses_a_bad_value_in_one_line(manage, queuecore, env, expec
     ({"REDIS_URL": "redis://127.0.0.1:6379/0?bogus=1"}, r"QUEUECORE\['REDIS_URL'\]: invalid Redis URL"),
     ({"DEFAULT_RETENTION": -1}, r"QUEUECORE\['DEFAULT_RETENTION'\]: default_retention is out of range"),
     ({"TASK_MODULES": "x"}, r"QUEUECORE\['TASK_MODULES'\] must be a list of dotted module paths"),
-    ({"MIDDLEWARE": ["os.sep"]}, r"^middleware must be a list of callables"),
-    ({"MIDDLEWARE": [5]}, r"^middleware: expected a dotted path \(a string\), got 5"),
-    ({"MIDDLEWARE": "a.b"}, r"^middleware must be a list of dotted paths"),
-    ({"RETRY_DELAY": "no.such.func"}, r"^retry_delay: cannot import 'no.such.func'"),
+    ({"MIDDLEWARE": ["os.sep"]}, r"^QUEUECORE\['MIDDLEWARE'\]: middleware must be a list of callables"),
+    ({"MIDDLEWARE": [5]}, r"^QUEUECORE\['MIDDLEWARE'\]: expected a dotted path \(a string\), got 5"),
+    ({"MIDDLEWARE": "a.b"}, r"^QUEUECORE\['MIDDLEWARE'\] must be a list of dotted paths"),
+    ({"RETRY_DELAY": "no.such.func"}, r"^QUEUECORE\['RETRY_DELAY'\]: cannot import 'no.such.func'"),
 ])
 def test_call_command_runworker_raises_command_error(settings, value, expected) -> None:
     settings.QUEUECORE = value

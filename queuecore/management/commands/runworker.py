@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from queuecore.checks import check_settings
 from queuecore.conf import get_config, import_task_modules, setting_message
 from queuecore.core.config import parse_queues
 from queuecore.core.errors import ConfigurationError
@@ -50,6 +51,11 @@ class Command(BaseCommand):
         link = SupervisorLink.from_environ()  # set when a supervisor (runworker --processes) started this one
         # Under a supervisor a configuration error exits with EX_CONFIG, so that it is not started again.
         error_code = EX_CONFIG if link is not None else 1
+        # The settings checks again, here: with --skip-checks Django runs none, and a worker must not start
+        # on settings they refuse (QUEUECORE = None ran on the defaults; a METRICS port 'abc' raised).
+        refused = [m for m in check_settings() if m.is_serious()]
+        if refused:
+            raise CommandError(f"{refused[0].msg} ({refused[0].id})", returncode=error_code)
         try:
             config = get_config()
         except ConfigurationError as exc:
