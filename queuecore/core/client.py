@@ -62,6 +62,20 @@ def _seconds(value: Any, name: str, allowed: Range) -> float:
     return allowed.check(value, name, InvalidOption)
 
 
+def check_default_values(options: dict[str, Any]) -> None:
+    """Check the values of the enqueue options a task type sets as its defaults (``@task(queue=...,
+    max_retry=...)``) as an enqueue checks them: where the type is defined, not at its every enqueue."""
+    if options.get("queue") is not None:
+        validate_queue_name(options["queue"])
+    if options.get("max_retry") is not None:
+        MAX_RETRY.check(options["max_retry"], "max_retry", InvalidOption)
+    if options.get("priority") is not None:
+        PRIORITY.check(options["priority"], "priority", InvalidOption)
+    for name, allowed in (("timeout", TIMEOUT), ("retention", RETENTION), ("unique_for", UNIQUE_FOR)):
+        if options.get(name) is not None:
+            _seconds(options[name], name, allowed)
+
+
 def _timestamp(value: Any, name: str, now: float) -> float:
     """A point in time (an aware datetime, a naive one in local time as ``datetime.timestamp`` reads
     it, or unix seconds) from 1970-01-01 UTC to ``MAX_DURATION`` after now, else ``InvalidOption``."""

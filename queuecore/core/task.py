@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from queuecore.core.client import Client, get_default_client
+from queuecore.core.client import Client, check_default_values, get_default_client
+from queuecore.core.errors import ConfigurationError
 from queuecore.core.flow import TaskLimits
 from queuecore.core.registry import DEFAULT_OPTIONS, Handler, TaskRegistry, TaskRequest, check_options, default_registry
 from queuecore.core.results import TaskHandle
@@ -61,10 +62,14 @@ def task(func: Callable[..., Any] | None = None, *, name: str | None = None,
     callable of the payload) to keep those limits per value, say per tenant (``flow.py``).
     """
     check_options(options, DEFAULT_OPTIONS)
+    check_default_values(options)
+    if retry_delay is not None and not callable(retry_delay):
+        raise ConfigurationError(f"retry_delay must be a callable (attempt, error) -> seconds, got {retry_delay!r}",
+                                 field="retry_delay")
     limits = TaskLimits.build(concurrency_limit, rate_limit, limit_key)
 
     def decorate(f: Callable[..., Any]) -> TaskFunction:
-        type_name = name or f"{f.__module__}.{f.__qualname__}"
+        type_name = f"{f.__module__}.{f.__qualname__}" if name is None else name
         return (registry or default_registry).register(TaskFunction(f, type_name, dict(options), retry_delay,
                                                                        limits))
 

@@ -21,6 +21,7 @@ from queuecore import (
     TaskRegistry,
     TaskRequest,
     WorkerConfig,
+    task,
 )
 from queuecore.core.acker import Acker
 from queuecore.core.clock import to_ms
@@ -318,3 +319,29 @@ def test_a_corrupt_task_hash_costs_no_other_task_its_lease_renewal(redis_client,
                                                  "a3": to_ms(now + 600)}
     assert read_zset(redis_client, other.active) == {"b1": to_ms(now + 600)}
     assert lost == []
+
+
+@pytest.mark.parametrize(("options", "refusal"), [
+    ({"timeout": -5}, "timeout is out of range"),
+    ({"max_retry": "x"}, "max_retry must be a whole number"),
+    ({"queue": "a/b"}, "invalid queue name 'a/b'"),
+    ({"priority": 1000}, "priority is out of range"),
+    ({"retention": -1}, "retention is out of range"),
+    ({"unique_for": 0}, "unique_for is out of range"),
+    ({"retry_delay": "not a callable"}, "retry_delay must be a callable"),
+    ({"name": ""}, "invalid task type ''"),
+])
+def test_task_defaults_are_checked_where_the_type_is_defined(options: dict[str, Any], refusal: str) -> None:
+    """Each of these decorated without a word, and then every enqueue of the type failed (a bad
+    retry_delay only warned at each failure; name="" fell back to module.function)."""
+    types = TaskRegistry()
+    with pytest.raises(ConfigurationError, match=refusal):
+        task(registry=types, **options)(lambda: None)
+    assert types.names() == []
+
+
+def test_good_task_defaults_still_register() -> None:
+    types = TaskRegistry()
+    defined = task(name="bounds.defaults", registry=types, queue="low", max_retry=-1, priority=5, timeout=0.5,
+                   retention=0, unique_for=timedelta(seconds=1), retry_delay=lambda attempt, error: 1.0)(lambda: None)
+    assert types.names() == ["bounds.defaults"] and defined.options["priority"] == 5
