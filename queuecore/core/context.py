@@ -150,7 +150,9 @@ def reset_current(token: contextvars.Token[TaskContext | None]) -> None:
 
 
 class Middleware(Protocol):
-    """Wraps the start of every handler: ``middleware(ctx, call_next)`` returns ``call_next()``."""
+    """Wraps every handler: ``middleware(ctx, call_next)`` returns ``call_next()``. For an async handler
+    that is its coroutine, not yet run: a middleware that acts after the run returns a coroutine of
+    its own awaiting it (``queuecore.middleware.django_db_connections``)."""
 
     def __call__(self, ctx: TaskContext, call_next: Callable[[], Any]) -> Any: ...
 
