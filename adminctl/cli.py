@@ -22,6 +22,7 @@ from queuecore.core.errors import (
     QueuecoreError,
     RedisFull,
     RedisUnavailable,
+    WrongServer,
 )
 from queuecore.core.redis_errors import is_connection_error, unreachable_message
 
@@ -52,7 +53,7 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 def exit_code_for(exc: BaseException) -> int | None:
     """The exit code of a known error, ``None`` for anything else (a bug)."""
-    if _unreachable(exc):
+    if _unreachable(exc) or isinstance(exc, WrongServer):  # WrongServer: a Redis URL to correct
         return EXIT_UNAVAILABLE
     if isinstance(exc, ConfigurationError) and not isinstance(exc, InvalidOption):  # InvalidOption: refused input
         return EXIT_UNAVAILABLE
@@ -72,7 +73,7 @@ def error_message(exc: BaseException, app: App) -> str:
         if not isinstance(exc, BrokerError):
             text = unreachable_message(exc) if _unreachable(exc) else f"Redis error: {text}"
         where = app.redacted_url
-        if _unreachable(exc) and where:
+        if (_unreachable(exc) or isinstance(exc, WrongServer)) and where:
             text += f" (Redis at {where}; set --redis-url or QUEUECORE_REDIS_URL)"
         elif isinstance(exc, RedisFull):
             text += (" — make room: delete archived or completed tasks (`task delete-all QUEUE archived`), "

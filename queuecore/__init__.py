@@ -43,6 +43,7 @@ from queuecore.core.errors import (
     TaskWasArchived,
     TaskWasCancelled,
     WrongKeyType,
+    WrongServer,
 )
 from queuecore.core.flow import LimitInfo, LimitUsage, Snooze
 from queuecore.core.inspector import Inspector
@@ -118,6 +119,7 @@ __all__ = [
     "WorkerConfig",
     "WorkerInfo",
     "WrongKeyType",
+    "WrongServer",
     "current_task",
     "default_registry",
     "default_retry_delay",

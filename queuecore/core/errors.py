@@ -93,6 +93,12 @@ class BrokerError(QueuecoreError):
     cross-slot refusal, an argument Redis rejects)."""
 
 
+class WrongServer(BrokerError):
+    """The server the Redis URL names is not what the URL says: no cluster node behind a
+    ``redis+cluster://`` URL, no sentinel behind a ``redis+sentinel://`` one, or a database number
+    beyond what that Redis has. A setting to correct, not an outage."""
+
+
 class RedisUnavailable(BrokerError):
     """Redis could not be reached: connection refused or lost, a timeout, a cluster failing over, a
     sentinel naming no master."""

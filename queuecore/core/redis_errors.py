@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
+import redis.sentinel
 
-from queuecore.core.errors import BrokerError, RedisFull, RedisUnavailable, WrongKeyType
+from queuecore.core.errors import BrokerError, RedisFull, RedisUnavailable, WrongKeyType, WrongServer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,6 +51,10 @@ def unavailable_reason(exc: BaseException) -> str:
     if isinstance(exc, redis.exceptions.InvalidResponse):
         return f"the server at that address does not answer in Redis's protocol ({exc})"
     text = str(exc) or type(exc).__name__
+    if isinstance(exc, redis.sentinel.MasterNotFoundError) and " : " in text:
+        # redis-py appends each sentinel's client repr (a line of 1,400 characters); its error kinds suffice
+        kinds = ", ".join(dict.fromkeys(re.findall(r" - ([\w:]+)", text))) or "no answer"
+        return f"{text.split(' : ', 1)[0]}: no sentinel named one ({kinds})"
     if isinstance(exc, redis.ConnectionError) and text.startswith("Connection closed by server"):
         # No reply at all: what PostgreSQL, say, does with a Redis command, or a TLS-only Redis
         return (f"{text.rstrip('.')} without a reply: a Redis restarting, or a port that speaks another protocol "
@@ -104,7 +110,7 @@ class _BrokerErrors:
             if cluster_unreachable(exc):
                 raise RedisUnavailable(unreachable_message(exc)) from exc
             if not_a_cluster(exc):
-                raise BrokerError("the redis+cluster:// URL names a server that is not a Redis Cluster node "
+                raise WrongServer("the redis+cluster:// URL names a server that is not a Redis Cluster node "
                                   "(cluster mode is not enabled there): use redis:// for one server") from exc
             raise BrokerError(f"the Redis Cluster refused the operation: {exc}") from exc
         if isinstance(exc, redis.ResponseError):
@@ -113,6 +119,13 @@ class _BrokerErrors:
                 raise RedisFull(full_message(text)) from exc
             if is_wrong_type(text):
                 raise WrongKeyType(wrong_type_message(text)) from exc
+            if "unknown command 'SENTINEL'" in text:
+                raise WrongServer("the redis+sentinel:// URL names a server that is not a sentinel (it does not know "
+                                  "the SENTINEL command): list the sentinels' addresses, or use redis:// for "
+                                  "one server") from exc
+            if "DB index is out of range" in text:
+                raise WrongServer("the URL's database number is beyond those this Redis has (its 'databases' "
+                                  f"setting; 16 by default: 0 to 15): {text}") from exc
             raise BrokerError(f"Redis refused the operation: {text}") from exc
 
 

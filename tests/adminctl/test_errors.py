@@ -72,12 +72,35 @@ def test_a_cluster_url_with_no_cluster_behind_it_is_a_clear_error(adminctl, redi
     down = adminctl("--redis-url", nobody, "queue", "ls", connect=False)
     assert down.code == 2 and down.stderr.startswith("error: Redis is unreachable: "), down
     wrong = adminctl("--redis-url", plain, "--json", "stats", connect=False)
-    assert wrong.code == 1 and "is not a Redis Cluster node (cluster mode is not enabled there)" in wrong.stderr
+    assert wrong.code == 2 and "is not a Redis Cluster node (cluster mode is not enabled there)" in wrong.stderr
     assert "unexpected" not in down.stderr + wrong.stderr and "Traceback" not in down.stderr + wrong.stderr
     with pytest.raises(RedisUnavailable):
         Client(redis_url=nobody)
     with pytest.raises(BrokerError, match="not a Redis Cluster node"):
         Client(redis_url=plain)
+
+
+def test_a_url_naming_the_wrong_kind_of_server_is_a_setting_error_in_one_line(adminctl, redis_url: str) -> None:
+    """A sentinel URL on a plain Redis, or a database number that Redis does not have, exited 1 with
+    Redis's own words ("unknown command 'SENTINEL'"); a sentinel URL where no sentinel answers printed
+    redis-py's client repr, a line of about 1,400 characters. Each is a setting to correct: exit 2."""
+    from queuecore import WrongServer
+    from tests.conftest import free_port
+
+    address = redis_url.split("://", 1)[1].split("/", 1)[0]
+    not_sentinel = adminctl("--redis-url", f"redis+sentinel://{address}/mymaster", "queue", "ls", connect=False)
+    assert not_sentinel.code == 2, not_sentinel
+    assert "names a server that is not a sentinel" in not_sentinel.stderr, not_sentinel
+    no_db = adminctl("--redis-url", f"redis://{address}/99", "queue", "ls", connect=False)
+    assert no_db.code == 2 and "database number is beyond those this Redis has" in no_db.stderr, no_db
+    nobody = adminctl("--redis-url", f"redis+sentinel://127.0.0.1:{free_port()}/mymaster", "queue", "ls",
+                      connect=False)
+    assert nobody.code == 2 and nobody.stderr.startswith("error: Redis is unreachable: No master found"), nobody
+    assert len(nobody.stderr) < 300 and "ConnectionPool" not in nobody.stderr, nobody.stderr
+    for run in (not_sentinel, no_db, nobody):
+        assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr, run
+    with pytest.raises(WrongServer, match="not a sentinel"):
+        Client(redis_url=f"redis+sentinel://{address}/mymaster").enqueue("t.x", {})
 
 
 def test_a_type_name_no_task_can_have_and_a_zero_pause_are_usage_errors(adminctl, client: Client) -> None:
