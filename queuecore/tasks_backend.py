@@ -31,8 +31,12 @@ in ``QUEUECORE['TASK_MODULES']``). Nothing is ever imported from a name stored i
   cancelled or archived by an operator).
 - The worker sends ``task_started`` as each attempt starts and ``task_finished`` when the task is
   finished: after a success, or a failure that will not be retried (a failed attempt that will be
-  retried is READY again, and sends nothing). A ``takes_context`` task gets a ``TaskContext`` whose
-  ``attempt`` is the attempt's number.
+  retried is READY again, and sends nothing). Receivers run in sync code (an async task's in a thread,
+  off the event loop: they may use the ORM); a receiver's exception fails the attempt, as in Django's
+  own backends. A ``takes_context`` task gets a ``TaskContext`` whose ``attempt`` is the attempt's
+  number; its ``task_result`` (and the signals') is the task as ``get_result`` shows it, the earlier
+  attempts' errors, worker ids and first start included (read from the task's attempt history: one
+  ``HMGET`` on a retry, nothing on a first attempt).
 """
 
 from __future__ import annotations
@@ -44,17 +48,20 @@ from datetime import UTC, datetime, timedelta
 from traceback import format_exception
 from typing import Any
 
+import redis
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core import checks
 from django.utils import timezone
 
 from queuecore.core import limits
-from queuecore.core.attempts import ATTEMPT_LINE_ERROR_CHARS, one_line
+from queuecore.core.attempts import ATTEMPT_LINE_ERROR_CHARS, one_line, parse_attempts
 from queuecore.core.client import get_default_client
+from queuecore.core.context import TaskContext as QueuecoreContext
 from queuecore.core.context import current_task
 from queuecore.core.errors import ConfigurationError, PayloadMismatch, TaskNotFound
 from queuecore.core.keys import validate_queue_name
-from queuecore.core.message import TaskInfo
+from queuecore.core.message import AttemptInfo, TaskInfo
 from queuecore.core.outcome import class_path, classify, decide
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.registry import Handler, default_registry
@@ -192,17 +199,43 @@ def _bind(task: Task, args: list[Any], kwargs: dict[str, Any]) -> None:
         raise PayloadMismatch(f"the arguments do not fit task {task.module_path}: {exc}") from None
 
 
+def _text(value: Any) -> str | None:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _history(ctx: QueuecoreContext) -> tuple[list[AttemptInfo], str | None]:
+    """The running task's earlier attempts and its last error, read from its hash (one ``HMGET`` of two
+    fields) when it has had any (every failed attempt, a lost one included, counts in ``retried``; a
+    first attempt reads nothing); none when Redis cannot tell (the attempt runs on regardless)."""
+    if ctx.retried <= 0:
+        return [], None
+    client = get_default_client()
+    try:
+        attempts, error = client.redis.hmget(client.keys.queue(ctx.queue).task(ctx.id), ["attempts", "error"])
+    except redis.RedisError:
+        return [], None
+    return parse_attempts(_text(attempts)), _text(error) or None
+
+
 def _running_result(handler: _TaskHandler, args: list[Any], kwargs: dict[str, Any], backend: str,
                     run_after: str | None) -> TaskResult:
-    """This attempt as a RUNNING ``TaskResult``, for the signals and a ``takes_context`` task."""
+    """This attempt as a RUNNING ``TaskResult``, for the signals and a ``takes_context`` task: the task
+    as ``get_result`` shows it (the earlier attempts' errors, worker ids and first start, from the task's
+    attempt history), with this attempt's worker id and start."""
     ctx = current_task()
     task = _task_as_enqueued(handler.task, ctx.queue, backend, ctx.priority, run_after)
     now = timezone.now()
+    history, last_error = _history(ctx)
+    worker_ids = [""] * ctx.retried + [ctx.worker_id]  # one per attempt: TaskContext.attempt is this one's
+    for attempt in history:
+        if 1 <= attempt.number <= ctx.retried:
+            worker_ids[attempt.number - 1] = attempt.worker or ""
+    starts = [_site_time(start) for a in history if (start := a.started_at or a.fetched_at) is not None]
     return TaskResult(
         task=task, id=result_id(ctx.queue, ctx.id), status=TaskResultStatus.RUNNING,
-        enqueued_at=_datetime(ctx.enqueued_at), started_at=now, finished_at=None, last_attempted_at=now,
-        args=args, kwargs=kwargs, backend=backend, errors=[],
-        worker_ids=[""] * ctx.retried + [ctx.worker_id],  # one per attempt: TaskContext.attempt is this one's
+        enqueued_at=_datetime(ctx.enqueued_at), started_at=min([now, *starts]), finished_at=None,
+        last_attempted_at=now, args=args, kwargs=kwargs, backend=backend, errors=_errors(history, last_error),
+        worker_ids=worker_ids,
     )
 
 
@@ -226,7 +259,9 @@ def _final(error: BaseException) -> bool:
 
 class _Attempt:
     """One attempt of a Django task in the worker, as the sync and async runners share it: binds the
-    arguments, sends ``task_started``, and on its end ``task_finished`` when that end finishes the task."""
+    arguments, sends ``task_started``, and on its end ``task_finished`` when that end finishes the task.
+    Its methods (and the signals' receivers) run in sync code: an async task's runner calls them in a
+    thread (``_off_the_loop``), so receivers may use the ORM, as with Django's own backends."""
 
     def __init__(self, handler: _TaskHandler, args: list[Any] | None, kwargs: dict[str, Any] | None,
                  backend: str, run_after: str | None) -> None:
@@ -267,16 +302,33 @@ def _sync_runner(handler: _TaskHandler) -> Callable[..., Any]:
     return run
 
 
+async def _off_the_loop(func: Callable[..., Any], *args: Any) -> Any:
+    """``func(*args)`` in sync code, in a thread of the event loop's executor (a receiver that uses the ORM
+    would raise ``SynchronousOnlyOperation`` on the loop), with the task's context; the database
+    connections of that thread are closed before and after when stale, as around a request or a sync
+    task (``queuecore.middleware``). A receiver's exception is raised here, as from a sync task's."""
+    from django.db import close_old_connections
+
+    def call() -> Any:
+        close_old_connections()
+        try:
+            return func(*args)
+        finally:
+            close_old_connections()
+
+    return await sync_to_async(call, thread_sensitive=False)()
+
+
 def _async_runner(handler: _TaskHandler) -> Callable[..., Any]:
     async def run(args: list[Any] | None = None, kwargs: dict[str, Any] | None = None,
                   backend: str = DEFAULT_TASK_BACKEND_ALIAS, run_after: str | None = None) -> Any:
-        attempt = _Attempt(handler, args, kwargs, backend, run_after)
+        attempt = await _off_the_loop(_Attempt, handler, args, kwargs, backend, run_after)
         try:
             value = normalize_json(await attempt.result.task.func(*attempt.context, *attempt.args, **attempt.kwargs))
         except BaseException as exc:
-            attempt.failed(exc)
+            await _off_the_loop(attempt.failed, exc)
             raise
-        return attempt.succeeded(value)
+        return await _off_the_loop(attempt.succeeded, value)
 
     run.__name__ = run.__qualname__ = handler.task.func.__name__
     return run
@@ -291,6 +343,10 @@ class QueuecoreBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self._queues_setting = params.get("QUEUES")  # as given (self.queues is a set of it): for the checks
 
     # -- tasks ------------------------------------------------------------------------------------
 
@@ -391,7 +447,7 @@ class QueuecoreBackend(BaseTaskBackend):
             enqueued_at=_site_time(info.enqueued_at), started_at=_site_time(min(starts) if starts else None),
             finished_at=_site_time(finished_at), last_attempted_at=_site_time(max(starts) if starts else None),
             args=args, kwargs=kwargs, backend=backend,
-            errors=_errors(info), worker_ids=worker_ids,
+            errors=_errors(info.attempts, info.last_error), worker_ids=worker_ids,
         )
         if info.state is TaskState.COMPLETED:
             object.__setattr__(result, "_return_value", info.result)
@@ -421,7 +477,15 @@ class QueuecoreBackend(BaseTaskBackend):
             served = set(get_config().worker_config().queues)
         except Exception:  # reported by queuecore's own checks
             served = set()
-        for queue in sorted(self.queues):
+        if isinstance(self._queues_setting, str):
+            messages.append(checks.Error(f"{where}['QUEUES'] must be a list of queue names, not a string "
+                                         f"({self._queues_setting!r}: each of its letters is taken as a queue).",
+                                         hint=f"{where}['QUEUES'] = [{self._queues_setting!r}]", id="queuecore.E102"))
+        for queue in sorted(self.queues, key=lambda name: (not isinstance(name, str), str(name))):
+            if not isinstance(queue, str):
+                messages.append(checks.Error(f"{where}['QUEUES'] has {queue!r}, which is not a queue name (a string).",
+                                             id="queuecore.E102"))
+                continue
             try:
                 validate_queue_name(queue)
             except ConfigurationError as exc:
@@ -431,7 +495,8 @@ class QueuecoreBackend(BaseTaskBackend):
                 messages.append(checks.Warning(
                     f"{where}['QUEUES'] has {queue!r}, which QUEUECORE['QUEUES'] does not list: runworker "
                     "does not serve it unless started with --queues.", id="queuecore.W102"))
-        if self.options.get("RETENTION") == 0:
+        retention = self.options.get("RETENTION")
+        if retention is not None and not isinstance(retention, bool) and _seconds(retention) == 0:
             messages.append(checks.Warning(
                 f"{where}['OPTIONS']['RETENTION'] is 0: results are not kept, and get_result() fails once a task "
                 "has finished.", id="queuecore.W101"))
@@ -442,13 +507,13 @@ class QueuecoreBackend(BaseTaskBackend):
         return messages
 
 
-def _errors(info: TaskInfo) -> list[TaskError]:
+def _errors(attempts: list[AttemptInfo], last_error: str | None) -> list[TaskError]:
     """One ``TaskError`` per failed attempt the task remembers (its last 10): the class path of the
-    error, and its traceback for the newest one (earlier ones keep their error's first line)."""
+    error, and its traceback for the newest one (``last_error``; earlier ones keep their error's first line)."""
     out = []
-    full = info.last_error or ""
-    newest = max((a.number for a in info.attempts if a.result != "completed"), default=0)
-    for attempt in info.attempts:
+    full = last_error or ""
+    newest = max((a.number for a in attempts if a.result != "completed"), default=0)
+    for attempt in attempts:
         if attempt.result == "completed" or not attempt.error:
             continue
         path = attempt.error_type or LOST_ATTEMPT_ERROR

@@ -4,8 +4,9 @@ task's outcome, sync and async, without polling Redis.
 **Result ids.** A task is addressed by its queue and its id (every key of a queue carries the queue's
 hash tag), so a result id names both: ``"<queue>/<task id>"``. Neither a queue name nor a task id
 can hold a ``/``, so the split is unambiguous, and a lookup is one script call in one slot, with no
-index to keep. A bare task id is also accepted: it is looked for in every known queue (one pipelined
-``EXISTS`` per queue), and refused when several queues hold it.
+index to keep (a scheduled, retry or archived task adds one ``ZSCORE`` of its state's ZSET, in the same
+slot: its ``next_process_at`` or ``archived_at``). A bare task id is also accepted: it is looked for in
+every known queue (one pipelined ``EXISTS`` per queue), and refused when several queues hold it.
 
 **Waiting.** A waiter runs the ``result`` script, which reads the task and, when it is not final
 (neither completed nor archived), marks it watched. The script that makes a watched task final
@@ -63,7 +64,7 @@ from queuecore.core.message import TaskInfo
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.redis_errors import UNAVAILABLE, broker_errors, is_out_of_memory
 from queuecore.core.scripts import Scripts
-from queuecore.core.states import FINAL_STATES, TaskState
+from queuecore.core.states import DUE_STATES, FINAL_STATES, TaskState
 from queuecore.core.topology import async_like, is_cluster_client
 
 WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
@@ -74,6 +75,9 @@ OUTAGE_POLL = 0.25  # seconds between its tries meanwhile
 FULL_POLL = 0.2  # seconds between looks at the task while Redis is full (it refuses the blocking wait then)
 _TRACEBACK = "\n\nTraceback (most recent call last):\n"  # how outcome.format_error joins head and frames
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# The states whose ZSET score a snapshot shows: the due time of a scheduled or retry task
+# (``next_process_at``), when an archived one was archived (``archived_at``).
+_SCORED_STATES = (*DUE_STATES, TaskState.ARCHIVED.value)
 
 
 def result_id(queue: str, task_id: str) -> str:
@@ -163,6 +167,14 @@ class TaskHandle(TaskInfo):
         handle = info if type(info) is cls else cls(**{f.name: getattr(info, f.name) for f in fields(info)})
         object.__setattr__(handle, "_results", results)
         return handle
+
+
+def _score(value: Any) -> float | None:
+    """A ZSCORE reply as a number (None when the task is not in that ZSET)."""
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _require_kept(info: TaskInfo) -> None:
@@ -280,17 +292,37 @@ class Results:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def _snapshot(self, q: QueueKeys, task_id: str, h: dict[str, Any]) -> TaskHandle:
+    def _snapshot(self, q: QueueKeys, task_id: str, h: dict[str, Any], score: Any = None) -> TaskHandle:
         if not h:
             raise TaskNotFound(f"no task {task_id!r} in queue {q.queue!r} (never enqueued, deleted, or completed "
                                "and past its retention)")
-        return TaskHandle.of(task_info(q, task_id, h, h.get("state")), self)
+        return TaskHandle.of(task_info(q, task_id, h, h.get("state"), _score(score)), self)
 
     def read(self, queue: str, task_id: str, *, watch: bool = False) -> TaskHandle:
-        """The task now; with ``watch``, a task that is not final is marked watched (see the module)."""
+        """The task now; with ``watch``, a task that is not final is marked watched (see the module).
+        A scheduled, retry or archived task costs one ``ZSCORE`` more (its due time, when it was archived)."""
         q = self.keys.queue(queue)
         with broker_errors():
-            return self._snapshot(q, task_id, self.scripts.result(q, validate_task_id(task_id), watch=watch))
+            h = self.scripts.result(q, validate_task_id(task_id), watch=watch)
+            score = None
+            if h.get("state") in _SCORED_STATES:
+                try:
+                    score = self.redis.zscore(q.state_key(h["state"]), task_id)
+                except redis.ResponseError:  # a state key of another type: shown without the time
+                    score = None
+            return self._snapshot(q, task_id, h, score)
+
+    async def _aread_on(self, client: redis.asyncio.Redis, q: QueueKeys, task_id: str, *,
+                        watch: bool = False) -> TaskHandle:
+        """``read`` on an asyncio client (``task_id`` already checked)."""
+        h = await self.scripts.result(q, task_id, watch=watch, async_client=client)
+        score = None
+        if h.get("state") in _SCORED_STATES:
+            try:
+                score = await client.zscore(q.state_key(h["state"]), task_id)
+            except redis.ResponseError:  # a state key of another type: shown without the time
+                score = None
+        return self._snapshot(q, task_id, h, score)
 
     def lookup(self, result_id: str) -> TaskHandle:
         """The task a result id names (``"<queue>/<task id>"``, or a bare task id looked for in every
@@ -371,7 +403,7 @@ class Results:
         client = self._async_client()
         try:
             with broker_errors():
-                return self._snapshot(q, task_id, await self.scripts.result(q, task_id, async_client=client))
+                return await self._aread_on(client, q, task_id)
         finally:
             await client.aclose()
 
@@ -407,9 +439,8 @@ class Results:
         unreachable_since: float | None = None
         while True:
             try:
-                h = await self.scripts.result(q, task_id, watch=True, async_client=client)
+                info = await self._aread_on(client, q, task_id, watch=True)
                 unreachable_since = None
-                info = self._snapshot(q, task_id, h)
                 block = self._next_block(info, deadline, WAIT_CHUNK)
                 if block is None:
                     return info
