@@ -106,9 +106,8 @@ def queue_pause(app: App, name: str, for_: float | None) -> None:
       adminctl queue pause low
       adminctl queue pause low --for 30m
     """
-    app.inspector.pause_queue(name, for_=for_)
-    info = app.inspector.queue_info(name)
-    until = info.paused_until.isoformat() if info.paused_until else None
+    resumes_at = app.inspector.pause_queue(name, for_=for_)
+    until = resumes_at.isoformat() if resumes_at else None
     if app.json:
         app.terminal.json({"queue": name, "paused": True, **({"paused_until": until} if until else {})})
     elif until:

@@ -547,9 +547,11 @@ class Inspector:
         return sorted(typestats.read_totals(cast("dict[str, str]", self.redis.hgetall(q.type_stats))))
 
     @translate
-    def pause_queue(self, name: str, for_: float | timedelta | None = None) -> None:
+    def pause_queue(self, name: str, for_: float | timedelta | None = None) -> datetime | None:
         """Stop every worker from fetching this queue's tasks (running ones go on); with ``for_``
-        (seconds or a ``timedelta``, up to 10 years) the queue resumes by itself after that long."""
+        (seconds or a ``timedelta``, up to 10 years) the queue resumes by itself after that long.
+        Returns when it resumes (None: until unpaused), which a read just after a short pause no
+        longer shows."""
         q = self._require_queue(name)
         until_ms = 0
         if for_ is not None:
@@ -557,6 +559,7 @@ class Inspector:
             until_ms = to_ms(self.clock.now() + seconds)
         self.scripts.admin_pause(q, until_ms=until_ms)
         self._audit(f"queue.{QueueAction.PAUSE}", name, state=None if not until_ms else f"for {seconds:g}s")
+        return ms_to_datetime(until_ms) if until_ms else None
 
     @translate
     def unpause_queue(self, name: str) -> None:

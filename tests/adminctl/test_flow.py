@@ -28,6 +28,20 @@ def test_pause_for_a_while_shows_until_when_and_who(adminctl, client: Client, in
     assert inspector.queue_info("p").paused_until is None
 
 
+def test_a_pause_over_before_the_reply_still_says_when_it_ends(adminctl, client: Client) -> None:
+    """A pause of 0.1 ms (or 1.5) had ended when adminctl read the queue back to print it, so it said "paused"
+    with no end, as for a pause until unpaused (and --json had no paused_until)."""
+    client.enqueue("t", queue="p2")
+    before = time.time()
+    run = adminctl("queue", "pause", "p2", "--for", "0.0001", "--json").json()
+    assert run["paused"] is True and run["paused_until"], run
+    from datetime import datetime
+
+    assert abs(datetime.fromisoformat(run["paused_until"]).timestamp() - before) < 5
+    shown = adminctl("queue", "pause", "p2", "--for", "0.0015")
+    assert "paused queue p2 until " in shown.stderr, shown.stderr
+
+
 def test_queue_limits_lists_running_of_limit_waiting_and_rate_use(adminctl, make_worker, client, registry):
     release = threading.Event()
     started = threading.Event()
