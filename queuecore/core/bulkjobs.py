@@ -11,8 +11,10 @@ without writing.
 How a job acts:
 
 - **a whole state** (no filter), for run, archive and delete: the state's chunk scripts, 500 tasks a
-  call, until a call finds fewer (tasks that join the state meanwhile are acted on too, as the
-  one-request action always did);
+  call, each going on from where the last stopped, acting only on the tasks that were in the state
+  when the job was made: a task that entered it later (a task the job ran that failed again, a new
+  or priority enqueue) is passed and left for the next job; an id whose task hash was gone is
+  dropped and counted as skipped;
 - **a filter, a failure group, or cancelling what runs**: first it *finds* the tasks (scanning the
   state and keeping the matches, or reading the group) into a list in Redis, then it *acts* on exactly
   those, 500 at a time, with the one-task scripts; a task that left the state meanwhile is skipped and
@@ -48,7 +50,7 @@ from queuecore.core.errors import (
 from queuecore.core.failures import GROUP_ACTION_STATES
 from queuecore.core.keys import Keys
 from queuecore.core.message import dumps, loads, ms_to_datetime
-from queuecore.core.scripts import Scripts
+from queuecore.core.scripts import BulkBound, BulkChunk, BulkCursor, Scripts
 
 log = logging.getLogger("queuecore.bulk")
 
@@ -189,8 +191,9 @@ class BulkJob:
 class BulkOperations(Protocol):
     """What a driver needs from the Inspector to act (``Inspector.bulk_operations``)."""
 
-    def state_chunk(self, queue: str, state: str, action: str, limit: int) -> int:
-        """Act on the next ``limit`` (at most ``CHUNK``) tasks of a whole state; how many were acted on."""
+    def state_chunk(self, queue: str, state: str, action: str, limit: int, bound: BulkBound) -> BulkChunk:
+        """Look at the next ``limit`` (at most ``CHUNK``) tasks of a whole state from ``bound.cursor`` and
+        act on those that were there at ``bound.since_ms``, at most ``bound.quota``."""
 
     def snapshot(self, scope: BulkScope, job_id: str) -> int:
         """Copy the ids of the scope's state for ``scan`` to read (``RedisFull`` when Redis has no room);
@@ -273,10 +276,13 @@ class BulkJobStore:
         self.clock = clock
 
     def create(self, action: str, scope: BulkScope, actor: str, total: int | None, *, exact_total: bool,
-               state_size: int | None = None) -> BulkJob:
-        """A new queued job; ``TooManyBulkJobs`` when ``MAX_OPEN`` are queued or running already."""
+               state_size: int | None = None, counted_from: float | None = None) -> BulkJob:
+        """A new queued job; ``TooManyBulkJobs`` when ``MAX_OPEN`` are queued or running already.
+        ``counted_from``: when the count of ``total`` began (unix seconds), the job's ``created_at``: a
+        whole-state job acts on the tasks that entered the state before it, and a task enqueued between
+        the count and now must not be one of them (it is not in ``total``)."""
         job_id = uuid.uuid4().hex[:16]
-        now_ms = to_ms(self.clock.now())
+        now_ms = to_ms(self.clock.now() if counted_from is None else counted_from)
         fields = {"action": action, "scope": dumps(scope.to_dict()), "actor": actor, "status": QUEUED,
                   "phase": FIND if finds_first(action, scope) else ACT, "total": "" if total is None else total,
                   "exact_total": int(exact_total), "scanned": 0, "done": 0, "skipped": 0, "cursor": 0,
@@ -311,6 +317,7 @@ class BulkJobStore:
             finished_at=_when(raw.get("finished_at")), cancel_requested=raw.get("cancel") == "1",
             error=raw.get("error") or None, holder=raw.get("holder") or None, sample=_sample(raw.get("sample")),
             extra={"cursor": _int(raw.get("cursor")), "lease_until": _int(raw.get("lease_until")),
+                   "state_cursor": raw.get("state_cursor"),
                    "state_size": _int(size) if size not in (None, "") else None},
         )
 
@@ -515,20 +522,36 @@ def _act_on_targets(progress: _Progress, ops: BulkOperations, job: BulkJob) -> N
 
 
 def _act_on_state(progress: _Progress, ops: BulkOperations, job: BulkJob) -> None:
+    """Act on the tasks that were in the state when the job was made, and on no other: each chunk goes
+    on from where the last one stopped (``BulkCursor``, recorded with the progress) and passes, leaving
+    them as they are, the tasks that entered the state after ``job.created_at`` (a task the job ran
+    that failed again, a new or priority enqueue, a task handed back). At most ``job.total`` (the count
+    the operator confirmed) are acted on or dropped. An id whose task hash was gone is dropped from the
+    state and counted as skipped."""
     assert job.scope.queue is not None and job.scope.state is not None
-    done = _int(progress.fields.get("done"))
-    # No more than the state held when the job was made, the count the operator was shown: tasks that
-    # enter it meanwhile (a task run by this job that failed again, a new enqueue) are not chased.
+    done, skipped = _int(progress.fields.get("done")), _int(progress.fields.get("skipped"))
+    cursor = _cursor(progress.fields.get("state_cursor", job.extra.get("state_cursor")))
+    since_ms = to_ms(job.created_at.timestamp())
     bound = job.total
     while not progress.should_end():
-        limit = CHUNK if bound is None else min(CHUNK, bound - done)
-        if limit <= 0:
+        quota = CHUNK if bound is None else bound - done - skipped
+        if quota <= 0:
             return
-        acted = ops.state_chunk(job.scope.queue, job.scope.state, job.action, limit)
-        done += acted
-        progress.record(done=done)
-        if acted < limit:
+        chunk = ops.state_chunk(job.scope.queue, job.scope.state, job.action, CHUNK,
+                                BulkBound(since_ms, min(quota, CHUNK), cursor))
+        done, skipped, cursor = done + chunk.acted, skipped + chunk.dropped, chunk.cursor
+        progress.record(done=done, skipped=skipped, state_cursor=dumps([cursor.score, cursor.id, cursor.count]))
+        if chunk.ended:
             return
+
+
+def _cursor(raw: Any) -> BulkCursor:
+    """The cursor a job recorded (``[score, id, count]`` in JSON), or the start."""
+    try:
+        score, task_id, count = loads(raw) if raw else ("", "", 0)
+        return BulkCursor(str(score), str(task_id), int(count))
+    except (TypeError, ValueError):
+        return BulkCursor()
 
 
 def _finish(progress: _Progress, ops: BulkOperations, status: str, error: str | None) -> BulkJob:

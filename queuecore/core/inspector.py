@@ -73,7 +73,7 @@ from queuecore.core.periodic_admin import PeriodicAdmin, PeriodicEntryInfo
 from queuecore.core.queue_metrics import MetricsSnapshot
 from queuecore.core.redis_errors import broker_errors, is_wrong_type, translate
 from queuecore.core.scheduler import message_builder
-from queuecore.core.scripts import Scripts
+from queuecore.core.scripts import BulkBound, BulkChunk, Scripts
 from queuecore.core.states import (
     ACTION_STATES,
     BULK_ACTION_STATES,
@@ -946,10 +946,11 @@ class Inspector:
         state = self._check_bulk_state(action, state)
         self.check_filter(type, search, filter)  # refused here, before anything is queued
         scope = BulkScope(queue, state, type or None, search or None, filter or None)
+        counted_from = self.clock.now()  # before the count: a task enqueued after it is not among the job's
         size = self._count(self._require_queue(queue), state)
         whole = not scope.filtered and action != TaskAction.CANCEL
         return self._bulk_store.create(action, scope, self.actor, size if whole else None, exact_total=False,
-                                       state_size=size)
+                                       state_size=size, counted_from=counted_from)
 
     def run_bulk_job(self, job_id: str, *, stop: threading.Event | None = None, holder: str | None = None,
                      on_progress: Callable[[BulkJob], None] | None = None) -> BulkJob:
@@ -1395,9 +1396,16 @@ class InspectorBulkOperations:
     def __init__(self, inspector: Inspector) -> None:
         self.inspector = inspector
 
-    def state_chunk(self, queue: str, state: str, action: str, limit: int) -> int:
+    def state_chunk(self, queue: str, state: str, action: str, limit: int, bound: BulkBound) -> BulkChunk:
         ins = self.inspector
-        return ins._admin_all_script(action, ins._require_queue(queue), state, min(limit, BULK_CHUNK))
+        q, limit, now_ms = ins._require_queue(queue), min(limit, BULK_CHUNK), to_ms(ins.clock.now())
+        if action == TaskAction.RUN:
+            return ins.scripts.admin_run_all(q, state, now_ms=now_ms, limit=limit, bound=bound)
+        if action == TaskAction.ARCHIVE:
+            return ins.scripts.admin_archive_all(q, state, now_ms=now_ms, limit=limit, bound=bound)
+        if action == TaskAction.DELETE:
+            return ins.scripts.admin_delete_all(q, state, limit=limit, bound=bound)
+        raise ConfigurationError(f"no bulk script for {action!r}")  # pragma: no cover - cancel is per task
 
     def snapshot(self, scope: BulkScope, job_id: str) -> int:
         ins = self.inspector

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import redis
 import redis.cluster
@@ -247,6 +247,51 @@ def _script_keys_from_arguments(parser: Any) -> None:
     parser.get_keys = keys
     parser._qc_script_keys = True
 
+
+
+@dataclass(frozen=True)
+class BulkCursor:
+    """Where a whole-state bulk job is in its state: for a ZSET the (score, id) last looked at and how
+    many ids at that score up to it were passed and left there; for the pending LIST (score and id
+    "") how many tasks that joined it after the job was made were right of the job's tasks."""
+
+    score: str = ""
+    id: str = ""
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class BulkBound:
+    """A whole-state bulk job's chunk: act only on tasks that were in the state at ``since_ms`` (the
+    job's creation), at most ``quota`` of them, going on from ``cursor``."""
+
+    since_ms: int
+    quota: int
+    cursor: BulkCursor = BulkCursor()
+
+
+@dataclass(frozen=True)
+class BulkChunk:
+    """What a bulk job's chunk did: tasks acted on, ids dropped (their task hash was gone), where to go
+    on from, and whether the state holds no more of the job's tasks."""
+
+    acted: int
+    dropped: int
+    cursor: BulkCursor
+    ended: bool
+
+
+def _bound_args(state: str, bound: BulkBound | None) -> list[Any]:
+    if bound is None:
+        return []
+    c = bound.cursor
+    return [bound.since_ms, state, c.score, c.id, c.count, bound.quota]
+
+
+def _bulk_chunk(reply: Any) -> BulkChunk:
+    acted, dropped, score, task_id, count, ended = reply
+    return BulkChunk(int(acted), int(dropped), BulkCursor(str(score or ""), str(task_id or ""), int(count)),
+                     int(ended) == 1)
 
 class Scripts:
     """Runs the Lua scripts against one Redis client, registered lazily (NOSCRIPT is handled)."""
@@ -736,22 +781,52 @@ class Scripts:
         kind = "list" if state == "pending" else "zset"
         return int(self._call("bulk_snapshot", [q.state_key(state), q.bulk_snapshot(job_id)], [kind, ttl_ms]))
 
-    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
-        """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending."""
-        return int(self._call("admin_run_all", [q.state_key(state), q.pending],
-                              [limit, now_ms, self._wake(q), q.task_prefix]))
+    @overload
+    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int, bound: None = None) -> int: ...
 
-    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int) -> int:
-        """Archive up to ``limit`` tasks of the pending/scheduled/retry state."""
-        kind = "list" if state == "pending" else "zset"
-        return int(self._call("admin_archive_all", [q.state_key(state), q.archived],
-                              [limit, now_ms, kind, q.task_prefix, q.done_prefix, WAKE_TTL_MS]))
+    @overload
+    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int, bound: BulkBound) -> BulkChunk: ...
 
-    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int) -> int:
-        """Delete up to ``limit`` tasks of a state other than active."""
+    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int,
+                      bound: BulkBound | None = None) -> int | BulkChunk:
+        """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending; with ``bound``, a
+        bulk job's chunk: ``limit`` ids looked at, only the tasks there at ``bound.since_ms`` moved."""
+        reply = self._call("admin_run_all", [q.state_key(state), q.pending],
+                           [limit, now_ms, self._wake(q), q.task_prefix, *_bound_args(state, bound)])
+        return int(reply) if bound is None else _bulk_chunk(reply)
+
+    @overload
+    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int,
+                          bound: None = None) -> int: ...
+
+    @overload
+    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int,
+                          bound: BulkBound) -> BulkChunk: ...
+
+    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int,
+                          bound: BulkBound | None = None) -> int | BulkChunk:
+        """Archive up to ``limit`` tasks of the pending/scheduled/retry state (with ``bound``: as
+        ``admin_run_all``)."""
         kind = "list" if state == "pending" else "zset"
-        return int(self._call("admin_delete_all", [q.state_key(state)],
-                              [limit, kind, q.task_prefix, q.base, q.done_prefix, WAKE_TTL_MS]))
+        reply = self._call("admin_archive_all", [q.state_key(state), q.archived],
+                           [limit, now_ms, kind, q.task_prefix, q.done_prefix, WAKE_TTL_MS,
+                            *_bound_args(state, bound)])
+        return int(reply) if bound is None else _bulk_chunk(reply)
+
+    @overload
+    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int, bound: None = None) -> int: ...
+
+    @overload
+    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int, bound: BulkBound) -> BulkChunk: ...
+
+    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int,
+                         bound: BulkBound | None = None) -> int | BulkChunk:
+        """Delete up to ``limit`` tasks of a state other than active (with ``bound``: as ``admin_run_all``)."""
+        kind = "list" if state == "pending" else "zset"
+        reply = self._call("admin_delete_all", [q.state_key(state)],
+                           [limit, kind, q.task_prefix, q.base, q.done_prefix, WAKE_TTL_MS,
+                            *_bound_args(state, bound)])
+        return int(reply) if bound is None else _bulk_chunk(reply)
 
     # -- periodic tasks (scheduler.py, periodic_ops.py) ----------------------------------------------
 

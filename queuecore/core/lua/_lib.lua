@@ -126,6 +126,195 @@ local function qc_remove_ids(key, is_list, ids)
     end
 end
 
+-- A whole-state bulk job's chunk (bulkjobs.py): the ids of KEYS state key (is_list: the pending LIST)
+-- to act on, those that were in the state when the job was made, at b.since (unix ms), at most b.quota
+-- of them, going on from the job's cursor (b.score, b.id, b.behind), with b.visits ids looked at at
+-- most (b.state: the state's name). Returns the ids, the new cursor {score, id, count}, true when the
+-- state has no more of the job's tasks, and for the LIST how many tasks are right of the ids
+-- (qc_bulk_take). The helpers below, one per kind, say how.
+local function qc_bulk_ids(key, is_list, task_prefix, b)
+    -- Whole-state bulk jobs (bulkjobs.py) act only on the tasks that were in the state when the job was
+    -- made, at since (unix ms). When a task entered its state: retry, its "failed_at" (retry.lua);
+    -- completed, its "completed_at" (done.lua); pending, its "pending_since" (every move to pending sets
+    -- it), else, never moved since its enqueue, the "enqueued_at" of its message; scheduled, its
+    -- "scheduled_at" (park.lua), else the "enqueued_at" of its message; archived, its score (the walk
+    -- reads no score above since). The "enqueued_at" (seconds) is the envelope's: the last
+    -- ',"enqueued_at":' of the message (one in the payload comes before it; one in a string is escaped).
+    local function enqueued_ms(msg)
+        if type(msg) ~= "string" then
+            return nil
+        end
+        local at, pos = nil, 1
+        while true do
+            local _, e = string.find(msg, ',"enqueued_at":', pos, true)
+            if not e then
+                break
+            end
+            at, pos = e + 1, e + 1
+        end
+        local seconds = at and tonumber(string.match(msg, "^[%d%.eE+-]+", at))
+        return seconds and math.floor(seconds * 1000)
+    end
+
+    -- True when the task id of state entered it after since; false when before, when not known (a hash
+    -- without the field and message: it counts as there), gone, or of another Redis type (the caller's
+    -- own type check refuses that one).
+    local function entered_after(task_prefix, id, state, since)
+        local field = ({retry = "failed_at", completed = "completed_at", pending = "pending_since",
+            scheduled = "scheduled_at"})[state]
+        if not field then
+            return false
+        end
+        local key = qc_task_key(task_prefix, id)
+        local f = redis.pcall("HMGET", key, field, "msg")
+        if f["err"] then
+            return false
+        end
+        local at = tonumber(f[1] or "")
+        if not at and (state == "pending" or state == "scheduled") then
+            at = enqueued_ms(f[2])
+        end
+        return at ~= nil and at > since
+    end
+
+    -- A bulk job's chunk of a ZSET state: walks it by (score, id) from the cursor b.score, b.id ("" =
+    -- from the start; b.behind: how many ids at b.score up to b.id were passed and left there), visiting
+    -- at most b.visits ids and keeping at most b.quota of those that were there at b.since (the others
+    -- are passed, left as they are). Per call: one ZRANGEBYSCORE, and per id visited one HMGET.
+    -- Returns the ids kept, the new cursor {score, id, behind}, and true when the walk reached the end.
+    local function zset_ids(key, task_prefix, b)
+        local max = b.state == "archived" and b.since or "+inf"
+        local min = b.score == "" and "-inf" or b.score
+        local cs = tonumber(b.score)
+        local function passed(id, score)
+            return b.id ~= "" and tonumber(score) == cs and id <= b.id
+        end
+        local items, want
+        if b.id ~= "" and b.behind > 0 then  -- start at the last id passed, when it is still there
+            want = b.visits + 1
+            items = redis.call("ZRANGEBYSCORE", key, min, max, "WITHSCORES", "LIMIT", b.behind - 1, want)
+            if not (items[1] and passed(items[1], items[2])) then
+                items = nil
+            end
+        end
+        if not items then
+            want = b.visits + b.behind
+            items = redis.call("ZRANGEBYSCORE", key, min, max, "WITHSCORES", "LIMIT", 0, want)
+        end
+        local ids, cursor, visited, stopped = {}, {b.score, b.id, b.behind}, 0, false
+        for i = 1, #items, 2 do
+            local id, score = items[i], items[i + 1]
+            if not passed(id, score) then
+                if #ids >= b.quota or visited >= b.visits then
+                    stopped = true
+                    break
+                end
+                visited = visited + 1
+                if tonumber(score) ~= tonumber(cursor[1]) then
+                    cursor[3] = 0
+                end
+                cursor[1], cursor[2] = score, id
+                if b.state ~= "archived" and entered_after(task_prefix, id, b.state, b.since) then
+                    cursor[3] = cursor[3] + 1  -- passed, left there
+                else
+                    ids[#ids + 1] = id
+                end
+            end
+        end
+        return ids, cursor, not stopped and #items < 2 * want
+    end
+
+    -- A bulk job's chunk of the pending LIST: the tasks there at b.since form one run of it (tasks join
+    -- only at its ends: enqueues and runs on the left, priority tasks and tasks handed back on the right),
+    -- taken from its right end, the oldest, at most b.quota. The run's ends are found by when each task
+    -- entered pending (entered_after), looked up at O(log n) places from b.behind, the number of later
+    -- tasks right of the run at the last call. Returns the ids (oldest first), the cursor {"", "", number
+    -- of later tasks right of the run}, true when the run ends in this chunk, and where the ids are (how
+    -- many tasks are right of them) for qc_bulk_take.
+    local function list_ids(key, task_prefix, b)
+        local len = redis.call("LLEN", key)
+        if len == 0 then
+            return {}, {"", "", 0}, true, 0
+        end
+        local function later(i)  -- the task i places from the right end joined after since
+            local id = redis.call("LINDEX", key, -(i + 1))
+            return id ~= false and entered_after(task_prefix, id, "pending", b.since)
+        end
+        local function first(lo, hi, want)  -- the first of lo .. hi-1 for which later() is want (hi: none)
+            while lo < hi do
+                local mid = math.floor((lo + hi) / 2)
+                if later(mid) == want then
+                    hi = mid
+                else
+                    lo = mid + 1
+                end
+            end
+            return lo
+        end
+        local h, lo, hi, step = math.min(b.behind, len - 1), 0, 0, 1
+        if later(h) then  -- the later tasks grew: look further left, doubling the step
+            lo, hi = h + 1, len
+            while h + step < len do
+                if not later(h + step) then
+                    hi = h + step
+                    break
+                end
+                lo, step = h + step + 1, step * 2
+            end
+        else  -- fewer: look right, doubling the step
+            lo, hi = 0, h
+            while h - step >= 0 do
+                if later(h - step) then
+                    lo = h - step + 1
+                    break
+                end
+                hi, step = h - step, step * 2
+            end
+        end
+        local c = first(lo, hi, false)
+        local n = math.min(b.quota, len - c)
+        if n <= 0 then
+            return {}, {"", "", c}, true, c
+        end
+        local items = redis.call("LRANGE", key, -(c + n), -(c + 1))
+        local k, ends = n, c + n == len
+        if later(c + n - 1) then  -- the run ends in this window: tasks enqueued since are left of it
+            k, ends = first(c, c + n - 1, true) - c, true
+        end
+        local ids = {}
+        for j = 0, k - 1 do
+            ids[#ids + 1] = items[#items - j]
+        end
+        return ids, {"", "", c}, ends, c
+    end
+
+    if is_list then
+        return list_ids(key, task_prefix, b)
+    end
+    local ids, cursor, ends = zset_ids(key, task_prefix, b)
+    return ids, cursor, ends, 0
+end
+
+-- Take ids (from qc_bulk_ids: the k tasks right after the first c from the right end) off the
+-- pending LIST key: an LTRIM when they are at the right end; else the first with an LREM from the
+-- right (a write that never grows memory: at maxmemory the rest may follow), the others overwritten
+-- with a marker that one LREM from the right then removes.
+local function qc_bulk_take(key, ids, c)
+    if #ids == 0 then
+        return
+    elseif c == 0 then
+        redis.call("LTRIM", key, 0, -(#ids + 1))
+        return
+    end
+    redis.call("LREM", key, -1, ids[1])
+    for j = 2, #ids do
+        redis.call("LSET", key, -(c + j - 1), "\0qc-taken")
+    end
+    if #ids > 1 then
+        redis.call("LREM", key, -(#ids - 1), "\0qc-taken")
+    end
+end
+
 -- Move ids off the ZSET zset onto the pending LIST (pushed on the left, as new work), each pending
 -- since now; an id whose task hash is gone is only dropped. Publishes on wake when pending turns
 -- non-empty. Returns #ids.

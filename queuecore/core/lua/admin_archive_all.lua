@@ -13,20 +13,51 @@
 -- Each task is marked archived_by "operator" (the worker's own archive clears the mark).
 -- An id whose HASH is gone (deleted, evicted) is dropped from KEYS[1], never given a half hash.
 -- Returns the number of ids taken off KEYS[1] (archived, or dropped); call again until it returns 0.
+-- A bulk job's chunk (bulkjobs.py) passes ARGV[7..12]; without them (7 absent or "") the call
+-- takes the first ids of KEYS[1] (the lowest scores, the right end of the LIST) and returns a
+-- number, as above.
+-- ARGV[7] since, unix ms: only tasks that were in the state then are acted on (_lib.lua qc_bulk_ids);
+--         the others are passed and left where they are
+-- ARGV[8] the state's name (pending, scheduled or retry)
+-- ARGV[9] cursor score ("" = from the start), ARGV[10] cursor id,
+-- ARGV[11] cursor count (_lib.lua qc_bulk_ids)
+-- ARGV[12] at most this many tasks acted on (or dropped); ARGV[1] is then how many ids are looked at
+-- Returns then {acted on, dropped (hash gone), cursor score, cursor id, cursor count, 1 when the state
+-- has no more of the job's tasks else 0}.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 local is_list, task_prefix = ARGV[3] == "list", ARGV[4]
 -- wrong-type guard, before any write: the KEYS, then the task hashes of the ids this call takes
 local err = qc_check_types(KEYS, {is_list and "list" or "zset", "zset"}) if err then return err end
-local ids = qc_peek_ids(KEYS[1], is_list, tonumber(ARGV[1]))
+local bound = ARGV[7] and ARGV[7] ~= "" and {since = tonumber(ARGV[7]), state = ARGV[8], score = ARGV[9],
+    id = ARGV[10], behind = tonumber(ARGV[11]), quota = tonumber(ARGV[12]), visits = tonumber(ARGV[1])}
+local ids, cursor, ends, right
+if not bound then
+    ids = qc_peek_ids(KEYS[1], is_list, tonumber(ARGV[1]))
+elseif is_list then
+    bound.quota = math.min(bound.quota, bound.visits)
+    ids, cursor, ends, right = qc_bulk_ids(KEYS[1], true, task_prefix, bound)
+else
+    ids, cursor, ends = qc_bulk_ids(KEYS[1], false, task_prefix, bound)
+end
 err = qc_check_task_hashes(task_prefix, ids) if err then return err end
-qc_remove_ids(KEYS[1], is_list, ids)
+if bound and is_list then
+    qc_bulk_take(KEYS[1], ids, right)
+else
+    qc_remove_ids(KEYS[1], is_list, ids)
+end
+local dropped = 0
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
     if redis.call("EXISTS", key) == 1 then
         redis.call("HSET", key, "state", "archived", "archived_by", "operator")
         redis.call("ZADD", KEYS[2], ARGV[2], id)
         qc_wake_if_watched(key, qc_done_key(ARGV[5], id), ARGV[6])
+    else
+        dropped = dropped + 1
     end
+end
+if bound then
+    return {#ids - dropped, dropped, cursor[1], cursor[2], cursor[3], ends and 1 or 0}
 end
 return #ids

@@ -11,27 +11,59 @@
 -- lock named in its "unique" field is only deleted when it starts with ARGV[4]: all carry the same
 -- {<q>} tag as KEYS[1], so they share its slot.
 -- Returns the number deleted; call again until it returns 0.
+-- A bulk job's chunk (bulkjobs.py) passes ARGV[7..12]; without them (7 absent or "") the call
+-- takes the first ids of KEYS[1] (the lowest scores, the right end of the LIST) and returns a
+-- number, as above.
+-- ARGV[7] since, unix ms: only tasks that were in the state then are acted on (_lib.lua qc_bulk_ids);
+--         the others are passed and left where they are
+-- ARGV[8] the state's name (pending, scheduled, retry, archived or completed)
+-- ARGV[9] cursor score ("" = from the start), ARGV[10] cursor id,
+-- ARGV[11] cursor count (_lib.lua qc_bulk_ids)
+-- ARGV[12] at most this many tasks acted on (or dropped); ARGV[1] is then how many ids are looked at
+-- Returns then {acted on, dropped (hash gone), cursor score, cursor id, cursor count, 1 when the state
+-- has no more of the job's tasks else 0}.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 local is_list, task_prefix, base = ARGV[2] == "list", ARGV[3], ARGV[4]
 -- wrong-type guard, before any write: KEYS[1], then the task hashes (and their unique locks) of the
 -- ids this call takes
 local err = qc_check_type(KEYS[1], is_list and "list" or "zset") if err then return err end
-local ids = qc_peek_ids(KEYS[1], is_list, tonumber(ARGV[1]))
+local bound = ARGV[7] and ARGV[7] ~= "" and {since = tonumber(ARGV[7]), state = ARGV[8], score = ARGV[9],
+    id = ARGV[10], behind = tonumber(ARGV[11]), quota = tonumber(ARGV[12]), visits = tonumber(ARGV[1])}
+local ids, cursor, ends, right
+if not bound then
+    ids = qc_peek_ids(KEYS[1], is_list, tonumber(ARGV[1]))
+elseif is_list then
+    bound.quota = math.min(bound.quota, bound.visits)
+    ids, cursor, ends, right = qc_bulk_ids(KEYS[1], true, task_prefix, bound)
+else
+    ids, cursor, ends = qc_bulk_ids(KEYS[1], false, task_prefix, bound)
+end
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
     err = qc_check_type(key, "hash") if err then return err end
     local lock = qc_own_lock(key, base)
     err = lock and qc_check_type(lock, "string") if err then return err end
 end
-qc_remove_ids(KEYS[1], is_list, ids)
+if bound and is_list then
+    qc_bulk_take(KEYS[1], ids, right)
+else
+    qc_remove_ids(KEYS[1], is_list, ids)
+end
+local dropped = 0
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
+    if redis.call("EXISTS", key) == 0 then
+        dropped = dropped + 1
+    end
     local unique = qc_own_lock(key, base)
     if unique and redis.call("GET", unique) == id then
         redis.call("DEL", unique)
     end
     qc_wake_if_watched(key, qc_done_key(ARGV[5], id), ARGV[6])
     redis.call("DEL", key)
+end
+if bound then
+    return {#ids - dropped, dropped, cursor[1], cursor[2], cursor[3], ends and 1 or 0}
 end
 return #ids

@@ -9,11 +9,38 @@
 -- Cluster note: each moved task's HASH is built from ARGV[4] (same {<q>} tag as KEYS), same slot.
 -- An id whose HASH is gone (deleted, evicted) is dropped from KEYS[1], never given a half hash.
 -- Returns the number of ids taken off KEYS[1] (moved, or dropped); call again until it returns 0.
+-- A bulk job's chunk (bulkjobs.py) passes ARGV[5..10]; without them (5 absent or "") the call
+-- takes the first ids of KEYS[1] (the lowest scores) and returns a number, as above.
+-- ARGV[5] since, unix ms: only tasks that were in the state then are acted on (_lib.lua qc_bulk_ids);
+--         the others are passed and left where they are
+-- ARGV[6] the state's name (scheduled, retry or archived)
+-- ARGV[7] cursor score ("" = from the start), ARGV[8] cursor id,
+-- ARGV[9] cursor count (_lib.lua qc_bulk_ids)
+-- ARGV[10] at most this many tasks acted on (or dropped); ARGV[1] is then how many ids are looked at
+-- Returns then {acted on, dropped (hash gone), cursor score, cursor id, cursor count, 1 when the state
+-- has no more of the job's tasks else 0}.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 local task_prefix = ARGV[4]
 -- wrong-type guard, before any write: the KEYS, then the task hashes of the ids this call takes
 local err = qc_check_types(KEYS, {"zset", "list"}) if err then return err end
-local ids = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[1]) - 1)
+local bound = ARGV[5] and ARGV[5] ~= "" and {since = tonumber(ARGV[5]), state = ARGV[6], score = ARGV[7],
+    id = ARGV[8], behind = tonumber(ARGV[9]), quota = tonumber(ARGV[10]), visits = tonumber(ARGV[1])}
+local ids, cursor, ends
+if bound then
+    ids, cursor, ends = qc_bulk_ids(KEYS[1], false, task_prefix, bound)
+else
+    ids = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[1]) - 1)
+end
 err = qc_check_task_hashes(task_prefix, ids) if err then return err end
-return qc_move_to_pending(task_prefix, ids, KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+if not bound then
+    return qc_move_to_pending(task_prefix, ids, KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+end
+local dropped = 0
+for _, id in ipairs(ids) do
+    if redis.call("EXISTS", qc_task_key(task_prefix, id)) == 0 then
+        dropped = dropped + 1
+    end
+end
+qc_move_to_pending(task_prefix, ids, KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+return {#ids - dropped, dropped, cursor[1], cursor[2], cursor[3], ends and 1 or 0}

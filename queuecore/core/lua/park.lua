@@ -13,6 +13,8 @@
 -- ARGV[7] the attempt's line for the task's attempt history (attempts.py; "" = none)
 -- ARGV[8] attempt history: at most this many lines
 -- ARGV[9] attempt history: at most this many bytes
+-- The task's "scheduled_at" is set to ARGV[3]: when it entered scheduled (a bulk job of the state acts
+-- only on tasks there when it was made: _lib.lua qc_bulk_ids).
 -- Returns 1 parked, 0 the lease was lost. "retried" never changes: no attempt is consumed.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key has the wrong Redis
 -- type; checked before any write, so nothing is written.
@@ -24,7 +26,7 @@ redis.call("ZREM", KEYS[2], ARGV[1])  -- first: frees memory
 if ARGV[5] == "1" then
     redis.call("HINCRBY", KEYS[1], "snoozed", 1)
 end
-redis.call("HSET", KEYS[1], "state", "scheduled", "waiting", ARGV[6])
+redis.call("HSET", KEYS[1], "state", "scheduled", "waiting", ARGV[6], "scheduled_at", ARGV[3])
 redis.call("HDEL", KEYS[1], "started_at", "cancel")
 if ARGV[6] == "" then
     redis.call("HDEL", KEYS[1], "waiting")
