@@ -1268,16 +1268,6 @@ class Inspector:
         else:  # pragma: no cover - callers check the action first
             raise ConfigurationError(f"invalid action {action!r}")
 
-    def _admin_all_script(self, action: str, q: QueueKeys, state: str, limit: int = BULK_CHUNK) -> int:
-        """The one dispatch from an action name to its operator script, for one chunk of a state."""
-        if action == TaskAction.RUN:
-            return self.scripts.admin_run_all(q, state, now_ms=to_ms(self.clock.now()), limit=limit)
-        if action == TaskAction.ARCHIVE:
-            return self.scripts.admin_archive_all(q, state, now_ms=to_ms(self.clock.now()), limit=limit)
-        if action == TaskAction.DELETE:
-            return self.scripts.admin_delete_all(q, state, limit=limit)
-        raise ConfigurationError(f"no bulk script for {action!r}")  # pragma: no cover - cancel_all is per task
-
     def act_on_tasks(self, queue: str, action: str, task_ids: list[str] | tuple[str, ...]) -> TaskBatchResult:
         """Run, archive, delete or cancel each of ``task_ids`` of ``queue``, as one audited action.
 

@@ -13,7 +13,7 @@ import redis
 
 from queuecore.core import scripts as scripts_module
 from queuecore.core.keys import Keys, QueueKeys, stats_day, stats_minute
-from queuecore.core.scripts import LIMIT_SCRIPTS, PRELUDE, SCRIPT_NAMES, SERVER_SCRIPTS, EnqueueItem, Scripts
+from queuecore.core.scripts import LIMIT_SCRIPTS, PRELUDE, SCRIPT_NAMES, SERVER_SCRIPTS, BulkBound, EnqueueItem, Scripts
 from tests.conftest import free_port
 from tests.helpers.state import seed_task
 
@@ -147,6 +147,13 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
     assert s.admin_delete_all(q, "pending", limit=100) > 0
     seed_task(r, q, "ret", "retry", score=NOW)
     assert s.admin_run_all(q, "retry", now_ms=NOW, limit=100) == 1
+    # a whole-state bulk job's chunks (bound: tasks there at since_ms, from a cursor)
+    since = BulkBound(NOW + 60_000, 100)
+    seed_task(r, q, "ret2", "retry", score=NOW)
+    assert s.admin_run_all(q, "retry", now_ms=NOW, limit=100, bound=since).acted == 1
+    seed_task(r, q, "pend2", "pending")
+    assert s.admin_archive_all(q, "pending", now_ms=NOW, limit=100, bound=since).acted >= 1
+    assert s.admin_delete_all(q, "archived", limit=100, bound=since).acted >= 1
     # t0 completed, expired
     assert s.janitor(q, now_ms=NOW + 10_000, archive_cutoff_ms=NOW, max_archive_size=10_000, limit=100) == (1, 0, 0)
     assert len(s.queue_metrics(q)) >= 13  # read-only: the metrics scrape
