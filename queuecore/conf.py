@@ -81,6 +81,8 @@ def setting_message(exc: ConfigurationError) -> str:
     """The message of a configuration error raised from the settings, naming the ``QUEUECORE`` key:
     ``QUEUECORE['LEASE_DURATION']: lease_duration is out of range: got nan; allowed: ...``."""
     key = _SETTING_OF_FIELD.get(exc.field or "")
+    if key in ("REDIS_URL", "KEY_PREFIX") and key not in user_settings() and os.environ.get(f"QUEUECORE_{key}"):
+        return f"QUEUECORE_{key} (environment, as QUEUECORE has no {key!r}): {exc}"  # where the value came from
     return f"QUEUECORE['{key}']: {exc}" if key else f"QUEUECORE: {exc}"
 
 

@@ -41,8 +41,10 @@ def manage(tmp_path, key_prefix):
     ('{"MAX_PAYLOAD_BYTES": 0}', {}, "queuecore.E002) QUEUECORE['MAX_PAYLOAD_BYTES']: max_payload_bytes is out"),
     ('{"DEFAULT_MAX_RETRY": "3"}', {}, "queuecore.E002) QUEUECORE['DEFAULT_MAX_RETRY']: default_max_retry must"),
     ("{}", {"QUEUECORE_REDIS_URL": "redis://127.0.0.1:6379/0?bogus=1"},
-     "queuecore.E002) QUEUECORE['REDIS_URL']: invalid Redis URL 'redis://127.0.0.1:6379/0?bogus=1': unknown option"),
-    ("{}", {"QUEUECORE_KEY_PREFIX": "a b"}, "queuecore.E002) QUEUECORE['KEY_PREFIX']: invalid key prefix 'a b'"),
+     "queuecore.E002) QUEUECORE_REDIS_URL (environment, as QUEUECORE has no 'REDIS_URL'): invalid Redis URL "
+     "'redis://127.0.0.1:6379/0?bogus=1': unknown option"),
+    ("{}", {"QUEUECORE_KEY_PREFIX": "a b"}, "queuecore.E002) QUEUECORE_KEY_PREFIX (environment, as QUEUECORE "
+                                            "has no 'KEY_PREFIX'): invalid key prefix 'a b'"),
     ('{"TASK_MODULES": ["no.such.module"]}', {}, "queuecore.E006) QUEUECORE['TASK_MODULES']: cannot import "
                                                  "'no.such.module'"),
     ('{"TASK_MODULES": "x"}', {}, "queuecore.E004) QUEUECORE['TASK_MODULES'] must be a list of dotted module paths"),
@@ -79,7 +81,8 @@ def test_check_passes_when_nothing_is_wrong(manage) -> None:
 
 @pytest.mark.parametrize(("queuecore", "env", "expected"), [
     ('{"REDIS_URL": 5}', {}, "CommandError: QUEUECORE['REDIS_URL']: the Redis URL must be a non-empty string"),
-    ("{}", {"QUEUECORE_KEY_PREFIX": "a b"}, "CommandError: QUEUECORE['KEY_PREFIX']: invalid key prefix 'a b'"),
+    ("{}", {"QUEUECORE_KEY_PREFIX": "a b"}, "CommandError: QUEUECORE_KEY_PREFIX (environment, as QUEUECORE has "
+                                            "no 'KEY_PREFIX'): invalid key prefix 'a b'"),
     ('{"TASK_MODULES": ["no.such.module"]}', {}, "CommandError: QUEUECORE['TASK_MODULES']: cannot import"),
     ('{"STRICT_PRIORITY": "false"}', {}, "CommandError: QUEUECORE['STRICT_PRIORITY']: strict_priority must be True"),
     # what --skip-checks let through: the defaults' Redis for a QUEUECORE that is not a dict, a traceback
@@ -145,5 +148,6 @@ def test_healthcheck_refuses_a_bad_setting_in_one_line(manage, tmp_path) -> None
     ran = manage("queuecore_healthcheck", "--health-file", str(tmp_path / "h.json"),
                  env={"QUEUECORE_REDIS_URL": "redis://127.0.0.1:6379/0?bogus=1"})
     assert ran.returncode == 1
-    assert ran.stderr.startswith("CommandError: QUEUECORE['REDIS_URL']: invalid Redis URL"), ran.stderr
+    assert ran.stderr.startswith("CommandError: QUEUECORE_REDIS_URL (environment, as QUEUECORE has no 'REDIS_URL'): "
+                                 "invalid Redis URL"), ran.stderr
     assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
