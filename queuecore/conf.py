@@ -259,4 +259,8 @@ def default_client_factory():
     """Build the process's default ``Client`` from the settings."""
     from queuecore.core.client import Client
 
-    return Client(connection=get_config().connection)
+    try:
+        connection = get_config().connection
+    except ConfigurationError as exc:  # as manage.py check says it: naming the setting
+        raise ConfigurationError(setting_message(exc), field=exc.field) from None
+    return Client(connection=connection)

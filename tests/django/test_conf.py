@@ -71,6 +71,16 @@ def test_default_client_follows_settings(settings, redis_url, key_prefix):
     assert client.redis.hget(client.keys.queue("default").task(info.id), "state") == "pending"
 
 
+@pytest.mark.parametrize("enqueue", [lambda: queuecore.enqueue("tests.autodiscovered", {"value": 3}),
+                                     lambda: autodiscovered.enqueue(3)])
+def test_a_bad_connection_setting_met_at_an_enqueue_names_its_key(settings, enqueue):
+    """Through queuecore.enqueue and a task's .enqueue the error said "invalid key prefix 'a b'" without
+    naming the setting, as Client() and manage.py check do."""
+    settings.QUEUECORE = {"KEY_PREFIX": "a b"}
+    with pytest.raises(ConfigurationError, match=r"^QUEUECORE\['KEY_PREFIX'\]: invalid key prefix 'a b'"):
+        enqueue()
+
+
 def test_default_max_retry_setting_applies_to_tasks_enqueued_without_one(settings, redis_url, key_prefix):
     settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix, "DEFAULT_MAX_RETRY": 3}
     assert get_config().connection.default_max_retry == 3
