@@ -207,6 +207,9 @@ def queue_stats_table(queues: Sequence[QueueInfo]) -> FitTable:
                Column("failed", "right"), Column("err%", "right")]
     rows = []
     for q in queues:
+        if q.problem:  # a key of the wrong Redis type: no figures (the problem is printed below the table)
+            rows.append([_user(q.name, 60), Text("corrupt", style="bold red"), *(Text("-") for _ in range(6))])
+            continue
         rows.append([
             _user(q.name, 60),
             Text("paused", style="bold yellow") if q.paused else Text("run", style="green"),
@@ -286,6 +289,7 @@ def render_stats(snap: StatsSnapshot, *, color: bool = True, problem: str | None
     parts.append(Text())
     if snap.queues:
         parts.append(queue_stats_table(snap.queues))
+        parts += [Text(line, style="bold red") for line in queue_problems(snap.queues)]
     else:
         parts.append(Text("no queues yet: enqueue a task to create one", style=DIM))
     return Group(*parts)
@@ -298,9 +302,15 @@ def queue_list_table(queues: Sequence[QueueInfo]) -> FitTable:
     """``queue ls``: every queue with its size per state."""
     columns = [Column("queue", shrink=2, min_width=5), Column("paused"),
                *(Column(state, "right", header_style=f"bold {STATE_STYLES[state]}") for state in STATES)]
-    rows = [[_user(q.name, 60), Text("paused", style="bold yellow") if q.paused else Text("no", style=DIM),
+    rows = [[_user(q.name, 60), Text("corrupt", style="bold red"), *(Text("-") for _ in STATES)] if q.problem else
+            [_user(q.name, 60), Text("paused", style="bold yellow") if q.paused else Text("no", style=DIM),
              *(Text(human_count(getattr(q, state))) for state in STATES)] for q in queues]
     return FitTable(columns, rows)
+
+
+def queue_problems(queues: Sequence[QueueInfo]) -> list[str]:
+    """One line per queue whose keys could not be read (``QueueInfo.problem``), for below its table."""
+    return [f"queue {q.name}: {q.problem}" for q in queues if q.problem]
 
 
 def limits_table(limits: Sequence[LimitInfo]) -> FitTable:

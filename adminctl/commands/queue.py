@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from queuecore.core.errors import QueueNotEmpty
+from queuecore.core.errors import QueueNotEmpty, WrongKeyType
+from queuecore.core.message import QueueInfo
 
 from ..app import App
 from ..fmt import escape, human_count
 from ..options import Duration, json_option, yes_option
-from ..render import HistoryChart, limits_table, queue_detail, queue_list_table
+from ..render import HistoryChart, limits_table, queue_detail, queue_list_table, queue_problems
 
 
 @click.group()
@@ -43,6 +44,8 @@ def queue_ls(app: App) -> None:
         app.terminal.info("no queues yet (a queue appears when its first task is enqueued)")
     else:
         app.terminal.print(queue_list_table(infos))
+        for line in queue_problems(infos):
+            app.terminal.error(line)
 
 
 @queue.command("inspect")
@@ -181,7 +184,16 @@ def queue_remove(app: App, name: str, force: bool, yes: bool) -> None:
       adminctl queue remove old-queue --force --yes
     """
     ins = app.inspector
-    info = ins.queue_info(name)
+    try:
+        info = ins.queue_info(name)
+    except WrongKeyType as exc:  # a corrupt queue: --force clears it away (when none of its tasks runs)
+        if not force:
+            raise
+        if not yes and not app.terminal.confirm(f"Queue {escape(name)} has {escape(str(exc))}. Remove it and "
+                                                "delete all its keys?"):
+            app.terminal.error("aborted: nothing was changed")
+            raise click.exceptions.Exit(1) from None
+        info = QueueInfo.unreadable(name, str(exc))
     if info.stored and (force or not info.size) and not info.active and not yes:
         question = (f"Remove queue {escape(name)} and delete its {human_count(info.stored)} task(s) "
                     f"({info.pending} pending, {info.scheduled} scheduled, {info.retry} retry, "

@@ -364,8 +364,20 @@ class Inspector:
 
     @translate
     def all_queue_info(self) -> list[QueueInfo]:
-        """``QueueInfo`` of every queue, in name order, read in one round-trip."""
-        return self._queue_infos([self._queue(n) for n in self.queues()])
+        """``QueueInfo`` of every queue, in name order, read in one round-trip. A queue with a key of
+        the wrong Redis type does not hide the others: it is listed with zeros and its ``problem``."""
+        queues = [self._queue(n) for n in self.queues()]
+        try:
+            return self._queue_infos(queues)
+        except WrongKeyType:
+            pass
+        infos = []
+        for q in queues:  # one queue at a time, to tell which one is broken
+            try:
+                infos += self._queue_infos([q])
+            except WrongKeyType as exc:
+                infos.append(QueueInfo.unreadable(q.queue, str(exc)))
+        return infos
 
     def _queue_infos(self, queues: list[QueueKeys]) -> list[QueueInfo]:
         if not queues:
@@ -575,10 +587,21 @@ class Inspector:
         task unless ``force``; never an active one. Its completed tasks (and their results) go with
         it either way; ``QueueInfo.stored`` counts them before.
 
+        A queue with a key of the wrong Redis type can be removed with ``force`` (how an operator clears
+        it away), as long as its active tasks can be counted and are none.
+
         Returns the number of keys deleted.
         """
         q = self._require_queue(name)
-        info = self._queue_infos([q])[0]
+        try:
+            info = self._queue_infos([q])[0]
+        except WrongKeyType:
+            if not force:
+                raise
+            with self._expect(q.active, "zset", q):  # its running tasks must still be known to be none
+                active = int(self.redis.zcard(q.active))
+            info = QueueInfo.unreadable(name, "a key of the wrong Redis type")
+            info = replace(info, active=active)
         if info.active:
             raise QueueNotEmpty(f"queue {name!r} has {info.active} active task(s); wait or cancel them first")
         if info.size and not force:

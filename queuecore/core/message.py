@@ -362,6 +362,14 @@ class QueueInfo:
     failed_total: int
     paused_until: datetime | None = None  # a timed pause: when the queue resumes by itself
     paused_by: str | None = None  # who paused it, from the audit log
+    problem: str | None = None  # why its figures could not be read (a key of the wrong Redis type): all 0
+
+    @classmethod
+    def unreadable(cls, name: str, problem: str) -> QueueInfo:
+        """A queue whose keys could not be read, with zeros for its figures and ``problem`` saying why."""
+        return cls(name=name, paused=False, pending=0, active=0, scheduled=0, retry=0, archived=0, completed=0,
+                   latency=0.0, memory_bytes=None, processed_today=0, failed_today=0, processed_total=0,
+                   failed_total=0, problem=problem)
 
     @property
     def size(self) -> int:

@@ -36,6 +36,31 @@ def test_a_task_hash_of_the_wrong_type_names_the_key_and_the_task(adminctl, clie
         assert "unreachable" not in run.stderr and "--redis-url" not in run.stderr
 
 
+def test_one_corrupt_queue_does_not_hide_the_others_and_can_be_removed(adminctl, client: Client, redis_client: Any,
+                                                                        key_prefix: str) -> None:
+    """A state key of the wrong type in one queue made queue ls and stats fail (exit 1) for every queue,
+    and queue remove --force refused the broken queue too: an operator could clear it only by hand."""
+    client.enqueue("t.x", {"n": 1}, queue="good")
+    client.enqueue("t.x", {"n": 2}, queue="broken")
+    key = f"{key_prefix}:{{broken}}:pending"
+    redis_client.delete(key)
+    redis_client.set(key, "not a list")
+    listed = adminctl("queue", "ls")
+    assert listed.code == 0 and "good" in listed.stdout and "corrupt" in listed.stdout, listed
+    assert f"queue broken: corrupt data in Redis: key {key} holds a string, expected a list" in listed.stderr
+    as_json = {q["name"]: q for q in adminctl("queue", "ls", "--json").json()}
+    assert as_json["good"]["pending"] == 1 and as_json["good"]["problem"] is None
+    assert key in as_json["broken"]["problem"] and as_json["broken"]["size"] == 0
+    stats = adminctl("stats")
+    assert stats.code == 0 and "corrupt" in stats.stdout and key in stats.stdout.replace("\n", ""), stats
+    assert adminctl("queue", "remove", "broken").code == 1  # without --force: the error, nothing removed
+    assert redis_client.exists(key)
+    removed = adminctl("queue", "remove", "broken", "--force", "--yes")
+    assert removed.code == 0 and "removed queue broken" in removed.stderr, removed
+    assert not redis_client.exists(key)
+    assert [q["name"] for q in adminctl("queue", "ls", "--json").json()] == ["good"]
+
+
 def test_redis_full_is_exit_1_saying_so_and_what_to_do(adminctl, private_redis: PrivateRedis) -> None:
     conn = ConnectionConfig(redis_url=private_redis.url, key_prefix="qct-fullcli")
     client = Client(connection=conn)

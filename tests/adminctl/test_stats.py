@@ -42,6 +42,7 @@ QUEUE_KEYS = {"name", "paused", "pending", "active", "scheduled", "retry", "arch
               "memory_bytes", "processed_today", "failed_today", "processed_total", "failed_total", "size",
               "error_rate"}
 QUEUE_KEYS |= {"paused_until", "paused_by"}  # a timed pause's end, and who paused it
+QUEUE_KEYS |= {"problem"}  # why its figures could not be read (a key of the wrong type), else None
 
 
 def seed(client: Client, inspector: Inspector) -> None:

@@ -56,8 +56,9 @@ def _seed(redis_client: Any, connection: Any, task_id: str, state: str) -> None:
     q = connection.keys.queue("default")
     redis_client.sadd(connection.keys.queues, "default")
     fields = {"lease": 1} if state == "active" else {}
-    seed_task(redis_client, q, task_id, state, score=None if state == "pending" else to_ms(time.time() + 60),
-              **fields)
+    # an archived task's score is when it was archived (a whole-state job acts on those archived before it)
+    at = time.time() - 60 if state == "archived" else time.time() + 60
+    seed_task(redis_client, q, task_id, state, score=None if state == "pending" else to_ms(at), **fields)
 
 
 @pytest.mark.parametrize("state", STATES)
