@@ -55,7 +55,9 @@ class Duration(click.ParamType):
                 seconds = float(text)
             except ValueError:
                 parts = _PART.findall(text)
-                if not parts or "".join(n + u for n, u in parts) != text:
+                sizes = [_UNIT_SECONDS[u] for _, u in parts]
+                if not parts or "".join(n + u for n, u in parts) != text or sizes != sorted(set(sizes), reverse=True):
+                    # units largest first, each once: "1h1h" or "30m1h" is a typo, not 2 h or 1 h 30 m
                     self.fail(f"{value!r} is not a duration (e.g. 30, 1.5, 90s, 5m, 2h, 1h30m)", param, ctx)
                 seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
         if seconds != seconds or seconds in (float("inf"), float("-inf")):

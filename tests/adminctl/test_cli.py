@@ -79,6 +79,8 @@ def test_root_help_and_version(adminctl) -> None:
     ["stats", "--watch", "--interval", "0"],
     ["stats", "--interval", "soon"],
     ["enqueue", "t", "--process-in", "5 parsecs"],
+    ["enqueue", "t", "--process-in", "1h1h"],  # a unit twice was added up (2 h)
+    ["enqueue", "t", "--process-in", "30m1h"],  # units out of order
     ["enqueue", "t", "--timeout", "0"],
 ])
 def test_usage_errors_exit_2_before_touching_redis(adminctl, args) -> None:
