@@ -4,9 +4,10 @@ task's outcome, sync and async, without polling Redis.
 **Result ids.** A task is addressed by its queue and its id (every key of a queue carries the queue's
 hash tag), so a result id names both: ``"<queue>/<task id>"``. Neither a queue name nor a task id
 can hold a ``/``, so the split is unambiguous, and a lookup is one script call in one slot, with no
-index to keep (a scheduled, retry or archived task adds one ``ZSCORE`` of its state's ZSET, in the same
-slot: its ``next_process_at`` or ``archived_at``). A bare task id is also accepted: it is looked for in
-every known queue (one pipelined ``EXISTS`` per queue), and refused when several queues hold it.
+index to keep (for a scheduled, retry or archived task the script also reads its score in its
+state's ZSET, in the same slot: its ``next_process_at`` or ``archived_at``). A bare task id is also
+accepted: it is looked for in every known queue (one pipelined ``EXISTS`` per queue), and refused
+when several queues hold it.
 
 **Waiting.** A waiter runs the ``result`` script, which reads the task and, when it is not final
 (neither completed nor archived), marks it watched. The script that makes a watched task final
@@ -64,7 +65,7 @@ from queuecore.core.message import TaskInfo
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.redis_errors import UNAVAILABLE, broker_errors, is_out_of_memory
 from queuecore.core.scripts import Scripts
-from queuecore.core.states import DUE_STATES, FINAL_STATES, TaskState
+from queuecore.core.states import FINAL_STATES, TaskState
 from queuecore.core.topology import async_like, is_cluster_client
 
 WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
@@ -75,9 +76,6 @@ OUTAGE_POLL = 0.25  # seconds between its tries meanwhile
 FULL_POLL = 0.2  # seconds between looks at the task while Redis is full (it refuses the blocking wait then)
 _TRACEBACK = "\n\nTraceback (most recent call last):\n"  # how outcome.format_error joins head and frames
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-# The states whose ZSET score a snapshot shows: the due time of a scheduled or retry task
-# (``next_process_at``), when an archived one was archived (``archived_at``).
-_SCORED_STATES = (*DUE_STATES, TaskState.ARCHIVED.value)
 
 
 def result_id(queue: str, task_id: str) -> str:
@@ -292,37 +290,25 @@ class Results:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def _snapshot(self, q: QueueKeys, task_id: str, h: dict[str, Any], score: Any = None) -> TaskHandle:
+    def _snapshot(self, q: QueueKeys, task_id: str, h: dict[str, Any]) -> TaskHandle:
+        """The task the ``result`` script read: its hash, and "@score" (a scheduled, retry or archived
+        task's due time or archive time) taken out of it."""
         if not h:
             raise TaskNotFound(f"no task {task_id!r} in queue {q.queue!r} (never enqueued, deleted, or completed "
                                "and past its retention)")
-        return TaskHandle.of(task_info(q, task_id, h, h.get("state"), _score(score)), self)
+        score = _score(h.pop("@score", None))
+        return TaskHandle.of(task_info(q, task_id, h, h.get("state"), score), self)
 
     def read(self, queue: str, task_id: str, *, watch: bool = False) -> TaskHandle:
-        """The task now; with ``watch``, a task that is not final is marked watched (see the module).
-        A scheduled, retry or archived task costs one ``ZSCORE`` more (its due time, when it was archived)."""
+        """The task now; with ``watch``, a task that is not final is marked watched (see the module)."""
         q = self.keys.queue(queue)
         with broker_errors():
-            h = self.scripts.result(q, validate_task_id(task_id), watch=watch)
-            score = None
-            if h.get("state") in _SCORED_STATES:
-                try:
-                    score = self.redis.zscore(q.state_key(h["state"]), task_id)
-                except redis.ResponseError:  # a state key of another type: shown without the time
-                    score = None
-            return self._snapshot(q, task_id, h, score)
+            return self._snapshot(q, task_id, self.scripts.result(q, validate_task_id(task_id), watch=watch))
 
     async def _aread_on(self, client: redis.asyncio.Redis, q: QueueKeys, task_id: str, *,
                         watch: bool = False) -> TaskHandle:
         """``read`` on an asyncio client (``task_id`` already checked)."""
-        h = await self.scripts.result(q, task_id, watch=watch, async_client=client)
-        score = None
-        if h.get("state") in _SCORED_STATES:
-            try:
-                score = await client.zscore(q.state_key(h["state"]), task_id)
-            except redis.ResponseError:  # a state key of another type: shown without the time
-                score = None
-        return self._snapshot(q, task_id, h, score)
+        return self._snapshot(q, task_id, await self.scripts.result(q, task_id, watch=watch, async_client=client))
 
     def lookup(self, result_id: str) -> TaskHandle:
         """The task a result id names (``"<queue>/<task id>"``, or a bare task id looked for in every

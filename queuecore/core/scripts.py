@@ -657,14 +657,15 @@ class Scripts:
     # -- callers waiting for results ---------------------------------------------------------------
 
     def result(self, q: QueueKeys, task_id: str, *, watch: bool = False, async_client: Any = None) -> Any:
-        """The task HASH as a dict ({} when there is no such task). With ``watch``, a task that is not
+        """The task HASH as a dict ({} when there is no such task), with ``"@score"``, the task's score
+        in its state's ZSET, for a scheduled, retry or archived one. With ``watch``, a task that is not
         final is marked watched, so the script that makes it final pushes a token onto its wake LIST
         (``QueueKeys.done``), and tokens an earlier final state left there are dropped (results.py).
 
         With a ``redis.asyncio.Redis`` as ``async_client``, returns an awaitable of the same dict.
         """
         keys = [q.task(task_id), q.done(task_id)]
-        args = [1 if watch else 0]
+        args = [1 if watch else 0, q.base, task_id]
         if async_client is not None:
             return self._call_async(async_client, "result", keys, args, _pairs)
         return _pairs(self._call("result", keys, args))

@@ -5,8 +5,13 @@
 -- ARGV[1] 1 = watch: when the task is not final (neither completed nor archived), mark it watched
 --         (its "watch" field) so that the script that makes it final wakes KEYS[2], and drop the
 --         tokens an earlier final state left in KEYS[2] (the task was run again since); 0 = only read
+-- ARGV[2] the queue's key start, <prefix>:{<q>}: (its state ZSETs: <start><state>)
+-- ARGV[3] the task id
 -- Returns the task HASH as a flat list (field, value, ...), as read before this call wrote anything;
--- an empty list when there is no such task (nothing is written then).
+-- an empty list when there is no such task (nothing is written then). For a scheduled, retry or
+-- archived task the list ends with the pseudo-field "@score" and its score in that state's ZSET (when
+-- it is due; when it was archived), when it is there.
+-- Cluster note: the state ZSET is built from ARGV[2], the queue's {<q>} tag (as KEYS), same slot.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key has the wrong Redis
 -- type; checked before any write, so nothing is written. At maxmemory the mark is not written
 -- (pcall) and the caller finds the outcome at its next look instead of being woken.
@@ -17,6 +22,19 @@ if ARGV[1] == "1" and #fields > 0 then
     if state ~= "completed" and state ~= "archived" then
         redis.call("DEL", KEYS[2])  -- first: frees memory
         redis.pcall("HSET", KEYS[1], "watch", "1")
+    end
+end
+local state
+for i = 1, #fields, 2 do
+    if fields[i] == "state" then
+        state = fields[i + 1]
+    end
+end
+if state == "scheduled" or state == "retry" or state == "archived" then
+    local score = redis.pcall("ZSCORE", ARGV[2] .. state, ARGV[3])  -- a key of another type: no score
+    if type(score) == "string" then
+        fields[#fields + 1] = "@score"
+        fields[#fields + 1] = score
     end
 end
 return fields
