@@ -116,6 +116,12 @@ def test_stats_on_an_empty_namespace(adminctl) -> None:
 # -- watch in a pseudo-terminal -------------------------------------------------------------------
 
 
+def sigint_as_from_a_terminal() -> None:
+    """A child's SIGINT as a terminal's Ctrl-C finds it: a shell that runs the suite in the background
+    (``cmd &``) starts it with SIGINT ignored, which Python and every child would inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class PtyProcess:
     """A process on a pseudo-terminal (80x40), with its output collected as it arrives."""
 
@@ -124,7 +130,7 @@ class PtyProcess:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 80, 0, 0))
         env = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
         self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=ROOT,
-                                     close_fds=True)
+                                     close_fds=True, preexec_fn=sigint_as_from_a_terminal)
         os.close(slave)
         self.master = master
         self.output = b""
@@ -193,7 +199,8 @@ def test_watch_piped_emits_one_json_object_per_interval(redis_url: str, key_pref
     client.enqueue("t", queue="lines")
     proc = subprocess.Popen([sys.executable, "-m", "queuecore_adminctl", "--redis-url", redis_url,
                              "--prefix", key_prefix, "stats", "--watch", "--interval", "0.1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(), cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(), cwd=ROOT,
+                            preexec_fn=sigint_as_from_a_terminal)
     lines: list[dict] = []
     buffer = b""
 
