@@ -7,12 +7,9 @@ context, signals), with real ``manage.py runworker`` processes running the tasks
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
-import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +23,7 @@ from queuecore import Inspector, TaskFailed, TaskState
 from queuecore.core.client import get_default_client
 from queuecore.tasks_backend import QueuecoreBackend, QueuecoreTask
 from tests.conftest import wait_until
+from tests.helpers.runworkers import BACKEND, runworkers, use_backend
 
 try:
     from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
@@ -38,15 +36,12 @@ except ImportError:  # Django 5.2: the django-tasks backport
     from django_tasks.signals import task_enqueued
 
 ROOT = Path(__file__).resolve().parents[2]
-BACKEND = "queuecore.tasks_backend.QueuecoreBackend"
 
 
 @pytest.fixture
 def dj(settings, redis_url: str, key_prefix: str) -> Any:
     """The test tasks module, with TASKS on queuecore and QUEUECORE on the test's prefix."""
-    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix, "QUEUES": {"default": 1, "low": 1}}
-    settings.TASKS = {"default": {"BACKEND": BACKEND, "QUEUES": ["default", "low"]}}
-    return importlib.import_module("tests.helpers.dj_tasks")
+    return use_backend(settings, redis_url, key_prefix, "tests.helpers.dj_tasks")
 
 
 @pytest.fixture
@@ -61,34 +56,11 @@ def runworker(request: pytest.FixtureRequest, dj: Any, inspector: Inspector, red
               tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Start ``manage.py runworker`` processes on the test's prefix (``tests/tasks_backend_settings.py``);
     each is running (its heartbeat published) when this returns; all are killed in teardown."""
-    started: list[tuple[subprocess.Popen[bytes], Path]] = []
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.tasks_backend_settings", "QUEUECORE_REDIS_URL": redis_url,
            "QUEUECORE_KEY_PREFIX": key_prefix, "DJ_TASKS_LOG": str(tmp_path / "signals.jsonl"),
            "PYTHONUNBUFFERED": "1"}
-
-    def start(*args: str) -> subprocess.Popen[bytes]:
-        out = tmp_path / f"runworker-{len(started)}.log"
-        with open(out, "wb") as f:
-            proc = subprocess.Popen([sys.executable, "manage.py", "runworker", "--concurrency", "2", *args], cwd=ROOT,
-                                    env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
-        started.append((proc, out))
-
-        def running() -> bool:
-            if proc.poll() is not None:
-                pytest.fail(f"runworker exited ({proc.returncode}):\n{out.read_text(errors='replace')}")
-            return any(s.pid == proc.pid for s in inspector.servers())
-
-        wait_until(running, timeout=60, interval=0.05, message="runworker's heartbeat")
-        return proc
-
-    yield start
-    failed = request.session.testsfailed
-    for proc, out in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-        if request.session.testsfailed > failed or proc.returncode not in (0, -signal.SIGKILL):
-            print(f"--- runworker {proc.pid} ({proc.returncode})\n{out.read_text(errors='replace')[-4000:]}")
+    with runworkers(request, inspector, env, tmp_path) as start:
+        yield start
 
 
 def signals_log(tmp_path: Path) -> list[dict[str, Any]]:

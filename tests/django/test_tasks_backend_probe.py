@@ -8,12 +8,9 @@ real ``manage.py runworker`` processes (``tests/tasks_backend_probe_settings.py`
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
-import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,6 +23,7 @@ from django.utils import timezone
 from queuecore import Inspector, TaskState
 from queuecore.core.client import get_default_client
 from tests.conftest import wait_until
+from tests.helpers.runworkers import BACKEND, runworkers, use_backend
 
 try:
     from django.tasks import TaskResultStatus, default_task_backend, task_backends
@@ -33,15 +31,12 @@ except ImportError:  # Django 5.2: the django-tasks backport
     from django_tasks import TaskResultStatus, default_task_backend, task_backends
 
 ROOT = Path(__file__).resolve().parents[2]
-BACKEND = "queuecore.tasks_backend.QueuecoreBackend"
 
 
 @pytest.fixture
 def dj(settings, redis_url: str, key_prefix: str) -> Any:
     """The probe tasks module, with TASKS on queuecore and QUEUECORE on the test's prefix."""
-    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix, "QUEUES": {"default": 1, "low": 1}}
-    settings.TASKS = {"default": {"BACKEND": BACKEND, "QUEUES": ["default", "low"]}}
-    return importlib.import_module("tests.helpers.dj_tasks_probe")
+    return use_backend(settings, redis_url, key_prefix, "tests.helpers.dj_tasks_probe")
 
 
 @pytest.fixture
@@ -56,34 +51,11 @@ def runworker(request: pytest.FixtureRequest, dj: Any, inspector: Inspector, red
               tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """Start a ``manage.py runworker`` on the test's prefix; running (its heartbeat published) when this
     returns; killed in teardown."""
-    started: list[tuple[subprocess.Popen[bytes], Path]] = []
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.tasks_backend_probe_settings",
            "QUEUECORE_REDIS_URL": redis_url, "QUEUECORE_KEY_PREFIX": key_prefix,
            "DJ_PROBE_LOG": str(tmp_path / "probe.jsonl"), "PYTHONUNBUFFERED": "1"}
-
-    def start(*args: str) -> subprocess.Popen[bytes]:
-        out = tmp_path / f"runworker-{len(started)}.log"
-        with open(out, "wb") as f:
-            proc = subprocess.Popen([sys.executable, "manage.py", "runworker", "--concurrency", "2", *args], cwd=ROOT,
-                                    env=env, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
-        started.append((proc, out))
-
-        def running() -> bool:
-            if proc.poll() is not None:
-                pytest.fail(f"runworker exited ({proc.returncode}):\n{out.read_text(errors='replace')}")
-            return any(s.pid == proc.pid for s in inspector.servers())
-
-        wait_until(running, timeout=60, interval=0.05, message="runworker's heartbeat")
-        return proc
-
-    yield start
-    failed = request.session.testsfailed
-    for proc, out in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-        if request.session.testsfailed > failed or proc.returncode not in (0, -signal.SIGKILL):
-            print(f"--- runworker {proc.pid} ({proc.returncode})\n{out.read_text(errors='replace')[-4000:]}")
+    with runworkers(request, inspector, env, tmp_path) as start:
+        yield start
 
 
 def probe_log(tmp_path: Path, result_id: str | None = None) -> list[dict[str, Any]]:

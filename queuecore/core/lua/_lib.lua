@@ -295,6 +295,25 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
     return ids, cursor, ends, 0
 end
 
+-- The ids one call of a state's bulk script takes (admin_*_all.lua): without a bound (args[first]
+-- absent or "", args: the script's ARGV) the first limit of key (qc_peek_ids); with one, the bound in
+-- args[first .. first + 5]
+-- (since ms, state, cursor score, cursor id, cursor count, quota; limit ids looked at) given to
+-- qc_bulk_ids. Returns the ids, then with a bound its cursor, whether the state ended, and for the
+-- LIST how many tasks are right of the ids; and true when there was a bound.
+local function qc_bulk_chunk(key, is_list, task_prefix, limit, args, first)
+    if not args[first] or args[first] == "" then
+        return qc_peek_ids(key, is_list, limit), nil, nil, nil, false
+    end
+    local bound = {since = tonumber(args[first]), state = args[first + 1], score = args[first + 2],
+        id = args[first + 3], behind = tonumber(args[first + 4]), quota = tonumber(args[first + 5]), visits = limit}
+    if is_list then
+        bound.quota = math.min(bound.quota, bound.visits)
+    end
+    local ids, cursor, ends, right = qc_bulk_ids(key, is_list, task_prefix, bound)
+    return ids, cursor, ends, right, true
+end
+
 -- Take ids (from qc_bulk_ids: the k tasks right after the first c from the right end) off the
 -- pending LIST key: an LTRIM when they are at the right end; else the first with an LREM from the
 -- right (a write that never grows memory: at maxmemory the rest may follow), the others overwritten
@@ -312,6 +331,16 @@ local function qc_bulk_take(key, ids, c)
     end
     if #ids > 1 then
         redis.call("LREM", key, -(#ids - 1), "\0qc-taken")
+    end
+end
+
+-- Take the ids of a bulk script's chunk (qc_bulk_chunk) off key: with a bound on the pending LIST,
+-- qc_bulk_take (right: how many tasks are right of them); else qc_remove_ids.
+local function qc_bulk_remove(key, is_list, ids, bound, right)
+    if bound and is_list then
+        qc_bulk_take(key, ids, right)
+    else
+        qc_remove_ids(key, is_list, ids)
     end
 end
 

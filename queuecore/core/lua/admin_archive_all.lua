@@ -29,23 +29,9 @@
 local is_list, task_prefix = ARGV[3] == "list", ARGV[4]
 -- wrong-type guard, before any write: the KEYS, then the task hashes of the ids this call takes
 local err = qc_check_types(KEYS, {is_list and "list" or "zset", "zset"}) if err then return err end
-local bound = ARGV[7] and ARGV[7] ~= "" and {since = tonumber(ARGV[7]), state = ARGV[8], score = ARGV[9],
-    id = ARGV[10], behind = tonumber(ARGV[11]), quota = tonumber(ARGV[12]), visits = tonumber(ARGV[1])}
-local ids, cursor, ends, right
-if not bound then
-    ids = qc_peek_ids(KEYS[1], is_list, tonumber(ARGV[1]))
-elseif is_list then
-    bound.quota = math.min(bound.quota, bound.visits)
-    ids, cursor, ends, right = qc_bulk_ids(KEYS[1], true, task_prefix, bound)
-else
-    ids, cursor, ends = qc_bulk_ids(KEYS[1], false, task_prefix, bound)
-end
+local ids, cursor, ends, right, bound = qc_bulk_chunk(KEYS[1], is_list, task_prefix, tonumber(ARGV[1]), ARGV, 7)
 err = qc_check_task_hashes(task_prefix, ids) if err then return err end
-if bound and is_list then
-    qc_bulk_take(KEYS[1], ids, right)
-else
-    qc_remove_ids(KEYS[1], is_list, ids)
-end
+qc_bulk_remove(KEYS[1], is_list, ids, bound, right)
 local dropped = 0
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)

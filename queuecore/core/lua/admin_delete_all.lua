@@ -28,28 +28,14 @@ local is_list, task_prefix, base = ARGV[2] == "list", ARGV[3], ARGV[4]
 -- wrong-type guard, before any write: KEYS[1], then the task hashes (and their unique locks) of the
 -- ids this call takes
 local err = qc_check_type(KEYS[1], is_list and "list" or "zset") if err then return err end
-local bound = ARGV[7] and ARGV[7] ~= "" and {since = tonumber(ARGV[7]), state = ARGV[8], score = ARGV[9],
-    id = ARGV[10], behind = tonumber(ARGV[11]), quota = tonumber(ARGV[12]), visits = tonumber(ARGV[1])}
-local ids, cursor, ends, right
-if not bound then
-    ids = qc_peek_ids(KEYS[1], is_list, tonumber(ARGV[1]))
-elseif is_list then
-    bound.quota = math.min(bound.quota, bound.visits)
-    ids, cursor, ends, right = qc_bulk_ids(KEYS[1], true, task_prefix, bound)
-else
-    ids, cursor, ends = qc_bulk_ids(KEYS[1], false, task_prefix, bound)
-end
+local ids, cursor, ends, right, bound = qc_bulk_chunk(KEYS[1], is_list, task_prefix, tonumber(ARGV[1]), ARGV, 7)
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)
     err = qc_check_type(key, "hash") if err then return err end
     local lock = qc_own_lock(key, base)
     err = lock and qc_check_type(lock, "string") if err then return err end
 end
-if bound and is_list then
-    qc_bulk_take(KEYS[1], ids, right)
-else
-    qc_remove_ids(KEYS[1], is_list, ids)
-end
+qc_bulk_remove(KEYS[1], is_list, ids, bound, right)
 local dropped = 0
 for _, id in ipairs(ids) do
     local key = qc_task_key(task_prefix, id)

@@ -24,14 +24,7 @@
 local task_prefix = ARGV[4]
 -- wrong-type guard, before any write: the KEYS, then the task hashes of the ids this call takes
 local err = qc_check_types(KEYS, {"zset", "list"}) if err then return err end
-local bound = ARGV[5] and ARGV[5] ~= "" and {since = tonumber(ARGV[5]), state = ARGV[6], score = ARGV[7],
-    id = ARGV[8], behind = tonumber(ARGV[9]), quota = tonumber(ARGV[10]), visits = tonumber(ARGV[1])}
-local ids, cursor, ends
-if bound then
-    ids, cursor, ends = qc_bulk_ids(KEYS[1], false, task_prefix, bound)
-else
-    ids = redis.call("ZRANGE", KEYS[1], 0, tonumber(ARGV[1]) - 1)
-end
+local ids, cursor, ends, _, bound = qc_bulk_chunk(KEYS[1], false, task_prefix, tonumber(ARGV[1]), ARGV, 5)
 err = qc_check_task_hashes(task_prefix, ids) if err then return err end
 if not bound then
     return qc_move_to_pending(task_prefix, ids, KEYS[1], KEYS[2], ARGV[2], ARGV[3])
