@@ -390,6 +390,8 @@ def run_job(store: BulkJobStore, ops: BulkOperations, job_id: str, *, holder: st
         return store.get(job_id)
     if job.started_at is None:
         log.info("bulk job %s (%s by %s) started, driven by %s", job.id, job.describe(), job.actor, holder)
+    elif job.holder == holder:  # the same driver going on (adminctl after a Ctrl-C, to cancel it): no recovery
+        log.info("bulk job %s (%s by %s) goes on, driven by %s", job.id, job.describe(), job.actor, holder)
     else:  # its driver stopped or died: a recovery, said at the default level
         log.warning("bulk job %s (%s by %s) taken up by %s at %s done; its driver %s stopped", job.id,
                     job.describe(), job.actor, holder, f"{job.done:,}", job.holder or "before")

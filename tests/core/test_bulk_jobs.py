@@ -325,3 +325,23 @@ def test_a_filter_finds_every_task_while_workers_take_from_the_front_of_the_stat
     assert not {t.id for t in inspector.iter_tasks("bulkq", state)} & wanted  # none passed over
     assert {t.id for t in inspector.iter_tasks("bulkq", "archived")} == wanted - gone
     assert redis_client.exists(q.bulk_snapshot(job.id)) == 0
+
+
+def test_the_same_driver_going_on_after_an_interrupt_is_no_recovery(inspector, redis_client, q, caplog) -> None:
+    """adminctl's Ctrl-C interrupts its own driving, asks to cancel and drives on with the same holder:
+    the worker log said the job was "taken up by" that holder because "its driver" (itself) stopped."""
+    seed(redis_client, q, "pending", 1_200)
+    job = inspector.start_bulk_job("delete", queue="bulkq", state="pending")
+
+    def interrupt_after_first_chunk(progress: BulkJob) -> None:
+        if progress.done == 500:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        inspector.run_bulk_job(job.id, holder="cli:me", on_progress=interrupt_after_first_chunk)
+    caplog.clear()
+    with caplog.at_level("INFO", logger="queuecore"):
+        job = inspector.run_bulk_job(job.id, holder="cli:me")
+    assert job.status == "done" and job.done == 1_200
+    assert not [r for r in caplog.records if "taken up by" in r.getMessage()]
+    assert [r for r in caplog.records if "goes on, driven by cli:me" in r.getMessage() and r.levelname == "INFO"]
