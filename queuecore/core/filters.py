@@ -84,7 +84,8 @@ def parse(text: str) -> list[Term]:
         if field and field not in FIELDS and not field.startswith("payload."):
             raise ConfigurationError(f"unknown filter field {field!r}: use {', '.join(FIELDS[:-1])}, "
                                      "payload.<path>, or words")
-        if field == "payload":
+        if field == "payload" or (field.startswith("payload.") and "" in field[len("payload."):].split(".")):
+            # payload.:1 or payload.a..b named no key and so matched nothing
             raise ConfigurationError("name a path of the payload: payload.<key>[.<key>...]:<value>")
         if not value:
             raise ConfigurationError(f"{field or 'a term'}: needs a value")

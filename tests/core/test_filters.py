@@ -21,6 +21,7 @@ def test_terms_quotes_negation_and_paths() -> None:
 @pytest.mark.parametrize(("text", "why"), [
     ("colour:red", "unknown filter field 'colour'"), ("payload:3", "name a path"), ('error:"open', "not closed"),
     ("type:", "needs a value"), ("x " * 21, "at most 20 terms"), ("a" * 2001, "at most 2,000"),
+    ("payload.:1", "name a path"), ("payload.a..b:1", "name a path"), ("payload.a.:1", "name a path"),
 ])
 def test_bad_filters_say_what_is_wrong(text: str, why: str) -> None:
     with pytest.raises(ConfigurationError, match=why):
