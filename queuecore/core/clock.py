@@ -47,10 +47,16 @@ class RedisTimeClock:
 
     def align(self, redis_time: Callable[[], float]) -> float:
         """Measure the offset to ``redis_time()`` (Redis's clock, seconds), taken as read halfway
-        through the round trip; adopt it when it moved; return it."""
+        through the round trip; adopt it when it moved; return it. A round trip longer than twice the
+        tolerance says nothing within the tolerance (the process was paused or starved, or the network
+        stalled, in the middle of it: its halfway point is off by up to half of it), so the offset is
+        kept: a 1.9 s pause during a TIME call had set the clock 0.95 s back, and leases that had run
+        out looked alive."""
         before = self._base()
         remote = redis_time()
         after = self._base()
+        if after - before > 2 * self._tolerance:
+            return self.offset
         measured = remote - (before + after) / 2
         first, previous = not self.aligned, self.offset
         self.aligned = True

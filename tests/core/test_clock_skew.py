@@ -81,6 +81,23 @@ def test_the_offset_moves_only_beyond_the_tolerance() -> None:
     assert clock.align(lambda: 1000.0) == 0.0
 
 
+def test_a_round_trip_too_long_to_tell_keeps_the_offset() -> None:
+    """A worker stopped (SIGSTOP, a long GC, a starved CPU) in the middle of its TIME call measured the
+    offset at the round trip's halfway point: 0.95 s off after a 1.9 s pause, past the tolerance, so
+    its clock went 0.95 s back and a task fetched ahead whose lease had run out started without its
+    lease being confirmed (test_processes' paused-worker test, 1 run in 12)."""
+    now = [1000.0]
+    clock = RedisTimeClock(base=lambda: now[0], tolerance=0.25)
+    assert clock.align(lambda: 1000.0) == 0.0
+
+    def paused_during_the_call() -> float:
+        now[0] += 1.9  # the process was stopped after Redis answered, before it read the reply
+        return 1000.0
+
+    assert clock.align(paused_during_the_call) == 0.0 and clock.now() == now[0]
+    assert clock.align(lambda: now[0] - 10.0) == -10.0  # a prompt round trip is still believed
+
+
 # -- clients and inspectors ------------------------------------------------------------------------
 
 BEHIND = 3600.0  # seconds this "host" runs behind
