@@ -600,8 +600,7 @@ class Inspector:
                 raise
             with self._expect(q.active, "zset", q):  # its running tasks must still be known to be none
                 active = int(self.redis.zcard(q.active))
-            info = QueueInfo.unreadable(name, "a key of the wrong Redis type")
-            info = replace(info, active=active)
+            info = replace(QueueInfo.unreadable(name, "a key of the wrong Redis type"), active=active)
         if info.active:
             raise QueueNotEmpty(f"queue {name!r} has {info.active} active task(s); wait or cancel them first")
         if info.size and not force:

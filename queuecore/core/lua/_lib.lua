@@ -346,24 +346,25 @@ end
 
 -- Move ids off the ZSET zset onto the pending LIST (pushed on the left, as new work), each pending
 -- since now; an id whose task hash is gone is only dropped. Publishes on wake when pending turns
--- non-empty. Returns #ids.
+-- non-empty. Returns how many were moved (those whose hash was there).
 local function qc_move_to_pending(task_prefix, ids, zset, pending, now, wake)
     if #ids == 0 then
         return 0
     end
-    local was_empty = redis.call("LLEN", pending) == 0
+    local was_empty, moved = redis.call("LLEN", pending) == 0, 0
     for _, id in ipairs(ids) do
         local key = qc_task_key(task_prefix, id)
         if redis.call("EXISTS", key) == 1 then
             redis.call("HSET", key, "state", "pending", "pending_since", now)
             redis.call("LPUSH", pending, id)
+            moved = moved + 1
         end
         redis.call("ZREM", zset, id)
     end
-    if was_empty and redis.call("LLEN", pending) > 0 then
+    if was_empty and moved > 0 then
         qc_publish(wake, "1")
     end
-    return #ids
+    return moved
 end
 
 -- A history field of the task HASH at key (newest first): put line ("" = nothing to record) in front

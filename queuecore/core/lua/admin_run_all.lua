@@ -26,14 +26,8 @@ local task_prefix = ARGV[4]
 local err = qc_check_types(KEYS, {"zset", "list"}) if err then return err end
 local ids, cursor, ends, _, bound = qc_bulk_chunk(KEYS[1], false, task_prefix, tonumber(ARGV[1]), ARGV, 5)
 err = qc_check_task_hashes(task_prefix, ids) if err then return err end
+local moved = qc_move_to_pending(task_prefix, ids, KEYS[1], KEYS[2], ARGV[2], ARGV[3])
 if not bound then
-    return qc_move_to_pending(task_prefix, ids, KEYS[1], KEYS[2], ARGV[2], ARGV[3])
+    return #ids
 end
-local dropped = 0
-for _, id in ipairs(ids) do
-    if redis.call("EXISTS", qc_task_key(task_prefix, id)) == 0 then
-        dropped = dropped + 1
-    end
-end
-qc_move_to_pending(task_prefix, ids, KEYS[1], KEYS[2], ARGV[2], ARGV[3])
-return {#ids - dropped, dropped, cursor[1], cursor[2], cursor[3], ends and 1 or 0}
+return {moved, #ids - moved, cursor[1], cursor[2], cursor[3], ends and 1 or 0}
