@@ -307,14 +307,11 @@ async def _off_the_loop(func: Callable[..., Any], *args: Any) -> Any:
     would raise ``SynchronousOnlyOperation`` on the loop), with the task's context; the database
     connections of that thread are closed before and after when stale, as around a request or a sync
     task (``queuecore.middleware``). A receiver's exception is raised here, as from a sync task's."""
-    from django.db import close_old_connections
+    from queuecore.middleware import fresh_connections
 
     def call() -> Any:
-        close_old_connections()
-        try:
+        with fresh_connections():
             return func(*args)
-        finally:
-            close_old_connections()
 
     return await sync_to_async(call, thread_sensitive=False)()
 
