@@ -17,7 +17,8 @@ import redis
 from queuecore.core.inspector import InspectorBulkOperations
 from queuecore.core.keys import QueueKeys
 from queuecore.core.scripts import Scripts
-from tests.core.test_bulk_jobs import q, seed  # noqa: F401 - the queue fixture
+from tests.core.test_bulk_jobs import NOW_MS, q, seed  # noqa: F401 - the queue fixture
+from tests.helpers.state import seed_task
 
 DAY, MINUTE = "2030-01-01", "2030-01-01T00:00"
 
@@ -134,3 +135,22 @@ def test_ids_whose_task_hash_is_gone_count_as_skipped_not_done(
     assert inspector.count("bulkq", state) == 0
     if into:
         assert inspector.count("bulkq", into) == 7
+
+
+BIG = {"pad": "x" * 1_000_000}  # a 1 MB message: a chunk reads at most 4 MB of messages, then one more
+
+
+@pytest.mark.parametrize(("state", "per_chunk"), [("scheduled", [5, 5, 2]), ("retry", [12])])
+def test_a_chunk_reads_a_bounded_number_of_message_bytes(
+        inspector, redis_client: redis.Redis, q: QueueKeys, monkeypatch, state: str, per_chunk: list[int]) -> None:  # noqa: F811
+    """A scheduled task's entry time may be in its message only: a chunk stops reading messages past
+    4 MB (500 messages of 500 KB in one call held Redis 0.44 s). Retry tasks carry their entry time in
+    a field, so their messages are not read at all and one chunk takes them all."""
+    for n in range(12):
+        seed_task(redis_client, q, f"big-{n}", state, score=NOW_MS + n, payload=BIG, error="boom",
+                  failed_at=NOW_MS)
+    chunks = between_chunks(monkeypatch, lambda _n: None)
+    job = inspector.run_bulk_job(inspector.start_bulk_job("delete", queue="bulkq", state=state).id)
+    assert (job.status, job.done, job.skipped) == ("done", 12, 0)
+    assert [c.acted for c in chunks if c.acted] == per_chunk
+    assert redis_client.zcard(q.state_key(state)) == 0

@@ -156,6 +156,12 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
         return seconds and math.floor(seconds * 1000)
     end
 
+    -- Bytes of messages read so far by this call, and how many it may read: a walk stops before the next
+    -- task once it has read this many (so it reads at most one message more). Only pending and scheduled
+    -- tasks' messages are read (for their "enqueued_at"), and a message may be as long as the clients'
+    -- max_payload_bytes (256 MiB at most): 500 messages of 500 KB in one call kept Redis busy 0.44 s.
+    local read = {bytes = 0, budget = 4 * 1024 * 1024}
+
     -- True when the task id of state entered it after since; false when before, when not known (a hash
     -- without the field and message: it counts as there), gone, or of another Redis type (the caller's
     -- own type check refuses that one).
@@ -166,12 +172,17 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
             return false
         end
         local key = qc_task_key(task_prefix, id)
+        if state == "retry" or state == "completed" then  -- the field is always there: no message to read
+            local at = redis.pcall("HGET", key, field)
+            return type(at) == "string" and tonumber(at) ~= nil and tonumber(at) > since
+        end
         local f = redis.pcall("HMGET", key, field, "msg")
         if f["err"] then
             return false
         end
+        read.bytes = read.bytes + (f[2] and #f[2] or 0)
         local at = tonumber(f[1] or "")
-        if not at and (state == "pending" or state == "scheduled") then
+        if not at then
             at = enqueued_ms(f[2])
         end
         return at ~= nil and at > since
@@ -180,7 +191,8 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
     -- A bulk job's chunk of a ZSET state: walks it by (score, id) from the cursor b.score, b.id ("" =
     -- from the start; b.behind: how many ids at b.score up to b.id were passed and left there), visiting
     -- at most b.visits ids and keeping at most b.quota of those that were there at b.since (the others
-    -- are passed, left as they are). Per call: one ZRANGEBYSCORE, and per id visited one HMGET.
+    -- are passed, left as they are), and stopping early once it has read read.budget bytes of messages.
+    -- Per call: one ZRANGEBYSCORE, and per id visited one HGET (retry, completed) or HMGET.
     -- Returns the ids kept, the new cursor {score, id, behind}, and true when the walk reached the end.
     local function zset_ids(key, task_prefix, b)
         local max = b.state == "archived" and b.since or "+inf"
@@ -205,7 +217,7 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
         for i = 1, #items, 2 do
             local id, score = items[i], items[i + 1]
             if not passed(id, score) then
-                if #ids >= b.quota or visited >= b.visits then
+                if #ids >= b.quota or visited >= b.visits or read.bytes >= read.budget then
                     stopped = true
                     break
                 end
