@@ -118,7 +118,7 @@ class Recoverer(Periodic):
                                        extra={"qc_task_id": task.id, "qc_queue": q.queue, "qc_type": task.type,
                                               "qc_attempt": task.attempt, "qc_action": "recover"})
                     logged += 1
-                if sum(got.counts) < BATCH:
+                if sum(got.counts) < BATCH and not got.more:
                     break
         requeued, archived, orphans = totals
         if logged > RECOVERY_LOG_LINES:

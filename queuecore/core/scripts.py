@@ -207,6 +207,7 @@ class Recovery(NamedTuple):
     grace_left_ms: int = 0  # > 0: in an outage grace, nothing was taken back
     silence_ms: int = 0  # > 0: this call found a silence this long and began the grace
     tasks: tuple[RecoveredTask, ...] = ()
+    more: bool = False  # the call stopped early (4 MB of messages read): expired tasks may be left
 
     @property
     def counts(self) -> tuple[int, int, int]:
@@ -610,7 +611,8 @@ class Scripts:
         A message without ``max_retry`` has ``default_max_retry`` (the one the encoding leaves out).
         With ``outage_ms > 0``, a call that finds no call ran for longer than that (Redis's clock)
         takes nothing back and starts a grace of ``grace_ms``, during which no call takes anything
-        back: owners cut off by the outage renew their leases first (``recover.lua``).
+        back: owners cut off by the outage renew their leases first (``recover.lua``). A call stops
+        early once it has read 4 MB of messages (``more``): call again for the rest.
         """
         keys = [q.active, q.pending, q.archived, q.stats, q.recovery]
         args = [now_ms, limit, day, minute, self._wake(q), q.task_prefix, default_max_retry, WORKER_LOST,
@@ -618,9 +620,9 @@ class Scripts:
                 ATTEMPT_HISTORY_BYTES, q.done_prefix, WAKE_TTL_MS, *self._ts_context(q, now_ms)]
         reply = self._call("recover", keys, args)
         tasks = tuple(RecoveredTask(str(reply[i]), int(reply[i + 1]), int(reply[i + 2]), int(reply[i + 3]),
-                                    str(reply[i + 4])) for i in range(5, len(reply), 5))
-        requeued, archived, orphans, grace_left_ms, silence_ms = (int(n) for n in reply[:5])
-        return Recovery(requeued, archived, orphans, grace_left_ms, silence_ms, tasks)
+                                    str(reply[i + 4])) for i in range(6, len(reply), 5))
+        requeued, archived, orphans, grace_left_ms, silence_ms, more = (int(n) for n in reply[:6])
+        return Recovery(requeued, archived, orphans, grace_left_ms, silence_ms, tasks, bool(more))
 
     def queue_metrics(self, q: QueueKeys, *, sample: int = 5, offset: float = 0.0, client: Any = None) -> Any:
         """One queue's gauges and counters for a metrics scrape (read-only; ``queue_metrics.lua``); with a

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -16,7 +17,7 @@ from queuecore.core.health import RedisHealth
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.recoverer import RECOVERY_LOG_LINES, Recoverer
 from queuecore.core.running import HeldTasks
-from queuecore.core.scripts import Scripts
+from queuecore.core.scripts import Recovery, Scripts
 from tests.core.test_processes import KILL_SETTINGS, spawn, wait_event  # noqa: F401 - spawn is a fixture
 from tests.helpers.state import seed_task
 
@@ -103,3 +104,28 @@ def test_a_silence_is_not_blamed_on_redis_alone(redis_client: redis.Redis, scrip
     (line,) = [r.getMessage() for r in caplog.records if "no recovery round ran" in r.getMessage()]
     assert line.startswith("queue 'default': no recovery round ran for 40.")
     assert "(no worker ran, or Redis or every worker's connection to it was away)" in line
+
+
+def test_large_messages_are_taken_back_in_bounded_calls_within_one_round(
+        redis_client: redis.Redis, scripts: Scripts, connection, fake_clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """recover decodes each message: 100 lost tasks of 500 KB held Redis 0.29 s in one call. A call
+    stops once it has read 4 MB of messages (here after five of 1 MB) and says so, and the round goes
+    on calling until every expired task is taken back."""
+    q = connection.keys.queue("default")
+    for n in range(12):
+        seed_task(redis_client, q, f"big{n:02d}", "active", score=to_ms(fake_clock.now() - 5), lease=1,
+                  payload={"pad": "x" * 1_000_000})
+    calls: list[Recovery] = []
+    recover = Scripts.recover
+
+    def counted(self: Scripts, *args: Any, **kwargs: Any) -> Recovery:
+        calls.append(recover(self, *args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(Scripts, "recover", counted)
+    renewer = LeaseRenewer(scripts, fake_clock, 30.0, HeldTasks(), {q.queue: q}, on_lost=lambda *a: None,
+                           on_cancel=lambda *a: None)
+    assert Recoverer(scripts, fake_clock, [q], 10.0, 0.0, renewer, RedisHealth()).run_once() == (12, 0, 0)
+    assert [(c.requeued, c.more) for c in calls] == [(5, True), (5, True), (2, False)]
+    assert redis_client.zcard(q.active) == 0 and redis_client.llen(q.pending) == 12

@@ -37,7 +37,8 @@
 -- Cluster note: each expired task's HASH (<prefix>:{<q>}:t:<id>) is built from ARGV[6], and the wake
 -- LIST of one archived while a caller waits for it (<prefix>:{<q>}:done:<id>) from ARGV[15] (same
 -- {<q>} tag as KEYS), same slot.
--- Returns {requeued, archived, orphans, grace_left_ms, silence_ms, then for each task taken back:
+-- Returns {requeued, archived, orphans, grace_left_ms, silence_ms, more (1 when the call stopped early
+-- after reading 4 MB of messages: more expired tasks may be left), then for each task taken back:
 -- id, how (1 requeued, 2 archived: retries spent, 3 archived: undecodable, 4 archived: cancelled),
 -- attempt number, max_retry, type ("?" when undecodable)}: orphans are active ids whose hash
 -- was gone, or whose task key holds another Redis type (left untouched), dropped from active; one bad
@@ -63,7 +64,7 @@ if threshold > 0 then
     -- start a grace later, which delays recovery by one lease and never runs a task twice.
     redis.pcall("HSET", KEYS[5], "seen", clock, "grace_until", grace_until)
     if clock < grace_until then
-        return {0, 0, 0, grace_until - clock, silence}
+        return {0, 0, 0, grace_until - clock, silence, 0}
     end
 end
 local ids = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", ARGV[1], "LIMIT", 0, tonumber(ARGV[2]))
@@ -75,14 +76,22 @@ for _, id in ipairs(ids) do
     end
 end
 local requeued, archived, orphans = 0, 0, 0
+-- Messages are decoded (for max_retry and type), and one may be as long as the clients' max_payload_bytes:
+-- a call stops before its next task once it has read 4 MB of them (100 of 500 KB held Redis 0.29 s).
+local read, more = 0, 0
 local taken = {}  -- id, how, attempt, max_retry, type of each task taken back
 local type_counts = qc_ts_new()  -- per-type statistics, written once at the end
 for _, id in ipairs(ids) do
+    if read >= 4 * 1024 * 1024 then
+        more = 1
+        break
+    end
     local key = qc_task_key(task_prefix, id)
     redis.call("ZREM", KEYS[1], id)
     local fields = {false}
     if not foreign[id] then
         fields = redis.call("HMGET", key, "msg", "retried", "cancel", "started_at", "watch")
+        read = read + (fields[1] and #fields[1] or 0)
     end
     if not fields[1] then
         orphans = orphans + 1
@@ -142,7 +151,7 @@ for _, id in ipairs(ids) do
     end
 end
 qc_ts_write(type_counts, {unpack(ARGV, 17, 23)})
-local out = {requeued, archived, orphans, 0, 0}
+local out = {requeued, archived, orphans, 0, 0, more}
 for _, v in ipairs(taken) do
     out[#out + 1] = v
 end
