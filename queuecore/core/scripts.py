@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 import redis
 import redis.cluster
@@ -282,9 +282,7 @@ class BulkChunk:
     ended: bool
 
 
-def _bound_args(state: str, bound: BulkBound | None) -> list[Any]:
-    if bound is None:
-        return []
+def _bound_args(state: str, bound: BulkBound) -> list[Any]:
     c = bound.cursor
     return [bound.since_ms, state, c.score, c.id, c.count, bound.quota]
 
@@ -784,52 +782,28 @@ class Scripts:
         kind = "list" if state == "pending" else "zset"
         return int(self._call("bulk_snapshot", [q.state_key(state), q.bulk_snapshot(job_id)], [kind, ttl_ms]))
 
-    @overload
-    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int, bound: None = None) -> int: ...
-
-    @overload
-    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int, bound: BulkBound) -> BulkChunk: ...
-
-    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int,
-                      bound: BulkBound | None = None) -> int | BulkChunk:
-        """Move up to ``limit`` tasks of a scheduled/retry/archived state to pending; with ``bound``, a
-        bulk job's chunk: ``limit`` ids looked at, only the tasks there at ``bound.since_ms`` moved."""
+    def admin_run_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int, bound: BulkBound) -> BulkChunk:
+        """A bulk job's chunk on a scheduled/retry/archived state: ``limit`` ids looked at, the tasks
+        there at ``bound.since_ms`` moved to pending."""
         reply = self._call("admin_run_all", [q.state_key(state), q.pending],
                            [limit, now_ms, self._wake(q), q.task_prefix, *_bound_args(state, bound)])
-        return int(reply) if bound is None else _bulk_chunk(reply)
+        return _bulk_chunk(reply)
 
-    @overload
-    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int,
-                          bound: None = None) -> int: ...
-
-    @overload
-    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int,
-                          bound: BulkBound) -> BulkChunk: ...
-
-    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int,
-                          bound: BulkBound | None = None) -> int | BulkChunk:
-        """Archive up to ``limit`` tasks of the pending/scheduled/retry state (with ``bound``: as
-        ``admin_run_all``)."""
+    def admin_archive_all(self, q: QueueKeys, state: str, *, now_ms: int, limit: int, bound: BulkBound) -> BulkChunk:
+        """A bulk job's chunk on the pending/scheduled/retry state, archiving (as ``admin_run_all``)."""
         kind = "list" if state == "pending" else "zset"
         reply = self._call("admin_archive_all", [q.state_key(state), q.archived],
                            [limit, now_ms, kind, q.task_prefix, q.done_prefix, WAKE_TTL_MS,
                             *_bound_args(state, bound)])
-        return int(reply) if bound is None else _bulk_chunk(reply)
+        return _bulk_chunk(reply)
 
-    @overload
-    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int, bound: None = None) -> int: ...
-
-    @overload
-    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int, bound: BulkBound) -> BulkChunk: ...
-
-    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int,
-                         bound: BulkBound | None = None) -> int | BulkChunk:
-        """Delete up to ``limit`` tasks of a state other than active (with ``bound``: as ``admin_run_all``)."""
+    def admin_delete_all(self, q: QueueKeys, state: str, *, limit: int, bound: BulkBound) -> BulkChunk:
+        """A bulk job's chunk on a state other than active, deleting (as ``admin_run_all``)."""
         kind = "list" if state == "pending" else "zset"
         reply = self._call("admin_delete_all", [q.state_key(state)],
                            [limit, kind, q.task_prefix, q.base, q.done_prefix, WAKE_TTL_MS,
                             *_bound_args(state, bound)])
-        return int(reply) if bound is None else _bulk_chunk(reply)
+        return _bulk_chunk(reply)
 
     # -- periodic tasks (scheduler.py, periodic_ops.py) ----------------------------------------------
 

@@ -19,7 +19,7 @@ from queuecore import Client, Inspector, WrongKeyType
 from queuecore.core.errors import BrokerError
 from queuecore.core.keys import Keys, QueueKeys
 from queuecore.core.scripts import DoneItem, EnqueueItem, Scripts
-from tests.helpers.state import make_msg, seed_task
+from tests.helpers.state import EVERY, make_msg, seed_task
 
 NOW = 1_800_000_000_000
 LEASE_UNTIL = NOW + 30_000
@@ -148,17 +148,17 @@ CASES = [
          lambda s, q: s.admin_delete_task(q, "u1")),
     Case("admin_cancel_task/task-hash", lambda q: q.task("a1"), lambda s, q: s.admin_cancel_task(q, "a1")),
     Case("admin_run_all/pending", lambda q: q.pending,
-         lambda s, q: s.admin_run_all(q, "archived", now_ms=NOW, limit=10)),
+         lambda s, q: s.admin_run_all(q, "archived", now_ms=NOW, limit=10, bound=EVERY)),
     Case("admin_run_all/task-hash", lambda q: q.task("x1"),
-         lambda s, q: s.admin_run_all(q, "archived", now_ms=NOW, limit=10)),
+         lambda s, q: s.admin_run_all(q, "archived", now_ms=NOW, limit=10, bound=EVERY)),
     Case("admin_archive_all/archived", lambda q: q.archived,
-         lambda s, q: s.admin_archive_all(q, "pending", now_ms=NOW, limit=10)),
+         lambda s, q: s.admin_archive_all(q, "pending", now_ms=NOW, limit=10, bound=EVERY)),
     Case("admin_archive_all/task-hash", lambda q: q.task("p2"),
-         lambda s, q: s.admin_archive_all(q, "pending", now_ms=NOW, limit=10)),
+         lambda s, q: s.admin_archive_all(q, "pending", now_ms=NOW, limit=10, bound=EVERY)),
     Case("admin_delete_all/task-hash", lambda q: q.task("p2"),
-         lambda s, q: s.admin_delete_all(q, "pending", limit=10)),
+         lambda s, q: s.admin_delete_all(q, "pending", limit=10, bound=EVERY)),
     Case("admin_delete_all/unique-lock", lambda q: q.unique("test.task", "d1"),
-         lambda s, q: s.admin_delete_all(q, "scheduled", limit=10)),
+         lambda s, q: s.admin_delete_all(q, "scheduled", limit=10, bound=EVERY)),
     Case("heartbeat_index/servers", lambda q: Keys(q.prefix).servers,
          lambda s, q: s.heartbeat_index("h:1:x", expires_ms=NOW + 1, now_ms=NOW, queues=["a"])),
     Case("heartbeat_index/queues", lambda q: Keys(q.prefix).queues,

@@ -15,7 +15,7 @@ from queuecore.core import scripts as scripts_module
 from queuecore.core.keys import Keys, QueueKeys, stats_day, stats_minute
 from queuecore.core.scripts import LIMIT_SCRIPTS, PRELUDE, SCRIPT_NAMES, SERVER_SCRIPTS, BulkBound, EnqueueItem, Scripts
 from tests.conftest import free_port
-from tests.helpers.state import seed_task
+from tests.helpers.state import EVERY, seed_task
 
 SLOTS = 16384
 
@@ -140,13 +140,13 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
     s.admin_archive_task(q, "later", now_ms=NOW)
     s.admin_run_task(q, "later", now_ms=NOW)
     s.admin_delete_task(q, "later")
-    assert s.admin_archive_all(q, "pending", now_ms=NOW, limit=100) > 0
+    assert s.admin_archive_all(q, "pending", now_ms=NOW, limit=100, bound=EVERY).acted > 0
     seed_task(r, q, "sch", "scheduled", score=NOW)
-    assert s.admin_archive_all(q, "scheduled", now_ms=NOW, limit=100) == 1
-    assert s.admin_run_all(q, "archived", now_ms=NOW, limit=100) > 0
-    assert s.admin_delete_all(q, "pending", limit=100) > 0
+    assert s.admin_archive_all(q, "scheduled", now_ms=NOW, limit=100, bound=EVERY).acted == 1
+    assert s.admin_run_all(q, "archived", now_ms=NOW, limit=100, bound=EVERY).acted > 0
+    assert s.admin_delete_all(q, "pending", limit=100, bound=EVERY).acted > 0
     seed_task(r, q, "ret", "retry", score=NOW)
-    assert s.admin_run_all(q, "retry", now_ms=NOW, limit=100) == 1
+    assert s.admin_run_all(q, "retry", now_ms=NOW, limit=100, bound=EVERY).acted == 1
     # a whole-state bulk job's chunks (bound: tasks there at since_ms, from a cursor)
     since = BulkBound(NOW + 60_000, 100)
     seed_task(r, q, "ret2", "retry", score=NOW)
@@ -168,7 +168,7 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
     assert s.limit_wake(q, ["snz"], now_ms=NOW) == 1
     s.admin_pause(q, until_ms=NOW + 60_000)
     for state in ("scheduled", "retry", "archived", "completed"):
-        s.admin_delete_all(q, state, limit=100)
+        s.admin_delete_all(q, state, limit=100, bound=EVERY)
     s.admin_pending_many(q, "archive", [("gone-1", 0)], now_ms=NOW, slack=10)
     s.bulk_snapshot(q, "pending", "job-1", ttl_ms=60_000)
     s.periodic_sync(q, "nightly", now_ms=NOW, definition="{}", next_ms=NOW + 1000)

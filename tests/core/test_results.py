@@ -43,7 +43,7 @@ from queuecore.core.topology import info_of_every_master, is_cluster_client
 from tests.conftest import wait_until
 from tests.core import test_processes
 from tests.core.test_processes import wait_event
-from tests.helpers.state import make_msg, seed_task
+from tests.helpers.state import EVERY, make_msg, seed_task
 
 _spawn_workers = test_processes.spawn  # worker_proc subprocesses, killed in teardown (fixture "_spawn_workers")
 
@@ -236,11 +236,11 @@ def test_operator_archive_and_delete_wake_watched_tasks(scripts: Scripts, redis_
     for task_id in ("a1", "d1"):
         assert wake_state(redis_client, q.done(task_id)) == (["1"], True), task_id
     # a2, d2 and quiet are left, oldest first: a2 and d2 are archived, then deleted from the archive
-    assert scripts.admin_archive_all(q, "pending", now_ms=NOW, limit=3) == 3
+    assert scripts.admin_archive_all(q, "pending", now_ms=NOW, limit=3, bound=EVERY).acted == 3
     assert redis_client.hget(q.task("a2"), "archived_by") == "operator"
     assert wake_state(redis_client, q.done("a2")) == (["1"], True)
     redis_client.delete(q.done("d2"))
-    assert scripts.admin_delete_all(q, "archived", limit=100) == 4
+    assert scripts.admin_delete_all(q, "archived", limit=100, bound=EVERY).acted == 4
     assert wake_state(redis_client, q.done("d2")) == (["1"], True)
     assert redis_client.exists(q.done("quiet")) == 0
 

@@ -16,6 +16,7 @@ from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.message import DEFAULT_MAX_RETRY
 from queuecore.core.scripts import Dequeued, DoneItem, EnqueueItem, Scripts
 from tests.helpers.state import (
+    EVERY,
     Subscription,
     add_id,
     empty_state,
@@ -780,13 +781,13 @@ def test_admin_actions_on_a_missing_task(r, q, scripts: Scripts, action: str) ->
 def test_admin_run_all_in_chunks(r, q, scripts: Scripts, source: str) -> None:
     seeded = {f"s{i}": seed_task(r, q, f"s{i}", source, score=NOW - 100 + i, error="e") for i in range(5)}
     with Subscription(r, q.wake_channel) as sub:
-        assert scripts.admin_run_all(q, source, now_ms=NOW, limit=3) == 3
+        assert scripts.admin_run_all(q, source, now_ms=NOW, limit=3, bound=EVERY).acted == 3
         assert sub.messages() == ["1"]
     state = read_queue_state(r, q)
     assert state["pending"] == ["s0", "s1", "s2"]
     assert state[source] == {"s3": NOW - 97, "s4": NOW - 96}
-    assert scripts.admin_run_all(q, source, now_ms=NOW + 1, limit=3) == 2
-    assert scripts.admin_run_all(q, source, now_ms=NOW + 2, limit=3) == 0
+    assert scripts.admin_run_all(q, source, now_ms=NOW + 1, limit=3, bound=EVERY).acted == 2
+    assert scripts.admin_run_all(q, source, now_ms=NOW + 2, limit=3, bound=EVERY).acted == 0
     since = {"s0": NOW, "s1": NOW, "s2": NOW, "s3": NOW + 1, "s4": NOW + 1}
     assert read_queue_state(r, q) == empty_state(
         pending=["s0", "s1", "s2", "s3", "s4"],
@@ -796,13 +797,13 @@ def test_admin_run_all_in_chunks(r, q, scripts: Scripts, source: str) -> None:
 @pytest.mark.parametrize("source", ["pending", "scheduled", "retry"])
 def test_admin_archive_all_in_chunks(r, q, scripts: Scripts, source: str) -> None:
     seeded = {f"s{i}": seed_task(r, q, f"s{i}", source, score=NOW - 100 + i) for i in range(5)}
-    assert scripts.admin_archive_all(q, source, now_ms=NOW, limit=3) == 3
+    assert scripts.admin_archive_all(q, source, now_ms=NOW, limit=3, bound=EVERY).acted == 3
     state = read_queue_state(r, q)
     assert state["archived"] == {"s0": NOW, "s1": NOW, "s2": NOW}  # oldest first
     remaining = ["s3", "s4"]
     assert (state["pending"] if source == "pending" else list(state[source])) == remaining
-    assert scripts.admin_archive_all(q, source, now_ms=NOW + 1, limit=3) == 2
-    assert scripts.admin_archive_all(q, source, now_ms=NOW + 2, limit=3) == 0
+    assert scripts.admin_archive_all(q, source, now_ms=NOW + 1, limit=3, bound=EVERY).acted == 2
+    assert scripts.admin_archive_all(q, source, now_ms=NOW + 2, limit=3, bound=EVERY).acted == 0
     assert read_queue_state(r, q) == empty_state(
         archived={"s0": NOW, "s1": NOW, "s2": NOW, "s3": NOW + 1, "s4": NOW + 1},
         tasks={k: {**h, "state": "archived", "archived_by": "operator"} for k, h in seeded.items()})
@@ -816,12 +817,12 @@ def test_admin_delete_all_in_chunks_releasing_unique_locks(r, q, scripts: Script
     r.set(owned, "s0", px=60_000)
     r.set(foreign, "not-s1", px=60_000)
     hp = seed_task(r, q, "other-state", "active" if source != "pending" else "retry", score=NOW, lease=1)
-    assert scripts.admin_delete_all(q, source, limit=3) == 3
+    assert scripts.admin_delete_all(q, source, limit=3, bound=EVERY).acted == 3
     state = read_queue_state(r, q)
     assert set(state["tasks"]) == {"s3", "s4", "other-state"}
     assert state["unique"] == {foreign: "not-s1"}
-    assert scripts.admin_delete_all(q, source, limit=3) == 2
-    assert scripts.admin_delete_all(q, source, limit=3) == 0
+    assert scripts.admin_delete_all(q, source, limit=3, bound=EVERY).acted == 2
+    assert scripts.admin_delete_all(q, source, limit=3, bound=EVERY).acted == 0
     other_state = "active" if source != "pending" else "retry"
     assert read_queue_state(r, q) == empty_state(**{other_state: {"other-state": NOW}},
                                                  tasks={"other-state": hp}, unique={foreign: "not-s1"})
@@ -851,7 +852,8 @@ def test_forward_of_only_orphans_does_not_wake_workers(r, q, scripts: Scripts) -
 def test_admin_run_all_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts, source: str) -> None:
     add_id(r, q, source, "ghost", NOW - 10)
     real = seed_task(r, q, "real", source, score=NOW - 5)
-    assert scripts.admin_run_all(q, source, now_ms=NOW, limit=100) == 2
+    chunk = scripts.admin_run_all(q, source, now_ms=NOW, limit=100, bound=EVERY)
+    assert (chunk.acted, chunk.dropped) == (1, 1)
     assert read_queue_state(r, q) == empty_state(
         pending=["real"], tasks={"real": {**real, "state": "pending", "pending_since": str(NOW)}})
 
@@ -860,7 +862,8 @@ def test_admin_run_all_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts, so
 def test_admin_archive_all_drops_an_id_whose_hash_is_gone(r, q, scripts: Scripts, source: str) -> None:
     add_id(r, q, source, "ghost", NOW - 10)
     real = seed_task(r, q, "real", source, score=NOW - 5)
-    assert scripts.admin_archive_all(q, source, now_ms=NOW, limit=100) == 2
+    chunk = scripts.admin_archive_all(q, source, now_ms=NOW, limit=100, bound=EVERY)
+    assert (chunk.acted, chunk.dropped) == (1, 1)
     archived = {**real, "state": "archived", "archived_by": "operator"}
     assert read_queue_state(r, q) == empty_state(archived={"real": NOW}, tasks={"real": archived})
 

@@ -19,9 +19,13 @@ import redis
 
 from queuecore.core.keys import QueueKeys
 from queuecore.core.message import TaskMessage
+from queuecore.core.scripts import BulkBound
 
 ZSET_STATES = ("active", "scheduled", "retry", "archived", "completed")
 ALL_STATES = ("pending", *ZSET_STATES)
+
+#: A bulk script call's bound that takes every task there now (no chunk cursor, no later cut-off).
+EVERY = BulkBound(since_ms=10**15 - 1, quota=10**6)
 
 
 def make_msg(task_id: str, queue: str, *, type: str = "test.task", payload: dict[str, Any] | None = None,

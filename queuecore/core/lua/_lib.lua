@@ -105,23 +105,9 @@ local function qc_check_task_hashes(task_prefix, ids)
     end
 end
 
--- Up to n ids of key, read only: the right end of a LIST (is_list, the oldest), else the lowest
--- scores of a ZSET. qc_remove_ids(key, is_list, ids) then takes exactly those off key.
-local function qc_peek_ids(key, is_list, n)
-    if n <= 0 then
-        return {}
-    elseif is_list then
-        return redis.call("LRANGE", key, -n, -1)
-    end
-    return redis.call("ZRANGE", key, 0, n - 1)
-end
-
-local function qc_remove_ids(key, is_list, ids)
-    if #ids == 0 then
-        return
-    elseif is_list then
-        redis.call("LTRIM", key, 0, -(#ids + 1))
-    else
+-- Take ids off the ZSET key.
+local function qc_zrem_ids(key, ids)
+    if #ids > 0 then
         redis.call("ZREM", key, unpack(ids))
     end
 end
@@ -307,23 +293,17 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
     return ids, cursor, ends, 0
 end
 
--- The ids one call of a state's bulk script takes (admin_*_all.lua): without a bound (args[first]
--- absent or "", args: the script's ARGV) the first limit of key (qc_peek_ids); with one, the bound in
--- args[first .. first + 5]
--- (since ms, state, cursor score, cursor id, cursor count, quota; limit ids looked at) given to
--- qc_bulk_ids. Returns the ids, then with a bound its cursor, whether the state ended, and for the
--- LIST how many tasks are right of the ids; and true when there was a bound.
+-- The ids one call of a state's bulk script takes (admin_*_all.lua): the job's bound in
+-- args[first .. first + 5] (args: the script's ARGV; since ms, state, cursor score, cursor id,
+-- cursor count, quota; limit ids looked at) given to qc_bulk_ids. Returns the ids, the new cursor,
+-- whether the state ended, and for the LIST how many tasks are right of the ids.
 local function qc_bulk_chunk(key, is_list, task_prefix, limit, args, first)
-    if not args[first] or args[first] == "" then
-        return qc_peek_ids(key, is_list, limit), nil, nil, nil, false
-    end
     local bound = {since = tonumber(args[first]), state = args[first + 1], score = args[first + 2],
         id = args[first + 3], behind = tonumber(args[first + 4]), quota = tonumber(args[first + 5]), visits = limit}
     if is_list then
         bound.quota = math.min(bound.quota, bound.visits)
     end
-    local ids, cursor, ends, right = qc_bulk_ids(key, is_list, task_prefix, bound)
-    return ids, cursor, ends, right, true
+    return qc_bulk_ids(key, is_list, task_prefix, bound)
 end
 
 -- Take ids (from qc_bulk_ids: the k tasks right after the first c from the right end) off the
@@ -346,13 +326,13 @@ local function qc_bulk_take(key, ids, c)
     end
 end
 
--- Take the ids of a bulk script's chunk (qc_bulk_chunk) off key: with a bound on the pending LIST,
--- qc_bulk_take (right: how many tasks are right of them); else qc_remove_ids.
-local function qc_bulk_remove(key, is_list, ids, bound, right)
-    if bound and is_list then
+-- Take the ids of a bulk script's chunk (qc_bulk_chunk) off key: on the pending LIST, qc_bulk_take
+-- (right: how many tasks are right of them); on a ZSET, ZREM.
+local function qc_bulk_remove(key, is_list, ids, right)
+    if is_list then
         qc_bulk_take(key, ids, right)
     else
-        qc_remove_ids(key, is_list, ids)
+        qc_zrem_ids(key, ids)
     end
 end
 

@@ -29,6 +29,6 @@ for _, id in ipairs(ids) do
     end
 end
 qc_move_to_pending(task_prefix, movable, KEYS[1], KEYS[2], ARGV[1], ARGV[3])
-qc_remove_ids(KEYS[1], false, foreign)
+qc_zrem_ids(KEYS[1], foreign)
 local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
 return {#ids, first[2] and math.floor(tonumber(first[2])) or -1}
