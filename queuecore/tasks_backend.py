@@ -54,9 +54,8 @@ from django.conf import settings
 from django.core import checks
 from django.utils import timezone
 
-from queuecore.core import limits
 from queuecore.core.attempts import ATTEMPT_LINE_ERROR_CHARS, one_line, parse_attempts
-from queuecore.core.client import get_default_client
+from queuecore.core.client import check_default_values, get_default_client
 from queuecore.core.context import TaskContext as QueuecoreContext
 from queuecore.core.context import current_task
 from queuecore.core.errors import ConfigurationError, PayloadMismatch, TaskNotFound
@@ -89,11 +88,9 @@ except ImportError:  # Django 5.2 and the django-tasks backport
                           "on Django 5.2: pip install django-tasks") from exc
 
 DEFAULT_RESULT_RETENTION = 24 * 3600.0  # when neither OPTIONS nor QUEUECORE['DEFAULT_RETENTION'] sets one
-# OPTIONS key -> (enqueue option and QueuecoreTask field, its range)
-OPTIONS: dict[str, tuple[str, limits.Range]] = {
-    "TIMEOUT": ("timeout", limits.TIMEOUT), "MAX_RETRY": ("max_retry", limits.MAX_RETRY),
-    "UNIQUE_FOR": ("unique_for", limits.UNIQUE_FOR), "RETENTION": ("retention", limits.RETENTION),
-}
+# OPTIONS key -> the enqueue option and QueuecoreTask field (checked as @task's defaults are)
+OPTIONS: dict[str, str] = {"TIMEOUT": "timeout", "MAX_RETRY": "max_retry", "UNIQUE_FOR": "unique_for",
+                           "RETENTION": "retention"}
 STATUS = {
     TaskState.PENDING: TaskResultStatus.READY, TaskState.SCHEDULED: TaskResultStatus.READY,
     TaskState.RETRY: TaskResultStatus.READY, TaskState.ACTIVE: TaskResultStatus.RUNNING,
@@ -120,11 +117,8 @@ def _seconds(value: Any) -> Any:
 
 def _check_option(key: str, value: Any) -> str | None:
     """Why ``value`` cannot be the queuecore option of ``OPTIONS[key]``; None when it can."""
-    name, allowed = OPTIONS[key]
-    if value is None:
-        return None
     try:
-        allowed.check(_seconds(value), name)
+        check_default_values({OPTIONS[key]: value})
     except ConfigurationError as exc:
         return str(exc)
     return None
@@ -355,7 +349,7 @@ class QueuecoreBackend(BaseTaskBackend):
             validate_queue_name(task.queue_name)
         except ConfigurationError as exc:
             raise InvalidTask(str(exc)) from None
-        for key, (name, _) in OPTIONS.items():
+        for key, name in OPTIONS.items():
             problem = _check_option(key, getattr(task, name, None))
             if problem:
                 raise InvalidTask(f"task {task.module_path}: {problem}")
@@ -363,7 +357,7 @@ class QueuecoreBackend(BaseTaskBackend):
 
     def _defaults(self, client: Any) -> dict[str, Any]:
         raw = self.options if isinstance(self.options, dict) else {}
-        defaults = {name: raw.get(key) for key, (name, _) in OPTIONS.items()}
+        defaults = {name: raw.get(key) for key, name in OPTIONS.items()}
         if defaults["retention"] is None:
             kept = client.connection.default_retention
             defaults["retention"] = kept if kept > 0 else DEFAULT_RESULT_RETENTION
