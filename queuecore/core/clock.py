@@ -41,6 +41,7 @@ class RedisTimeClock:
         self._tolerance = tolerance
         self.offset = 0.0
         self.aligned = False  # a measurement has been made
+        self.last_ignored = False  # the last measurement's round trip was too long to tell
 
     def now(self) -> float:
         return self._base() + self.offset
@@ -55,7 +56,8 @@ class RedisTimeClock:
         before = self._base()
         remote = redis_time()
         after = self._base()
-        if after - before > 2 * self._tolerance:
+        self.last_ignored = after - before > 2 * self._tolerance
+        if self.last_ignored:
             return self.offset
         measured = remote - (before + after) / 2
         first, previous = not self.aligned, self.offset
@@ -74,8 +76,9 @@ class RedisTimeClock:
 class AligningClock(RedisTimeClock):
     """A ``RedisTimeClock`` that measures its own offset, for processes with no heartbeat to do it
     (a ``Client``, an ``Inspector``): on first use and every ``every`` seconds after, one ``TIME``
-    round trip through ``redis_time``. A failed measurement keeps the offset it had (none at first)
-    and is tried again ``retry`` seconds later; the caller's own Redis call then reports the outage.
+    round trip through ``redis_time``. A failed measurement, or one whose round trip was too long to
+    tell (``align``), keeps the offset it had (none at first) and is tried again ``retry`` seconds
+    later; the caller's own Redis call then reports an outage.
     With ``raise_unreachable``, a measurement that finds Redis unreachable raises ``RedisUnavailable``
     from the ``now()`` that made it, for callers about to call Redis themselves (a client, an
     inspector): their own call would only wait out the same connect or read timeout a second time.
@@ -112,7 +115,7 @@ class AligningClock(RedisTimeClock):
                 return None
             try:
                 self.align(self._redis_time)
-                self._next_align = time.monotonic() + self._every
+                self._next_align = time.monotonic() + (self._retry if self.last_ignored else self._every)
             except Exception as exc:  # Redis away (the caller's own call says so), or TIME refused by an ACL
                 self._next_align = time.monotonic() + self._retry
                 self.log.debug("could not read Redis's clock (%s); keeping an offset of %.3f s", exc, self.offset)

@@ -189,6 +189,27 @@ def test_an_aligning_clock_measures_on_first_use_then_every_interval_and_retries
     assert every_call.now() == 998.0  # a failed measurement keeps the offset it had
 
 
+def test_a_measurement_too_long_to_tell_is_tried_again_soon() -> None:
+    """A client's first TIME under load (a round trip past twice the tolerance) is ignored; the next
+    measurement came a full ``every`` (60 s) later, the client's clock unaligned all that while. It now
+    comes after ``retry``, as a failed one does."""
+    local = [1000.0]
+    slow = [True]
+    calls = [0]
+
+    def redis_time() -> float:
+        calls[0] += 1
+        if slow[0]:
+            local[0] += 2.0  # a starved process: two seconds between sending TIME and reading the reply
+        return local[0] - 10.0
+
+    clock = AligningClock(redis_time, every=3600, retry=0, base=lambda: local[0])
+    assert clock.now() == 1002.0 and calls[0] == 1 and not clock.aligned  # ignored: the host's time
+    slow[0] = False
+    assert clock.now() == 992.0 and calls[0] == 2 and clock.aligned  # tried again at once (retry 0 s)
+    assert clock.now() == 992.0 and calls[0] == 2  # then an hour apart
+
+
 # -- an inspector's timed pause and its statistics' last minutes ----------------------------------
 
 
