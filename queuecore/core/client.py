@@ -10,7 +10,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -51,6 +51,7 @@ from queuecore.core.states import TaskState
 
 _QUEUE_REGISTRATION_TTL = 10.0  # seconds a client trusts that a queue is in the registry set
 ENQUEUE_CHUNK = 1000  # tasks per script call: keeps each call to Redis short
+ENQUEUE_CHUNK_BYTES = 4 * 1024 * 1024  # and messages per call: a chunk ends with the task that reaches this
 
 
 def _seconds(value: Any, name: str, allowed: Range) -> float:
@@ -101,6 +102,22 @@ def _timestamp(value: Any, name: str, now: float) -> float:
 def _datetime(seconds: float) -> datetime | None:
     """``seconds_to_datetime``, shared by the tasks of a batch (they have one enqueue time)."""
     return seconds_to_datetime(seconds)
+
+
+def _chunks(prepared: list[_Prepared], indexes: list[int]) -> Iterator[list[int]]:
+    """``indexes`` (one queue's tasks) cut into script calls of at most ``ENQUEUE_CHUNK`` tasks, each
+    ending with the task whose message brings it to ``ENQUEUE_CHUNK_BYTES``: Redis runs a call whole,
+    and 1,000 messages of 500 KB in one call held it 1.36 s."""
+    chunk: list[int] = []
+    size = 0
+    for index in indexes:
+        chunk.append(index)
+        size += len(prepared[index].encoded)
+        if len(chunk) == ENQUEUE_CHUNK or size >= ENQUEUE_CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
 
 
 class _Prepared:
@@ -307,10 +324,7 @@ class Client:
         by_queue: dict[str, list[int]] = {}
         for index, p in enumerate(prepared):
             by_queue.setdefault(p.message.queue, []).append(index)
-        calls: list[tuple[str, list[int]]] = []
-        for queue, indexes in by_queue.items():
-            for start in range(0, len(indexes), ENQUEUE_CHUNK):
-                calls.append((queue, indexes[start:start + ENQUEUE_CHUNK]))
+        calls = [(queue, chunk) for queue, indexes in by_queue.items() for chunk in _chunks(prepared, indexes)]
         now_ms = to_ms(now)
         with broker_errors():
             try:
