@@ -303,7 +303,7 @@ class Processor:
                                                     count=free - got,
                                                     idle_entry=self._idle_entry if self._idle() else "",
                                                     idle_until_ms=to_ms(now + self._idle_for))
-            self._drained = tried == len(order) and got + len(items) < free
+            self._drained = tried == len(order) and got + len(items) < free and not items.cut
             for item in items:
                 if item.msg is None:
                     logger.error("task %s of queue %s was pending but its data is gone; nothing to run", item.id,

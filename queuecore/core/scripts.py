@@ -158,6 +158,13 @@ class Dequeued:
     retried: int
 
 
+class DequeuedBatch(list[Dequeued]):
+    """The tasks one ``dequeue`` took, in order; ``cut`` when it stopped at its byte budget with tasks
+    left pending (a worker then asks again rather than wait for a wake-up)."""
+
+    cut = False
+
+
 class EnqueueItem(NamedTuple):
     """One task to store: id, encoded message, due time (unix ms, 0 = now) and uniqueness lock/TTL.
     (A named tuple: made once per enqueued task, it costs a third of a frozen dataclass.)"""
@@ -488,15 +495,18 @@ class Scripts:
     # -- worker -----------------------------------------------------------------------------------
 
     def dequeue(self, q: QueueKeys, *, now_ms: int, lease_until_ms: int, count: int, idle_entry: str = "",
-                idle_until_ms: int = 0) -> list[Dequeued]:
+                idle_until_ms: int = 0) -> DequeuedBatch:
         """Move up to ``count`` pending tasks to active under new leases; [] when paused or empty.
-        With ``idle_entry`` (``"<lease ms> <worker id>"``; a worker with no handler running) the worker
-        is listed as waiting for the queue's next task until ``idle_until_ms`` when none came
-        (``QueueKeys.idle``), and taken off the list when some came."""
+        A call takes no task after the one whose message brings what it read to 4 MB (``cut``: tasks
+        were left pending). With ``idle_entry`` (``"<lease ms> <worker id>"``; a worker with no handler
+        running) the worker is listed as waiting for the queue's next task until ``idle_until_ms`` when
+        none came (``QueueKeys.idle``), and taken off the list when some came."""
         reply = self._call("dequeue", [q.pending, q.active, q.paused, q.idle],
                            [now_ms, lease_until_ms, count, q.task_prefix, idle_entry, idle_until_ms])
-        return [Dequeued(reply[i], reply[i + 1] or None, int(reply[i + 2]), int(reply[i + 3]))
-                for i in range(0, len(reply), 4)]
+        batch = DequeuedBatch(Dequeued(reply[i], reply[i + 1] or None, int(reply[i + 2]), int(reply[i + 3]))
+                              for i in range(0, len(reply) - 3, 4))
+        batch.cut = len(reply) % 4 == 1
+        return batch
 
     def unlist(self, q: QueueKeys, idle_entry: str) -> None:
         """Take a worker's entry off the queue's list of waiting workers (it stopped fetching)."""

@@ -211,6 +211,19 @@ def test_dequeue_moves_oldest_pending_to_active_under_new_leases(r, q, scripts: 
                "c": hc})
 
 
+def test_dequeue_stops_after_4_mb_of_messages_and_says_so(r, q, scripts: Scripts) -> None:
+    """A message may be as long as the clients' max_payload_bytes: 180 of 500 KB in one call held Redis
+    0.29 s. A call takes no task after the one that brings what it read to 4 MB (the ninth here)."""
+    for n in range(20):
+        seed_task(r, q, f"big{n:02d}", "pending", payload={"pad": "x" * 500_000})
+    calls = [scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=20) for _ in range(3)]
+    assert [(len(c), c.cut) for c in calls] == [(9, True), (9, True), (2, False)]
+    assert [d.id for c in calls for d in c] == [f"big{n:02d}" for n in range(20)]  # oldest first, each once
+    assert r.llen(q.pending) == 0 and r.zcard(q.active) == 20
+    small = scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=20)
+    assert (small, small.cut) == ([], False)
+
+
 def test_dequeue_count_larger_than_pending(r, q, scripts: Scripts) -> None:
     ha = seed_task(r, q, "a", "pending")
     got = scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=10)

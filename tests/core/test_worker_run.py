@@ -123,6 +123,27 @@ def test_an_async_failure_is_recorded_while_handlers_fill_the_to_thread_executor
     assert archived.last_error.startswith("ValueError: at once")
 
 
+def test_a_dequeue_cut_short_by_its_byte_budget_is_followed_by_another(make_worker, client, registry):
+    """A dequeue stops once it has read 4 MB of messages (nine of 500 KB here), leaving tasks pending.
+    The worker must ask again at once, not take the short batch for an empty queue and wait for a
+    wake-up that never comes (the list never turned empty) or its poll (an hour here): the 20 handlers
+    wait for each other, so none finishes until all 20 have started."""
+    started: list[int] = []
+    all_started = threading.Event()
+
+    @task(name="t.big", registry=registry)
+    def big(n: int, pad: str) -> None:
+        started.append(n)
+        if len(started) == 20:
+            all_started.set()
+        all_started.wait(SOON)
+
+    client.enqueue_many([big.request(n=n, pad="x" * 500_000) for n in range(20)])
+    make_worker(concurrency=20, prefetch=0, fetch_poll_interval=3600)
+    wait_until(all_started.is_set, SOON, message="all 20 handlers started")
+    assert sorted(started) == list(range(20))
+
+
 def test_without_retention_a_completed_task_is_deleted(make_worker, client, inspector, registry, redis_client):
     ran = threading.Event()
 

@@ -15,7 +15,9 @@
 -- Cluster note: the task HASH of each popped id (<prefix>:{<q>}:t:<id>) is built here from ARGV[4]
 -- (same {<q>} tag as KEYS, so the same slot); its id is not known before the pop.
 -- Returns a flat array id1, msg1, lease1, retried1, id2, ... ; msg is "" and lease 0 for an id whose
--- hash is gone.
+-- hash is gone; then one more element, "more", when the call stopped early with tasks left pending: it
+-- takes no task after the one whose message brings what it read to 4 MB (a message may be as long as
+-- the clients' max_payload_bytes: 180 of 500 KB in one call held Redis 0.29 s).
 -- Returns an empty array when the queue is paused or empty.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -51,7 +53,12 @@ end
 local task_prefix = ARGV[4]
 -- Reads: the oldest task is the rightmost, so walk the peeked slice from its end.
 local out, zadd, live, seen = {}, {}, {}, {}
+local taken, read = 0, 0  -- ids taken off the right end, bytes of messages read
 for i = k, 1, -1 do
+    if read >= 4 * 1024 * 1024 then
+        break
+    end
+    taken = taken + 1
     local id = ids[i]
     if not seen[id] then  -- an id listed twice (never written so by these scripts) runs once
         seen[id] = true
@@ -62,6 +69,7 @@ for i = k, 1, -1 do
         end
         local msg = fields[1]
         if msg then
+            read = read + #msg
             local lease = tonumber(fields[3] or "0") + 1  -- never reset: each dequeue gets a new number
             zadd[#zadd + 1] = ARGV[2]
             zadd[#zadd + 1] = id
@@ -86,12 +94,15 @@ for first = 1, #zadd, 2000 do  -- the first ZADD fails before writing anything i
         return qc_pcall_refusal(added, KEYS[2], "zset")
     end
 end
-redis.call("LTRIM", KEYS[1], 0, -(k + 1))
+redis.call("LTRIM", KEYS[1], 0, -(taken + 1))
 for i = 1, #live, 2 do
     redis.call("HSET", qc_task_key(task_prefix, live[i]), "state", "active", "started_at", ARGV[1],
         "lease", live[i + 1])
 end
 if listing then  -- it has work now: not waiting
     redis.call("ZREM", KEYS[4], ARGV[5])
+end
+if taken < k then
+    out[#out + 1] = "more"
 end
 return out
