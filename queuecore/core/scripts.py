@@ -656,7 +656,8 @@ class Scripts:
 
         ``cursor=""`` continues the pass shared by all workers (its cursor is kept in Redis). With
         ``turn_ms > 0`` the step runs only when no worker took a turn in the last ``turn_ms``;
-        otherwise it returns ``("", 0, 0, -1)``.
+        otherwise it returns ``("", 0, 0, -1)``. A step that has read 4 MB of messages stops there and
+        gives back the cursor it started from (the next step looks at the same keys again).
         """
         keys = [q.pending, q.scheduled, q.retry, q.archived, q.completed, q.active, q.repair]
         args = [now_ms, cursor, count, self._wake(q), turn_ms, q.task_prefix, REPAIR_NO_MESSAGE,

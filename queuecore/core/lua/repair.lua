@@ -31,6 +31,9 @@
 -- Cluster note: the task HASHes (<prefix>:{<q>}:t:<id>) are found with SCAN MATCH on a pattern
 -- built from ARGV[6] (same {<q>} tag as KEYS, so the same slot; on a cluster node SCAN sees that
 -- node's keys, which hold the whole slot). Their ids are not known before the scan.
+-- A call stops once it has read 4 MB of messages (180 orphans of 500 KB held Redis 0.69 s in one call)
+-- and then gives back the cursor it started from: the next call looks at the same keys again, and
+-- those repaired are indexed by then.
 -- Returns {next cursor ("0" when a pass is complete), repaired, archived, task hashes looked at};
 -- {"", 0, 0, -1} when it is not yet time for another turn (ARGV[5] > 0).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
@@ -53,9 +56,6 @@ if cursor == "" then
     cursor = redis.call("HGET", KEYS[7], "cursor") or "0"
 end
 local scan = redis.call("SCAN", cursor, "MATCH", pattern, "COUNT", tonumber(ARGV[3]))
-if ARGV[2] == "" then
-    redis.call("HSET", KEYS[7], "cursor", scan[1])
-end
 local zsets = {scheduled = KEYS[2], retry = KEYS[3], archived = KEYS[4], completed = KEYS[5], active = KEYS[6]}
 local repaired, archived, seen = 0, 0, 0
 local woke = false
@@ -87,7 +87,12 @@ local function indexed(id, state)
     return state ~= "pending" and not long_list and redis.call("LPOS", KEYS[1], id) ~= false
 end
 
+local read, stopped = 0, false  -- bytes of messages read (a message may be as long as max_payload_bytes)
 for _, key in ipairs(scan[2]) do
+    if read >= 4 * 1024 * 1024 then
+        stopped = true
+        break
+    end
     local id = string.sub(key, #task_prefix + 1)
     -- HGET fails on a key that is no hash (skipped: not a task) and is nil for a missing key or a
     -- hash without a state, which EXISTS tells apart.
@@ -105,6 +110,7 @@ for _, key in ipairs(scan[2]) do
         if not indexed(id, state) then
             local f = redis.call("HMGET", key, "state", "msg", "failed_at", "completed_at")
             local state, msg = f[1], f[2]
+            read = read + (msg and #msg or 0)
             if not msg then
                 state = nil
             end
@@ -147,4 +153,8 @@ end
 if woke then
     qc_publish(ARGV[4], "1")
 end
-return {scan[1], repaired, archived, seen}
+local next_cursor = stopped and cursor or scan[1]  -- stopped early: the same keys again next call
+if ARGV[2] == "" then
+    redis.call("HSET", KEYS[7], "cursor", next_cursor)
+end
+return {next_cursor, repaired, archived, seen}
