@@ -33,7 +33,17 @@ from queuecore.core.errors import (
     WrongKeyType,
 )
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
-from queuecore.core.limits import MAX_DURATION, MAX_RETRY, PRIORITY, PROCESS_IN, RETENTION, TIMEOUT, UNIQUE_FOR, Range
+from queuecore.core.limits import (
+    CALL_BYTES,
+    MAX_DURATION,
+    MAX_RETRY,
+    PRIORITY,
+    PROCESS_IN,
+    RETENTION,
+    TIMEOUT,
+    UNIQUE_FOR,
+    Range,
+)
 from queuecore.core.message import TaskMessage, encode_payload, seconds_to_datetime
 from queuecore.core.redis_errors import (
     UNAVAILABLE,
@@ -51,7 +61,6 @@ from queuecore.core.states import TaskState
 
 _QUEUE_REGISTRATION_TTL = 10.0  # seconds a client trusts that a queue is in the registry set
 ENQUEUE_CHUNK = 1000  # tasks per script call: keeps each call to Redis short
-ENQUEUE_CHUNK_BYTES = 4 * 1024 * 1024  # and messages per call: a chunk ends with the task that reaches this
 
 
 def _seconds(value: Any, name: str, allowed: Range) -> float:
@@ -106,14 +115,14 @@ def _datetime(seconds: float) -> datetime | None:
 
 def _chunks(prepared: list[_Prepared], indexes: list[int]) -> Iterator[list[int]]:
     """``indexes`` (one queue's tasks) cut into script calls of at most ``ENQUEUE_CHUNK`` tasks, each
-    ending with the task whose message brings it to ``ENQUEUE_CHUNK_BYTES``: Redis runs a call whole,
-    and 1,000 messages of 500 KB in one call held it 1.36 s."""
+    ending with the task whose message brings it to ``CALL_BYTES``: Redis runs a call whole, and 1,000
+    messages of 500 KB in one call held it 1.36 s."""
     chunk: list[int] = []
     size = 0
     for index in indexes:
         chunk.append(index)
         size += len(prepared[index].encoded)
-        if len(chunk) == ENQUEUE_CHUNK or size >= ENQUEUE_CHUNK_BYTES:
+        if len(chunk) == ENQUEUE_CHUNK or size >= CALL_BYTES:
             yield chunk
             chunk, size = [], 0
     if chunk:

@@ -22,6 +22,10 @@ MIN_INTERVAL = 0.001  # one millisecond, the resolution of every time stored in 
 MAX_CONCURRENCY = 10_000  # handler threads (or async slots) per worker, and tasks fetched ahead
 MAX_ARCHIVE_SIZE_LIMIT = 10_000_000
 MAX_PROCESSES = 64  # worker processes one supervisor starts (runworker --processes)
+# Task messages or results one Redis script call carries or reads: a call ends with the one that brings
+# it to this (Redis runs a call whole, and a message may be as long as max_payload_bytes). The Lua side's
+# qc_read_enough (lua/_lib.lua) holds the same number.
+CALL_BYTES = 4 * 1024 * 1024
 
 
 def _fmt(value: float) -> str:

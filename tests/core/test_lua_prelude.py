@@ -16,6 +16,7 @@ import redis
 
 from queuecore.core import reasons
 from queuecore.core.keys import Keys
+from queuecore.core.limits import CALL_BYTES
 from queuecore.core.scripts import PRELUDE, SCRIPT_NAMES, Scripts, prelude_for, prelude_helpers, script_source
 
 
@@ -97,6 +98,15 @@ def test_no_script_copies_the_wrong_type_guard(name: str) -> None:
 
 def test_the_prelude_holds_the_wrong_type_reply_redis_errors_parses() -> None:
     assert '"QCWRONGTYPE " .. key .. " holds a " .. got .. ", expected a " .. want' in lua(PRELUDE)
+
+
+def test_the_lua_read_budget_is_the_python_one() -> None:
+    """Script calls that read messages stop at qc_read_enough; the client and the acker cut their calls
+    at limits.CALL_BYTES: one number, written twice (Lua cannot import it), kept equal here."""
+    (budget,) = re.findall(r"return bytes >= (\d+)", code(lua(PRELUDE)))
+    assert int(budget) == CALL_BYTES
+    for name in ("dequeue", "recover", "repair"):
+        assert "qc_read_enough(" in code(lua(name)), name
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)

@@ -105,6 +105,13 @@ local function qc_check_task_hashes(task_prefix, ids)
     end
 end
 
+-- True once a call has read bytes of task messages (or results): it stops after the one that got there,
+-- since Redis runs a script whole and a message may be as long as the clients' max_payload_bytes (500
+-- messages of 500 KB in one call held Redis 0.44 s). The same number as limits.CALL_BYTES.
+local function qc_read_enough(bytes)
+    return bytes >= 4194304
+end
+
 -- Take ids off the ZSET key.
 local function qc_zrem_ids(key, ids)
     if #ids > 0 then
@@ -142,11 +149,9 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
         return seconds and math.floor(seconds * 1000)
     end
 
-    -- Bytes of messages read so far by this call, and how many it may read: a walk stops before the next
-    -- task once it has read this many (so it reads at most one message more). Only pending and scheduled
-    -- tasks' messages are read (for their "enqueued_at"), and a message may be as long as the clients'
-    -- max_payload_bytes (256 MiB at most): 500 messages of 500 KB in one call kept Redis busy 0.44 s.
-    local read = {bytes = 0, budget = 4 * 1024 * 1024}
+    -- Bytes of messages read so far by this call: a walk stops before the next task once it has read
+    -- enough (qc_read_enough). Only pending and scheduled tasks' messages are read (their "enqueued_at").
+    local read = {bytes = 0}
 
     -- True when the task id of state entered it after since; false when before, when not known (a hash
     -- without the field and message: it counts as there), gone, or of another Redis type (the caller's
@@ -177,7 +182,7 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
     -- A bulk job's chunk of a ZSET state: walks it by (score, id) from the cursor b.score, b.id ("" =
     -- from the start; b.behind: how many ids at b.score up to b.id were passed and left there), visiting
     -- at most b.visits ids and keeping at most b.quota of those that were there at b.since (the others
-    -- are passed, left as they are), and stopping early once it has read read.budget bytes of messages.
+    -- are passed, left as they are), and stopping early once it has read enough messages (qc_read_enough).
     -- Per call: one ZRANGEBYSCORE, and per id visited one HGET (retry, completed) or HMGET.
     -- Returns the ids kept, the new cursor {score, id, behind}, and true when the walk reached the end.
     local function zset_ids(key, task_prefix, b)
@@ -203,7 +208,7 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
         for i = 1, #items, 2 do
             local id, score = items[i], items[i + 1]
             if not passed(id, score) then
-                if #ids >= b.quota or visited >= b.visits or read.bytes >= read.budget then
+                if #ids >= b.quota or visited >= b.visits or qc_read_enough(read.bytes) then
                     stopped = true
                     break
                 end

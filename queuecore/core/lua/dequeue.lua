@@ -55,7 +55,7 @@ local task_prefix = ARGV[4]
 local out, zadd, live, seen = {}, {}, {}, {}
 local taken, read = 0, 0  -- ids taken off the right end, bytes of messages read
 for i = k, 1, -1 do
-    if read >= 4 * 1024 * 1024 then
+    if qc_read_enough(read) then
         break
     end
     taken = taken + 1

@@ -82,7 +82,7 @@ local read, more = 0, 0
 local taken = {}  -- id, how, attempt, max_retry, type of each task taken back
 local type_counts = qc_ts_new()  -- per-type statistics, written once at the end
 for _, id in ipairs(ids) do
-    if read >= 4 * 1024 * 1024 then
+    if qc_read_enough(read) then
         more = 1
         break
     end

@@ -89,7 +89,7 @@ end
 
 local read, stopped = 0, false  -- bytes of messages read (a message may be as long as max_payload_bytes)
 for _, key in ipairs(scan[2]) do
-    if read >= 4 * 1024 * 1024 then
+    if qc_read_enough(read) then
         stopped = true
         break
     end
