@@ -31,6 +31,7 @@ from queuecore.core import typestats
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
 from queuecore.core.errors import ConfigurationError
+from queuecore.core.hashreads import read_task_fields
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import is_valid_name, stats_minute
 from queuecore.core.periodic import MISFIRE_GRACE
@@ -295,6 +296,9 @@ class RuleEvaluator:
         self._rules = list(rules)
         self._clock = clock
         self._hold_for = {rule.name: rule.hold_for for rule in self._rules}
+        # queue -> task id -> (its started_at, the timeout of its message): an active task's message does
+        # not change until it is fetched again (a new started_at), so each is read once, not every round.
+        self._timeouts: dict[str, dict[str, tuple[str, Any]]] = {}
 
     def hold_for(self, alert: Alert) -> float:
         """How long ``alert`` must hold before it fires: its rule's ``for`` (s)."""
@@ -389,21 +393,41 @@ class RuleEvaluator:
         return (stats.failed / stats.processed if stats.processed else 0.0), stats.processed
 
     def _overdue(self, name: str, grace: float, now: float) -> int:
+        """How many active tasks of queue ``name`` have run past their timeout and ``grace``. Their
+        ``started_at`` first; the message (for its ``timeout``) only of those that started more than
+        ``grace`` ago (a timeout is positive) and not read in an earlier round, in bounded pipelines."""
         q = self._ins.keys.queue(name)
         r = self._ins.redis
         ids = [str(i) for i in r.zrange(q.active, 0, OVERDUE_SCAN - 1)]
-        if not ids:
-            return 0
-        pipe = r.pipeline(transaction=False)
-        for task_id in ids:
-            pipe.hmget(q.task(task_id), ["started_at", "msg"])
-        count = 0
-        for started, msg in pipe.execute():
+        known = self._timeouts.get(name, {})
+        timeouts: dict[str, tuple[str, Any]] = {}
+        unread: list[str] = []
+        rows = read_task_fields(r, [q.task(task_id) for task_id in ids], ("started_at",), ())
+        for task_id, (started,) in zip(ids, rows, strict=True):
             try:
-                timeout = json.loads(msg).get("timeout") if msg else None
-                if started and timeout and float(started) / 1000 + float(timeout) + grace < now:
+                if not started or float(started) / 1000 + grace >= now:
+                    continue  # not started, or too recently to be overdue
+            except ValueError:
+                continue
+            if task_id in known and known[task_id][0] == started:
+                timeouts[task_id] = known[task_id]
+            else:
+                unread.append(task_id)
+        rows = read_task_fields(r, [q.task(task_id) for task_id in unread], ("started_at", "msg"))
+        for task_id, (started, msg) in zip(unread, rows, strict=True):
+            if not started or msg is None:
+                continue  # finished meanwhile
+            try:
+                timeouts[task_id] = (started, json.loads(msg).get("timeout"))
+            except (ValueError, AttributeError):
+                timeouts[task_id] = (started, None)
+        self._timeouts[name] = timeouts  # only the tasks still looked at: bounded by OVERDUE_SCAN
+        count = 0
+        for started, timeout in timeouts.values():
+            try:
+                if timeout and float(started) / 1000 + float(timeout) + grace < now:
                     count += 1
-            except (ValueError, AttributeError, TypeError):
+            except (ValueError, TypeError):
                 continue
         return count
 

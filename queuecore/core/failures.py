@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from queuecore.core.errors import TaskDecodeError
+from queuecore.core.hashreads import read_task_fields
 from queuecore.core.keys import Keys
 from queuecore.core.message import TaskMessage, ms_to_datetime
 
@@ -29,7 +30,6 @@ GROUP_ACTIONS = ("run", "archive", "delete")  # what an operator may do to a who
 GROUP_ACTION_STATES = {"run": FAILURE_STATES, "archive": ("retry",), "delete": FAILURE_STATES}
 SCAN_LIMIT = 10_000  # newest tasks read per queue and state; beyond, a report says it is partial
 MESSAGE_CHARS = 200  # of a normalised message
-_CHUNK = 500
 # queuecore's own frames: the core, and the Django app's modules wrapped around every handler (the
 # middleware that closes database connections): never the handler's frame.
 _OWN_FRAME = re.compile(r"/queuecore/(?:core/[^/]+|[^/]+\.py)$")
@@ -187,24 +187,22 @@ def read_failures(client: Any, keys: Keys, queues: Iterable[str], limit: int = S
             ids: Sequence[str] = client.zrevrange(q.state_key(state), 0, limit - 1)
             if len(ids) == limit and client.zcard(q.state_key(state)) > limit:
                 complete = False
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start:start + _CHUNK]
-                pipe = client.pipeline(transaction=False)
-                for task_id in chunk:
-                    pipe.hmget(q.task(task_id), "msg", "error", "failed_at")
-                for task_id, (msg, error, failed_at) in zip(chunk, pipe.execute(), strict=True):
-                    if msg is None or not error:
-                        continue  # deleted between the two reads, or archived by an operator before it failed
-                    scanned += 1
-                    try:
-                        type_name = TaskMessage.decode(task_id, queue, msg).type
-                    except TaskDecodeError:
-                        type_name = "?"
-                    text = error
-                    found = fingerprint(text)
-                    group = groups.get(found.key)
-                    if group is None:
-                        group = groups[found.key] = FailureGroup(found, text.split("\n", 1)[0][:300])
-                    group.tasks.append(FailedTask(queue, state, task_id, type_name, ms_to_datetime(failed_at)))
+            # The whole message, for its type only: a hash field has no partial read (HSTRLEN, no GETRANGE).
+            rows = read_task_fields(client, [q.task(task_id) for task_id in ids], ("msg", "error", "failed_at"))
+            for task_id, (msg, error, failed_at) in zip(ids, rows, strict=True):
+                if msg is None or not error:
+                    continue  # deleted between the two reads, or archived by an operator before it failed
+                scanned += 1
+                try:
+                    type_name = TaskMessage.decode(task_id, queue, msg).type
+                except TaskDecodeError:
+                    type_name = "?"
+                text = error
+                found = fingerprint(text)
+                group = groups.get(found.key)
+                if group is None:
+                    group = groups[found.key] = FailureGroup(found, text.split("\n", 1)[0][:300])
+                group.tasks.append(FailedTask(queue, state, task_id, type_name, ms_to_datetime(failed_at)))
     ordered = sorted(groups.values(), key=lambda g: (-g.count, g.key))
     return FailureReport(ordered, scanned, complete)
+

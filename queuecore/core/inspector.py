@@ -43,6 +43,7 @@ from queuecore.core.errors import (
 from queuecore.core.failures import GROUP_ACTIONS, FailureReport, read_failures
 from queuecore.core.failures import SCAN_LIMIT as FAILURE_SCAN_LIMIT
 from queuecore.core.flow import LimitInfo, pause_seconds, published_limits, read_limits
+from queuecore.core.hashreads import read_task_fields
 from queuecore.core.keys import (
     QueueKeys,
     is_valid_name,
@@ -112,6 +113,10 @@ NEWEST_FIRST_STATES = (TaskState.RETRY.value, TaskState.ARCHIVED.value, TaskStat
 MAX_PAGE = 1_000_000_000  # the highest page number a task list accepts (larger ones are PageNotFound)
 _TASK_FIELDS = ("msg", "state", "retried", "error", "failed_at", "pending_since", "started_at", "completed_at",
                 "result", "cancel", "archived_by")
+# A list reads the result apart (``Inspector._with_results``): only for the tasks it returns, never while a
+# filter scans. Only a completed task has one (``done.lua`` writes it with the state, and a completed task
+# can only be deleted).
+_LIST_FIELDS = tuple(f for f in _TASK_FIELDS if f != "result")
 _DETAIL_FIELDS = (*_TASK_FIELDS, "attempts")  # one task read whole: with its attempt history (up to 8 KiB)
 _DETAIL_FIELDS = (*_DETAIL_FIELDS, "snoozed", "waiting")  # type: ignore[assignment]  # and its flow control
 _DETAIL_FIELDS = (*_DETAIL_FIELDS, "edits")  # type: ignore[assignment]  # and the operators' edits
@@ -737,7 +742,7 @@ class Inspector:
         if keep is None:
             start = (page - 1) * size
             ids = self._ids(q, state, start, start + size - 1, newest)
-            return TaskPage(self._infos(q, state, ids), total, page, size, order=order)
+            return TaskPage(self._with_results(q, self._infos(q, state, ids)), total, page, size, order=order)
         wanted_from = (page - 1) * size
         matched: list[TaskInfo] = []
         matches = 0
@@ -753,8 +758,8 @@ class Inspector:
                     if wanted_from <= matches < wanted_from + size:
                         matched.append(info)
                     matches += 1
-        return TaskPage(matched, total, page, size, matched=matches, scanned_all=scanned >= total, order=order,
-                        scanned=scanned)
+        return TaskPage(self._with_results(q, matched), total, page, size, matched=matches,
+                        scanned_all=scanned >= total, order=order, scanned=scanned)
 
     def check_filter(self, type: str | None = None, search: str | None = None, filter: str | None = None) -> None:
         """``ConfigurationError`` when a task type, search or filter could not be used by a list, an
@@ -788,19 +793,33 @@ class Inspector:
         return True
 
     def _infos(self, q: QueueKeys, state: str, ids: list[tuple[str, float | None]]) -> list[TaskInfo]:
+        """The tasks ``ids`` of ``state`` (those deleted meanwhile left out), read in pipelines of a
+        bounded size (``read_task_fields``), without their results (``_with_results`` adds them to the
+        tasks a list returns, once a filter has chosen them)."""
         if not ids:
             return []
-        pipe = self.redis.pipeline(transaction=False)
-        for task_id, _ in ids:
-            pipe.hmget(q.task(task_id), _TASK_FIELDS)
-        rows = self._checked(pipe.execute(raise_on_error=False), [(q.task(i), "hash", q) for i, _ in ids])
+        keys = [q.task(task_id) for task_id, _ in ids]
+        rows = self._checked(read_task_fields(self.redis, keys, _LIST_FIELDS, ("msg",), raise_on_error=False),
+                             [(key, "hash", q) for key in keys])
         out = []
         holders = self._holders() if state == TaskState.ACTIVE else {}
         for (task_id, score), row in zip(ids, rows, strict=True):
             if row[0] is None and row[1] is None:
                 continue  # deleted between the two reads
-            out.append(self._info(q, task_id, dict(zip(_TASK_FIELDS, row, strict=True)), state, score, holders))
+            out.append(self._info(q, task_id, dict(zip(_LIST_FIELDS, row, strict=True)), state, score, holders))
         return out
+
+    def _with_results(self, q: QueueKeys, infos: list[TaskInfo]) -> list[TaskInfo]:
+        """``infos`` (read by ``_infos``) with the results of the completed ones, in the same order."""
+        done = [info.id for info in infos if info.state is TaskState.COMPLETED]
+        if not done:
+            return infos
+        keys = [q.task(task_id) for task_id in done]
+        rows = self._checked(read_task_fields(self.redis, keys, ("result",), ("result",), raise_on_error=False),
+                             [(key, "hash", q) for key in keys])
+        results = {task_id: _result(raw) for task_id, (raw,) in zip(done, rows, strict=True)}
+        return [replace(info, result=results[info.id]) if results.get(info.id) is not None else info
+                for info in infos]
 
     def _holders(self) -> dict[tuple[str, str], WorkerInfo | WaitingTaskInfo]:
         """(queue, task id) -> the live heartbeat entry of a task a worker holds: running, or fetched
@@ -1341,25 +1360,25 @@ class Inspector:
         state = self._check_state(state)
         newest = (default_order(state) if order is None else _one_of(order, ORDERS, "order")) == "newest"
         q = self._require_queue(queue)
-        keep = self._predicate(type, search, filter) or (lambda _info: True)
+        keep = self._predicate(type, search, filter)
         return self._iter_tasks(q, state, newest, keep, limit)  # the checks above, at the call: not in the stream
 
-    def _iter_tasks(self, q: QueueKeys, state: str, newest: bool, keep: Callable[[TaskInfo], bool],
+    def _iter_tasks(self, q: QueueKeys, state: str, newest: bool, keep: Callable[[TaskInfo], bool] | None,
                     limit: int | None) -> Iterator[TaskInfo]:
         start, sent = 0, 0
         while limit is None or sent < limit:
             with broker_errors():
                 ids = self._ids(q, state, start, start + 499, newest)
-                infos = self._infos(q, state, ids)
+                infos = [info for info in self._infos(q, state, ids) if keep is None or keep(info)]
+                infos = self._with_results(q, infos if limit is None else infos[:limit - sent])
             if not ids:
                 return
             start += len(ids)
             for info in infos:
-                if keep(info):
-                    yield info
-                    sent += 1
-                    if limit is not None and sent >= limit:
-                        return
+                yield info
+                sent += 1
+                if limit is not None and sent >= limit:
+                    return
 
     # -- failures grouped by error (failures.py) -----------------------------------------------------
 
@@ -1559,12 +1578,7 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
             if isinstance(holder, WorkerInfo):
                 started_at = holder.started_at
                 progress = holder.progress
-    result = None
-    if h.get("result"):
-        try:
-            result = loads(h["result"])
-        except ValueError:
-            result = h["result"]
+    result = _result(h.get("result"))
     return TaskInfo(
         id=task_id, queue=q.queue, type=m.type, state=task_state, payload=m.payload,
         retried=_int(h.get("retried")), max_retry=m.max_retry, last_error=h.get("error") or None,
@@ -1607,6 +1621,16 @@ class TaskBatchResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"queue": self.queue, "action": self.action, "done": list(self.done), "failed": dict(self.failed)}
+
+
+def _result(raw: str | None) -> Any:
+    """A task's stored ``result`` decoded (JSON; text that is not JSON as it is); None when it has none."""
+    if not raw:
+        return None
+    try:
+        return loads(raw)
+    except ValueError:
+        return raw
 
 
 def _pending_since_ms(q: QueueKeys, task_id: str | None, row: Any) -> int:
