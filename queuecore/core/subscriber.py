@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import redis
+
 from queuecore.core.broker import Broker
 from queuecore.core.health import RedisHealth
 from queuecore.core.topology import MASTER_RECHECK
@@ -80,6 +82,7 @@ class Subscriber:
         backoff = 0.1
         while not self.done.is_set():
             pubsub = self._broker.pubsub()
+            reading = False
             try:
                 channels = sorted(self._cancel_channels | self._wake_channels | set(self._push_channels))
                 sharded = self._sharded()
@@ -97,6 +100,7 @@ class Subscriber:
                 # until that one was demoted (~10 s with no wake-up, push or cancel message).
                 ping_every = MASTER_RECHECK if not sharded and self._broker.pubsub_must_ping() else None
                 pinged = time.monotonic()
+                reading = True
                 while not self.done.is_set():
                     if sharded:
                         # One connection per master: redis-py waits its timeout on each in turn and
@@ -115,7 +119,14 @@ class Subscriber:
                         self.handle(message["channel"], message["data"])
             except Exception as exc:
                 self.subscribed.clear()
-                self._health.report_error("subscriber", exc)
+                if reading and isinstance(exc, redis.ResponseError):
+                    # An error reply where a message was expected: the connection's replies are out of
+                    # step (seen once on a cluster during a slot migration: a CLIENT SETINFO error of a
+                    # connection's handshake read as a message). A new subscription starts in step.
+                    logger.warning("the subscription read an error reply in place of a message (%s); "
+                                   "subscribing again", exc)
+                else:
+                    self._health.report_error("subscriber", exc)
                 self.done.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             finally:

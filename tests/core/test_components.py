@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -374,6 +375,34 @@ def test_subscriber_passes_on_cancels_and_wake_ups(broker: Broker, redis_client:
         wait_until(lambda: len(wake.args) > wakes, 10, message="the wake-up")
     finally:
         subscriber.shutdown()
+
+
+def test_a_subscription_whose_replies_are_out_of_step_subscribes_again_without_a_traceback(
+        broker: Broker, redis_client: redis.Redis, q: QueueKeys, health: RedisHealth,
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI run on a cluster saw the subscription read a CLIENT SETINFO error reply as a message during a
+    slot migration, and the worker logged it as an unexpected error with its traceback. Here an error
+    reply is put on a live subscription's connection by hand (a command whose reply nobody reads): the
+    subscriber says so in one WARNING line, subscribes again and goes on passing messages on."""
+    made: list[Any] = []
+    real = broker.pubsub
+    monkeypatch.setattr(broker, "pubsub", lambda: made.append(real()) or made[-1])
+    cancel = Calls(reply=True)
+    subscriber = Subscriber(broker, [q.cancel_channel], [q.wake_channel], on_cancel=cancel, on_wake=Calls(),
+                            health=health)
+    caplog.set_level(logging.WARNING, logger="queuecore")
+    subscriber.start()
+    try:
+        wait_until(subscriber.subscribed.is_set, 10, message="the subscription")
+        made[0].connection.send_command("CLIENT", "NOSUCHSUBCOMMAND")  # its error reply comes among the messages
+        wait_until(lambda: len(made) == 2 and subscriber.subscribed.is_set(), 10, message="a new subscription")
+        redis_client.publish(q.cancel_channel, "default task-8")
+        wait_until(lambda: cancel.args, 10, message="the cancel, on the new subscription")
+    finally:
+        subscriber.shutdown()
+    warned = [r for r in caplog.records if "read an error reply in place of a message" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
+    assert not [r for r in caplog.records if r.name.startswith("queuecore") and r.exc_info]
 
 
 def test_subscriber_passes_on_when_a_scheduled_task_falls_due(broker: Broker, q: QueueKeys,
