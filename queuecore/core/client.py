@@ -10,7 +10,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -34,7 +34,6 @@ from queuecore.core.errors import (
 )
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
 from queuecore.core.limits import (
-    CALL_BYTES,
     MAX_DURATION,
     MAX_RETRY,
     PRIORITY,
@@ -43,6 +42,7 @@ from queuecore.core.limits import (
     TIMEOUT,
     UNIQUE_FOR,
     Range,
+    call_chunks,
 )
 from queuecore.core.message import TaskMessage, encode_payload, seconds_to_datetime
 from queuecore.core.redis_errors import (
@@ -111,22 +111,6 @@ def _timestamp(value: Any, name: str, now: float) -> float:
 def _datetime(seconds: float) -> datetime | None:
     """``seconds_to_datetime``, shared by the tasks of a batch (they have one enqueue time)."""
     return seconds_to_datetime(seconds)
-
-
-def _chunks(prepared: list[_Prepared], indexes: list[int]) -> Iterator[list[int]]:
-    """``indexes`` (one queue's tasks) cut into script calls of at most ``ENQUEUE_CHUNK`` tasks, each
-    ending with the task whose message brings it to ``CALL_BYTES``: Redis runs a call whole, and 1,000
-    messages of 500 KB in one call held it 1.36 s."""
-    chunk: list[int] = []
-    size = 0
-    for index in indexes:
-        chunk.append(index)
-        size += len(prepared[index].encoded)
-        if len(chunk) == ENQUEUE_CHUNK or size >= CALL_BYTES:
-            yield chunk
-            chunk, size = [], 0
-    if chunk:
-        yield chunk
 
 
 class _Prepared:
@@ -333,7 +317,10 @@ class Client:
         by_queue: dict[str, list[int]] = {}
         for index, p in enumerate(prepared):
             by_queue.setdefault(p.message.queue, []).append(index)
-        calls = [(queue, chunk) for queue, indexes in by_queue.items() for chunk in _chunks(prepared, indexes)]
+        # At most ENQUEUE_CHUNK tasks a call, and none after the one whose message brings it to CALL_BYTES:
+        # Redis runs a call whole, and 1,000 messages of 500 KB in one call held it 1.36 s.
+        calls = [(queue, chunk) for queue, indexes in by_queue.items()
+                 for chunk in call_chunks(indexes, lambda i: len(prepared[i].encoded), ENQUEUE_CHUNK)]
         now_ms = to_ms(now)
         with broker_errors():
             try:

@@ -8,8 +8,10 @@ outside its range is refused where it enters (``InvalidOption`` for an enqueue o
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import TypeVar
 
 from queuecore.core.errors import ConfigurationError
 
@@ -26,6 +28,23 @@ MAX_PROCESSES = 64  # worker processes one supervisor starts (runworker --proces
 # it to this (Redis runs a call whole, and a message may be as long as max_payload_bytes). The Lua side's
 # qc_read_enough (lua/_lib.lua) holds the same number.
 CALL_BYTES = 4 * 1024 * 1024
+
+_Item = TypeVar("_Item")
+
+
+def call_chunks(items: Iterable[_Item], size: Callable[[_Item], int], most: int) -> Iterator[list[_Item]]:
+    """``items`` cut into calls of at most ``most``, each ending with the item whose ``size`` brings it
+    to ``CALL_BYTES``."""
+    chunk: list[_Item] = []
+    total = 0
+    for item in items:
+        chunk.append(item)
+        total += size(item)
+        if len(chunk) == most or total >= CALL_BYTES:
+            yield chunk
+            chunk, total = [], 0
+    if chunk:
+        yield chunk
 
 
 def _fmt(value: float) -> str:
