@@ -38,6 +38,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Coroutine
 from dataclasses import fields
 from typing import Any
@@ -229,7 +230,8 @@ class _WaitLoop:
     asyncio client whose connections those waits share (a wait on an event loop made for it alone
     cost a new loop and a new connection: 3.5 ms for a task already final, against 0.16 ms on a
     pooled connection; on a Redis Cluster each wait has its own: ``Results._shared_client``). A
-    process forked from one that had it starts its own."""
+    process forked from one that had it starts its own, and never lets go of the one it inherited
+    (``_keep_inherited_wait_loops``)."""
 
     def __init__(self, make_client: Callable[[], redis.asyncio.Redis | None]) -> None:
         self._pid = os.getpid()
@@ -237,6 +239,7 @@ class _WaitLoop:
         self._client = make_client()  # None: each wait makes its own
         self._thread = threading.Thread(target=self._loop.run_forever, name="queuecore-waits", daemon=True)
         self._thread.start()
+        _LIVE_WAIT_LOOPS.add(self)
 
     def usable(self) -> bool:
         return self._pid == os.getpid() and not self._loop.is_closed()
@@ -263,6 +266,22 @@ class _WaitLoop:
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self._loop.close()
+
+
+_LIVE_WAIT_LOOPS: weakref.WeakSet[_WaitLoop] = weakref.WeakSet()
+_INHERITED_WAIT_LOOPS: list[_WaitLoop] = []
+
+
+def _keep_inherited_wait_loops() -> None:
+    """In a forked child, hold every wait loop the parent had for the child's whole life. The child
+    shares the parent's epoll instance and sockets: an inherited connection finalized by the garbage
+    collector while a loop runs in the child unregistered its socket from that epoll, and the
+    parent's next wait on it never heard Redis answer (a ``ResultTimeout``)."""
+    _INHERITED_WAIT_LOOPS.extend(_LIVE_WAIT_LOOPS)
+    _LIVE_WAIT_LOOPS.clear()
+
+
+os.register_at_fork(after_in_child=_keep_inherited_wait_loops)
 
 
 class Results:

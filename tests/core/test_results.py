@@ -492,8 +492,14 @@ def test_sync_waits_share_their_connections_and_a_forked_child_gets_its_own(priv
                                                                              registry) -> None:
     """Sync waits run on one loop per client, whose connections they share: a wait on a loop made for it
     alone opened a connection each time (50 waits, 50 connections). A child process forked after
-    the loop started waits on a loop of its own."""
+    the loop started waits on a loop of its own, and its garbage collector, run while a loop of the
+    child's runs, leaves the parent's connection alone (it finalized the inherited one, which took the
+    socket out of the epoll instance parent and child share: the parent's next wait timed out)."""
+    import gc
     import os
+
+    async def collect_garbage() -> None:
+        gc.collect()
 
     client = Client(redis_url=private_redis.url, key_prefix=key_prefix, registry=registry)
     raw = redis.Redis.from_url(private_redis.url, decode_responses=True)
@@ -511,7 +517,9 @@ def test_sync_waits_share_their_connections_and_a_forked_child_gets_its_own(priv
         pid = os.fork()
         if pid == 0:  # the child: its own loop, its own connection
             try:
-                os._exit(0 if handle.wait(timeout=5).state is TaskState.ARCHIVED else 1)
+                archived = handle.wait(timeout=5).state is TaskState.ARCHIVED
+                asyncio.run(collect_garbage())
+                os._exit(0 if archived else 1)
             except BaseException:
                 os._exit(2)
         _, status = os.waitpid(pid, 0)
