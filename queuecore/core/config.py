@@ -115,8 +115,9 @@ def set_connection_provider(provider: Callable[[], ConnectionConfig | None] | No
 
 
 def parse_queues(spec: str | Mapping[str, int] | Sequence[str] | None) -> dict[str, int]:
-    """Queues with weights from ``"critical=6,default=3,low"``, a mapping, or a list of names."""
-    if spec is None or spec == "" or spec == {}:
+    """Queues with weights from ``"critical=6,default=3,low"``, a mapping, or a list of names (None:
+    the default queue); a name given twice is refused, not left to the last weight given."""
+    if spec is None or spec == {}:
         return {DEFAULT_QUEUE: 1}
     items: list[tuple[str, Any]]
     if isinstance(spec, str):
@@ -137,6 +138,8 @@ def parse_queues(spec: str | Mapping[str, int] | Sequence[str] | None) -> dict[s
     queues: dict[str, int] = {}
     for name, weight in items:
         validate_queue_name(name)
+        if name in queues:
+            raise ConfigurationError(f"queue {name!r} is given twice", field="queues")
         value: object = weight
         if isinstance(weight, str):
             try:

@@ -150,6 +150,27 @@ def test_queues_of_the_wrong_type_are_a_configuration_error(queues: Any) -> None
     assert caught.value.field == "queues"
 
 
+@pytest.mark.parametrize("queues", ["a=1,b=2,a=3", "default,default", ["low", "low"]])
+def test_a_queue_given_twice_is_refused_not_left_to_its_last_weight(queues: Any) -> None:
+    """``--queues a=1,b=2,a=3`` served ``a`` at weight 3, and said nothing of the 1."""
+    with pytest.raises(ConfigurationError, match=r"is given twice") as caught:
+        WorkerConfig(queues=queues)
+    assert caught.value.field == "queues"
+
+
+@pytest.mark.parametrize("queues", ["", " ", ",", []])
+def test_queues_that_name_no_queue_are_refused(queues: Any) -> None:
+    """An empty string served the default queue, while an empty list was refused: both are refused."""
+    with pytest.raises(ConfigurationError, match=r"^no queues given") as caught:
+        WorkerConfig(queues=queues)
+    assert caught.value.field == "queues"
+
+
+def test_no_queues_at_all_is_the_default_queue() -> None:
+    assert WorkerConfig(queues=None).queues == {"default": 1}  # type: ignore[arg-type]
+    assert WorkerConfig(queues={}).queues == {"default": 1}
+
+
 def test_a_key_prefix_error_names_its_field() -> None:
     with pytest.raises(ConfigurationError, match="invalid key prefix") as caught:
         ConnectionConfig(key_prefix="a b")

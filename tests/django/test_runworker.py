@@ -82,9 +82,12 @@ def test_runworker_processes_demo_tasks_and_stops_on_sigterm(run_manage, redis_u
     inspector.close()
 
 
-def test_runworker_rejects_bad_queue_spec(run_manage):
-    proc = run_manage("runworker", "--queues", "default=zero")
+@pytest.mark.parametrize(("spec", "said"), [("default=zero", "weight"), ("", "no queues given"),
+                                            ("low,default=2,low", "'low' is given twice")])
+def test_runworker_rejects_bad_queue_spec(run_manage, spec: str, said: str):
+    """``--queues ''`` ran a worker on the settings' queues, as if the option had not been given."""
+    proc = run_manage("runworker", "--queues", spec)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode != 0
-    assert "weight" in out
+    assert said in out
     assert "Traceback" not in out

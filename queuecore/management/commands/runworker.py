@@ -81,7 +81,7 @@ class Command(BaseCommand):
             logging.getLogger("queuecore").setLevel(logging.DEBUG)
         try:
             worker_config = config.worker_config(
-                queues=parse_queues(options["queues"]) if options.get("queues") else None,
+                queues=None if options.get("queues") is None else parse_queues(options["queues"]),
                 concurrency=options.get("concurrency"), strict_priority=options.get("strict"),
                 shutdown_timeout=options.get("shutdown_timeout"), heartbeat_interval=options.get("heartbeat_interval"),
                 health_file=options.get("health_file"))
