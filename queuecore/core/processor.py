@@ -311,6 +311,8 @@ class Processor:
                     continue
                 self._dispatch(name, item.id, item.msg, item.lease, item.retried, now)
                 got += 1
+            if items.cut:
+                break  # this queue has more (its fetch stopped at the byte budget): the next round starts over
             if got and not self.config.strict_priority:
                 break  # one queue per round keeps the weighted order fair
         return got

@@ -113,3 +113,31 @@ def test_quiet_worker_finishes_running_tasks_but_fetches_no_new_ones(make_worker
     let_worker_run(inspector, worker)
     assert inspector.get_task("default", waiting.id).state == "pending"
     assert inspector.queue_info("default").pending == 1
+
+
+def test_strict_priority_holds_when_a_fetch_is_cut_short_by_its_byte_budget(make_worker, client, registry):
+    """A fetch stops after 4 MB of messages (nine of 500 KB): the high queue still has tasks, so the
+    worker must fetch from it again, not go on to the low queue in the same round (it took the low
+    tasks into the slots the high ones needed). The high handlers wait until all 20 have started, so a
+    low one can start only while some high task is still waiting, unless all 20 came first."""
+    high_started: list[int] = []
+    low_saw: list[int] = []
+    all_high = threading.Event()
+
+    @task(name="t.high", registry=registry)
+    def high(n: int, pad: str) -> None:
+        high_started.append(n)
+        if len(high_started) == 20:
+            all_high.set()
+        all_high.wait(SOON)
+
+    @task(name="t.low", registry=registry)
+    def low() -> None:
+        low_saw.append(len(high_started))
+
+    client.enqueue_many([high.request(n=n, pad="x" * 500_000) for n in range(20)], queue="high")
+    client.enqueue_many([low.request() for _ in range(5)], queue="low")
+    make_worker(queues={"high": 1, "low": 1}, strict_priority=True, concurrency=20, prefetch=0)
+    wait_until(lambda: len(low_saw) == 5, SOON, message="every low task run")
+    assert sorted(high_started) == list(range(20))
+    assert low_saw == [20] * 5  # each low task started after every high one
