@@ -32,6 +32,11 @@ CALL_BYTES = 4 * 1024 * 1024
 _Item = TypeVar("_Item")
 
 
+def utf8_size(text: str) -> int:
+    """The bytes ``text`` takes in Redis (UTF-8), as Lua's ``#`` counts them: a CJK character is 3."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 def call_chunks(items: Iterable[_Item], size: Callable[[_Item], int], most: int) -> Iterator[list[_Item]]:
     """``items`` cut into calls of at most ``most``, each ending with the item whose ``size`` brings it
     to ``CALL_BYTES``."""

@@ -502,6 +502,11 @@ def test_enqueue_many_cuts_its_script_calls_by_message_size(client: Client, redi
     sizes.clear()
     client.enqueue_many([("small.t", {"n": n}) for n in range(2_500)], queue="small")
     assert sizes == [1_000, 1_000, 500]
+    # Sizes are the bytes Redis holds (UTF-8, as the scripts count them), not characters: a message of
+    # 170,000 CJK characters is 510 KB, so nine reach 4 MB (counted in characters, all 20 went in one call).
+    sizes.clear()
+    client.enqueue_many([("cjk.t", {"pad": "語" * 170_000})] * 20, queue="cjk")
+    assert sizes == [9, 9, 2]
 
 
 def test_enqueue_many_empty_batch(client: Client, redis_client, key_prefix) -> None:
