@@ -140,15 +140,18 @@ def test_ids_whose_task_hash_is_gone_count_as_skipped_not_done(
 BIG = {"pad": "x" * 1_000_000}  # a 1 MB message: a chunk reads at most 4 MB of messages, then one more
 
 
-@pytest.mark.parametrize(("state", "per_chunk"), [("scheduled", [5, 5, 2]), ("retry", [12])])
+@pytest.mark.parametrize(("state", "scheduled_at", "per_chunk"),
+                         [("scheduled", None, [5, 5, 2]), ("scheduled", NOW_MS, [12]), ("retry", None, [12])])
 def test_a_chunk_reads_a_bounded_number_of_message_bytes(
-        inspector, redis_client: redis.Redis, q: QueueKeys, monkeypatch, state: str, per_chunk: list[int]) -> None:  # noqa: F811
+        inspector, redis_client: redis.Redis, q: QueueKeys, monkeypatch,  # noqa: F811
+        state: str, scheduled_at: int | None, per_chunk: list[int]) -> None:
     """A scheduled task's entry time may be in its message only: a chunk stops reading messages past
     4 MB (500 messages of 500 KB in one call held Redis 0.44 s). Retry tasks carry their entry time in
-    a field, so their messages are not read at all and one chunk takes them all."""
+    a field, so their messages are not read at all and one chunk takes them all; so do scheduled tasks
+    that have the field (their messages were read beside it all the same, and cut the chunks short)."""
     for n in range(12):
         seed_task(redis_client, q, f"big-{n}", state, score=NOW_MS + n, payload=BIG, error="boom",
-                  failed_at=NOW_MS)
+                  failed_at=NOW_MS, scheduled_at=scheduled_at)
     chunks = between_chunks(monkeypatch, lambda _n: None)
     job = inspector.run_bulk_job(inspector.start_bulk_job("delete", queue="bulkq", state=state).id)
     assert (job.status, job.done, job.skipped) == ("done", 12, 0)

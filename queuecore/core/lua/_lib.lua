@@ -167,14 +167,15 @@ local function qc_bulk_ids(key, is_list, task_prefix, b)
             local at = redis.pcall("HGET", key, field)
             return type(at) == "string" and tonumber(at) ~= nil and tonumber(at) > since
         end
-        local f = redis.pcall("HMGET", key, field, "msg")
-        if f["err"] then
+        local at = redis.pcall("HGET", key, field)
+        if type(at) == "table" then  -- an error reply: not a hash
             return false
         end
-        read.bytes = read.bytes + (f[2] and #f[2] or 0)
-        local at = tonumber(f[1] or "")
-        if not at then
-            at = enqueued_ms(f[2])
+        at = tonumber(at or "")
+        if not at then  -- not set since its enqueue: the message says when that was
+            local msg = redis.call("HGET", key, "msg")
+            read.bytes = read.bytes + (msg and #msg or 0)
+            at = enqueued_ms(msg)
         end
         return at ~= nil and at > since
     end
