@@ -137,11 +137,11 @@ class Recoverer(Periodic):
         turn_ms = to_ms(self._repair_interval)
         for q in self._queues:
             for call in range(REPAIR_CALLS_PER_TURN):
-                cursor, fixed, dead, seen = self._scripts.repair(
+                step = self._scripts.repair(
                     q, now_ms=now_ms, cursor="", count=REPAIR_SCAN_COUNT, turn_ms=turn_ms if call == 0 else 0)
-                repaired += fixed
-                archived += dead
-                if seen < 0 or cursor == "0":  # not our turn, or the pass is complete
+                repaired += step.repaired
+                archived += step.archived
+                if step.seen < 0 or step.complete:  # not our turn, or the pass is complete
                     break
         if repaired or archived:
             logger.warning("repaired %d task(s) that no list or zset pointed at; archived %d with a reason",

@@ -33,6 +33,7 @@ from queuecore.core.errors import (
     WrongKeyType,
 )
 from queuecore.core.keys import Keys, LimitKeys, QueueKeys
+from queuecore.core.limits import CALL_BYTES
 from queuecore.core.message import DEFAULT_MAX_RETRY
 from queuecore.core.reasons import (
     CANCELLED_BY_OPERATOR,
@@ -219,6 +220,16 @@ class Recovery(NamedTuple):
     @property
     def counts(self) -> tuple[int, int, int]:
         return self.requeued, self.archived, self.orphans
+
+
+class RepairStep(NamedTuple):
+    """What one ``repair`` step did, and where the pass goes on (``cursor``, for the next step)."""
+
+    cursor: str
+    repaired: int
+    archived: int
+    seen: int  # task hashes looked at; -1: not this worker's turn, nothing was done
+    complete: bool  # the pass is over (a step that stopped early at cursor "0" did not end it)
 
 
 class DoneItem(NamedTuple):
@@ -649,21 +660,21 @@ class Scripts:
         return int(completed), int(aged), int(over_size)
 
     def repair(self, q: QueueKeys, *, now_ms: int, cursor: str = "0", count: int = 1000,
-               turn_ms: int = 0) -> tuple[str, int, int, int]:
+               turn_ms: int = 0) -> RepairStep:
         """One bounded SCAN step over the queue's task hashes, putting back each hash that no list or
-        zset points at: returns (next cursor, "0" when the pass is complete; repaired; archived;
-        hashes looked at).
+        zset points at (``RepairStep``).
 
         ``cursor=""`` continues the pass shared by all workers (its cursor is kept in Redis). With
         ``turn_ms > 0`` the step runs only when no worker took a turn in the last ``turn_ms``;
-        otherwise it returns ``("", 0, 0, -1)``. A step that has read 4 MB of messages stops there and
-        gives back the cursor it started from (the next step looks at the same keys again).
+        otherwise it returns ``RepairStep("", 0, 0, -1, False)``. A step that has read 4 MB of messages
+        stops there and gives back the cursor it started from (the next step looks at the same keys
+        again): a pass that stopped at cursor "0" is not complete.
         """
         keys = [q.pending, q.scheduled, q.retry, q.archived, q.completed, q.active, q.repair]
         args = [now_ms, cursor, count, self._wake(q), turn_ms, q.task_prefix, REPAIR_NO_MESSAGE,
                 REPAIR_UNKNOWN_STATE]
-        cursor, repaired, archived, seen = self._call("repair", keys, args)
-        return str(cursor), int(repaired), int(archived), int(seen)
+        cursor, repaired, archived, seen, complete = self._call("repair", keys, args)
+        return RepairStep(str(cursor), int(repaired), int(archived), int(seen), bool(int(complete)))
 
     # -- callers waiting for results ---------------------------------------------------------------
 
@@ -674,12 +685,24 @@ class Scripts:
         (``QueueKeys.done``), and tokens an earlier final state left there are dropped (results.py).
 
         With a ``redis.asyncio.Redis`` as ``async_client``, returns an awaitable of the same dict.
+
+        A result longer than ``CALL_BYTES`` is read apart, with HGET (Redis copies it to the client as it
+        is, where the script copied it twice while nothing else ran); a task deleted in between is {}.
         """
         keys = [q.task(task_id), q.done(task_id)]
-        args = [1 if watch else 0, q.base, task_id]
+        args = [1 if watch else 0, q.base, task_id, CALL_BYTES]
         if async_client is not None:
-            return self._call_async(async_client, "result", keys, args, _pairs)
-        return _pairs(self._call("result", keys, args))
+            return self._result_async(async_client, keys, args)
+        h = _pairs(self._call("result", keys, args))
+        if "@result_bytes" in h:
+            return _with_result(h, self.redis.hget(keys[0], "result"))
+        return h
+
+    async def _result_async(self, client: Any, keys: list[str], args: list[Any]) -> dict[str, Any]:
+        h: dict[str, Any] = await self._call_async(client, "result", keys, args, _pairs)
+        if "@result_bytes" in h:
+            return _with_result(h, await client.hget(keys[0], "result"))
+        return h
 
     async def _call_async(self, client: Any, name: str, keys: list[str], args: list[Any],
                           convert: Callable[[Any], Any]) -> Any:
@@ -940,6 +963,16 @@ class Scripts:
             args += [name, value]
         held, cancel = self._call("bulk_job_step", keys, args + targets)
         return bool(held), bool(cancel)
+
+
+def _with_result(h: dict[str, Any], result: Any) -> dict[str, Any]:
+    """The ``result`` script's task without its long result (``"@result_bytes"``), with ``result`` read
+    apart; {} when the task was deleted in between."""
+    del h["@result_bytes"]
+    if result is None:
+        return {}
+    h["result"] = result
+    return h
 
 
 def _pairs(reply: Any) -> dict[str, Any]:

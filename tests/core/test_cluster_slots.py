@@ -159,8 +159,9 @@ def call_every_wrapper(s: RecordingScripts, r: redis.Redis, q: QueueKeys) -> Non
     assert len(s.queue_metrics(q)) >= 13  # read-only: the metrics scrape
     cursor = "0"
     while True:
-        cursor, *_ = s.repair(q, now_ms=NOW, cursor=cursor, count=100)
-        if cursor == "0":
+        step = s.repair(q, now_ms=NOW, cursor=cursor, count=100)
+        cursor = step.cursor
+        if step.complete:
             break
     s.enqueue(q, "snz", '{"type":"test.task"}', now_ms=NOW)  # flow control: park, wake, timed pause
     leased = {d.id: d.lease for d in s.dequeue(q, now_ms=NOW, lease_until_ms=NOW + 30_000, count=100)}

@@ -8,6 +8,7 @@ seed a state, run one wrapper and assert the whole resulting state.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from pathlib import Path
@@ -37,7 +38,8 @@ from queuecore.core import reasons
 from queuecore.core import results as results_module
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.keys import stats_day, stats_minute
-from queuecore.core.results import parse_result_id
+from queuecore.core.limits import CALL_BYTES
+from queuecore.core.results import parse_result_id, result_id
 from queuecore.core.scripts import WAKE_TTL_MS, DoneItem, Scripts
 from queuecore.core.topology import info_of_every_master, is_cluster_client
 from tests.conftest import wait_until
@@ -177,6 +179,30 @@ def test_the_result_script_watches_a_task_that_is_not_final(scripts: Scripts, re
     seed_task(redis_client, q, "r", "retry", score=NOW)
     scripts.result(q, "r", watch=False)
     assert redis_client.hget(q.task("r"), "watch") is None  # a plain read changes nothing
+
+
+def test_a_result_longer_than_4_mb_is_read_apart_not_through_the_script(scripts: Scripts, client: Client,
+                                                                        redis_client, connection) -> None:
+    """The ``result`` script copied the whole task hash through Lua, twice, while Redis ran nothing else:
+    a 50 MB result held it 338 ms at each look. A result over 4 MB is left out of the script's reply
+    (its length there instead) and read with HGET; every way of reading the task still returns it whole."""
+    q = connection.keys.queue("default")
+    value = {"rows": "x" * 5_000_000}
+    seed_task(redis_client, q, "big", "completed", score=NOW, msg=make_msg("big", "default", retention=60),
+              result=json.dumps(value), completed_at=NOW)
+    raw = scripts._call("result", [q.task("big"), q.done("big")], [1, q.base, "big", CALL_BYTES])
+    reply = dict(zip(raw[::2], raw[1::2], strict=True))
+    assert "result" not in reply and int(reply["@result_bytes"]) == len(json.dumps(value))
+    assert reply["state"] == "completed" and "msg" in reply
+    assert scripts.result(q, "big")["result"] == json.dumps(value)
+    handle = client.result(result_id("default", "big"))
+    assert handle.get(timeout=0) == value
+    assert asyncio.run(handle.aget(timeout=0)) == value
+    assert client.result(result_id("default", "big")).wait(timeout=1).result == value
+    seed_task(redis_client, q, "small", "completed", score=NOW, msg=make_msg("small", "default", retention=60),
+              result="7", completed_at=NOW)
+    assert "@result_bytes" not in scripts._call("result", [q.task("small"), q.done("small")],
+                                                [0, q.base, "small", CALL_BYTES])
 
 
 @pytest.mark.parametrize("retention_ms", [0, 60_000])

@@ -888,9 +888,9 @@ def run_repair(scripts: Scripts, q: QueueKeys, count: int = 1000) -> tuple[int, 
     """A whole repair pass (the SCAN cursor followed until it wraps): (repaired, archived, seen)."""
     cursor, totals = "0", [0, 0, 0]
     while True:
-        cursor, repaired, archived, seen = scripts.repair(q, now_ms=NOW, cursor=cursor, count=count)
+        cursor, repaired, archived, seen, complete = scripts.repair(q, now_ms=NOW, cursor=cursor, count=count)
         totals = [totals[0] + repaired, totals[1] + archived, totals[2] + seen]
-        if cursor == "0":
+        if complete:
             return totals[0], totals[1], totals[2]
 
 
@@ -934,11 +934,12 @@ def test_repair_puts_unindexed_hashes_back_where_their_state_says(r, q, scripts:
 def test_a_repair_step_stops_after_4_mb_of_messages_and_looks_again(r, q, scripts: Scripts) -> None:
     """Orphans' messages are read (a completed one's decoded): 180 orphans of 500 KB held Redis 0.69 s
     in one step. A step stops after the message that brings it to 4 MB (the ninth here) and gives back
-    its starting cursor; the next step skips the repaired ones (indexed now) and repairs the rest."""
+    its starting cursor, "0" here, and says the pass is not complete; the next step skips the repaired
+    ones (indexed now) and repairs the rest."""
     for n in range(12):
         seed_task(r, q, f"orphan{n:02d}", "pending", index=False, payload={"pad": "x" * 500_000})
-    cursor, repaired, _, _ = scripts.repair(q, now_ms=NOW, cursor="0", count=100_000)  # the whole keyspace
-    assert (cursor, repaired) == ("0", 9)
+    step = scripts.repair(q, now_ms=NOW, cursor="0", count=100_000)  # the whole keyspace
+    assert (step.cursor, step.repaired, step.complete) == ("0", 9, False)
     assert run_repair(scripts, q, count=100_000)[0] == 3
     assert sorted(r.lrange(q.pending, 0, -1)) == [f"orphan{n:02d}" for n in range(12)]
 
@@ -951,7 +952,7 @@ def test_repair_turns_are_shared_by_all_workers(r, q, scripts: Scripts) -> None:
     repaired, steps, cursor = 0, 0, None
     while cursor != "0":
         # every call here is a new turn: the clock moves on by the turn length each time
-        cursor, fixed, _, seen = scripts.repair(q, now_ms=NOW + steps * 1000, cursor="", count=2, turn_ms=1000)
+        cursor, fixed, _, seen, _ = scripts.repair(q, now_ms=NOW + steps * 1000, cursor="", count=2, turn_ms=1000)
         assert seen >= 0
         assert r.hget(q.repair, "cursor") == cursor  # saved for whoever takes the next turn
         repaired += fixed
@@ -961,7 +962,7 @@ def test_repair_turns_are_shared_by_all_workers(r, q, scripts: Scripts) -> None:
     # Within the turn just taken, another worker's call does nothing and touches nothing.
     last = NOW + (steps - 1) * 1000
     before = r.hgetall(q.repair)
-    assert scripts.repair(q, now_ms=last + 999, cursor="", count=2, turn_ms=1000) == ("", 0, 0, -1)
+    assert scripts.repair(q, now_ms=last + 999, cursor="", count=2, turn_ms=1000) == ("", 0, 0, -1, False)
     assert r.hgetall(q.repair) == before
     assert scripts.repair(q, now_ms=last + 1000, cursor="", count=2, turn_ms=1000)[3] >= 0
     assert r.hget(q.repair, "next_at") == str(last + 2000)

@@ -163,3 +163,19 @@ def test_recoverers_of_many_workers_share_one_repair_turn(redis_client, connecti
             w.redis.close()
     assert results == [(1, 0), (0, 0), (0, 0)]  # the first took the turn; the others waited for the next
     assert int(redis_client.hget(q.repair, "next_at")) > to_ms(time.time()) + 3_000_000
+
+
+def test_one_repair_turn_goes_on_past_a_step_that_stopped_early_at_the_passs_start(
+        redis_client, connection, registry) -> None:
+    """A step stops after 4 MB of messages and gives back the cursor it began at; when that was "0" (all
+    of this keyspace fits one SCAN step), the turn took it for a finished pass and left the other
+    orphans for the next turn, a repair interval later (9 of 12 repaired here)."""
+    q = connection.keys.queue(Q)
+    for n in range(12):
+        seed_task(redis_client, q, f"big{n:02d}", "pending", index=False, payload={"pad": "x" * 500_000})
+    worker = Worker(connection=connection, registry=registry, **{**FAST, "repair_interval": 3600})
+    try:
+        assert worker.recoverer.repair() == (12, 0)
+    finally:
+        worker.redis.close()
+    assert sorted(read_pending(redis_client, q)) == [f"big{n:02d}" for n in range(12)]

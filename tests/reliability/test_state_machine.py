@@ -160,9 +160,10 @@ class QueueMachine(RuleBasedStateMachine):
     def repair(self) -> None:
         cursor = "0"
         while True:
-            cursor, repaired, archived, _ = self.s.repair(self.q, now_ms=self.now, cursor=cursor, count=1000)
-            assert (repaired, archived) == (0, 0)  # nothing the scripts do leaves a hash unindexed
-            if cursor == "0":
+            step = self.s.repair(self.q, now_ms=self.now, cursor=cursor, count=1000)
+            assert (step.repaired, step.archived) == (0, 0)  # nothing the scripts do leaves a hash unindexed
+            cursor = step.cursor
+            if step.complete:
                 break
 
     # -- operator ---------------------------------------------------------------------------------

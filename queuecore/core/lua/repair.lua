@@ -34,8 +34,10 @@
 -- A call stops once it has read 4 MB of messages (180 orphans of 500 KB held Redis 0.69 s in one call)
 -- and then gives back the cursor it started from: the next call looks at the same keys again, and
 -- those repaired are indexed by then.
--- Returns {next cursor ("0" when a pass is complete), repaired, archived, task hashes looked at};
--- {"", 0, 0, -1} when it is not yet time for another turn (ARGV[5] > 0).
+-- Returns {next cursor, repaired, archived, task hashes looked at, 1 when the pass is complete (the
+-- cursor wrapped to "0" and the step did not stop early: one that stopped at cursor "0" gives back
+-- "0" with a pass still to finish) else 0}; {"", 0, 0, -1, 0} when it is not yet time for another
+-- turn (ARGV[5] > 0).
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS has the wrong
 -- Redis type; checked before any write. A non-hash key under t: is skipped (not a task).
 -- wrong-type guard
@@ -47,7 +49,7 @@ local now = tonumber(ARGV[1])
 local turn = tonumber(ARGV[5])
 if turn > 0 then
     if now < tonumber(redis.call("HGET", KEYS[7], "next_at") or "0") then
-        return {"", 0, 0, -1}
+        return {"", 0, 0, -1, 0}
     end
     redis.call("HSET", KEYS[7], "next_at", now + turn)
 end
@@ -157,4 +159,4 @@ local next_cursor = stopped and cursor or scan[1]  -- stopped early: the same ke
 if ARGV[2] == "" then
     redis.call("HSET", KEYS[7], "cursor", next_cursor)
 end
-return {next_cursor, repaired, archived, seen}
+return {next_cursor, repaired, archived, seen, (not stopped and scan[1] == "0") and 1 or 0}
