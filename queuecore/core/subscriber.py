@@ -20,6 +20,14 @@ logger = logging.getLogger("queuecore.worker")
 WAIT = 0.5  # seconds a quiet subscription waits before it looks at ``done`` again
 
 
+class _ErrorReply(Exception):
+    """An error reply the subscription read where a message (or its confirmation) belonged."""
+
+    def __init__(self, error: redis.ResponseError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def _wait_readable(pubsub: Any, timeout: float) -> None:
     """Wait until a connection of a cluster's shard subscription (one per master) has something to
     read, or ``timeout``. The caller has drained every one first (redis-py buffers what it read)."""
@@ -80,9 +88,9 @@ class Subscriber:
 
     def _loop(self) -> None:
         backoff = 0.1
+        refusals = 0  # error replies read in place of messages since the subscription last held
         while not self.done.is_set():
             pubsub = self._broker.pubsub()
-            reading = False
             try:
                 channels = sorted(self._cancel_channels | self._wake_channels | set(self._push_channels))
                 sharded = self._sharded()
@@ -93,40 +101,48 @@ class Subscriber:
                 self.subscribed.set()
                 self._health.note_ok("subscriber")  # an error it reported (Redis full, say) is over
                 self._on_wake()  # anything published while we were away
-                backoff = 0.1
                 # Behind sentinels, a PING now and then: the connection learns when it sends that its
                 # server is no longer the master, and is closed (ConnectionError: subscribe again, to
                 # the new one). Reading only, it stayed on a former master after a planned failover
                 # until that one was demoted (~10 s with no wake-up, push or cancel message).
                 ping_every = MASTER_RECHECK if not sharded and self._broker.pubsub_must_ping() else None
-                pinged = time.monotonic()
-                reading = True
+                pinged = since = time.monotonic()
+                held = False
                 while not self.done.is_set():
-                    if sharded:
-                        # One connection per master: redis-py waits its timeout on each in turn and
-                        # returns one message, so a message on one master waited behind a quiet other.
-                        # Take whatever any has, and wait on all of them at once when none has any.
-                        message = pubsub.get_sharded_message(ignore_subscribe_messages=True, timeout=0)
-                        if message is None:
-                            _wait_readable(pubsub, WAIT)
-                            continue
-                    else:
-                        message = pubsub.get_message(timeout=WAIT)
-                        if ping_every is not None and time.monotonic() - pinged >= ping_every:
-                            pinged = time.monotonic()
-                            self._broker.ping_subscription(pubsub)
+                    if not held and time.monotonic() - since >= WAIT:  # read for a while without an error
+                        held, backoff = True, 0.1
+                        if refusals > 1:
+                            logger.warning("the subscription works again")
+                        refusals = 0
+                    message = self._next_message(pubsub, sharded)
+                    if message is None and sharded:
+                        _wait_readable(pubsub, WAIT)
+                        continue
+                    if ping_every is not None and time.monotonic() - pinged >= ping_every:
+                        pinged = time.monotonic()
+                        self._broker.ping_subscription(pubsub)
                     if message is not None and message.get("type") in ("message", "smessage"):
                         self.handle(message["channel"], message["data"])
+            except _ErrorReply as read:
+                self.subscribed.clear()
+                refusals += 1
+                if refusals == 1:
+                    # Once, the connection's replies out of step (seen on a cluster during a slot
+                    # migration: a CLIENT SETINFO error of a connection's handshake read as a message): a
+                    # new subscription starts in step, at once.
+                    logger.warning("the subscription read an error reply in place of a message (%s: %s); "
+                                   "subscribing again", type(read.error).__name__, read.error)
+                    backoff = 0.1
+                elif refusals == 2:  # again at once: Redis refuses the subscription itself (ACL, say)
+                    logger.error("Redis refuses this worker's subscription (%s: %s): no wake-ups, pushed tasks "
+                                 "or cancel requests reach it (it polls for tasks meanwhile); retrying with backoff",
+                                 type(read.error).__name__, read.error)
+                self.done.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
             except Exception as exc:
                 self.subscribed.clear()
-                if reading and isinstance(exc, redis.ResponseError):
-                    # An error reply where a message was expected: the connection's replies are out of
-                    # step (seen once on a cluster during a slot migration: a CLIENT SETINFO error of a
-                    # connection's handshake read as a message). A new subscription starts in step.
-                    logger.warning("the subscription read an error reply in place of a message (%s); "
-                                   "subscribing again", exc)
-                else:
-                    self._health.report_error("subscriber", exc)
+                refusals = 0  # an error reply after this one is out of step again, not a refusal
+                self._health.report_error("subscriber", exc)
                 self.done.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             finally:
@@ -134,6 +150,23 @@ class Subscriber:
                     pubsub.close()
                 except Exception:
                     pass
+
+    @staticmethod
+    def _next_message(pubsub: Any, sharded: bool) -> dict[str, Any] | None:
+        """The subscription's next message (None: none within ``WAIT``; a cluster's shards: none now). An
+        error reply read there raises ``_ErrorReply``."""
+        try:
+            if sharded:
+                # One connection per master: redis-py waits its timeout on each in turn and returns one
+                # message, so a message on one master waited behind a quiet other. Take whatever any
+                # has (the caller waits on all of them at once when none has any).
+                message: dict[str, Any] | None = pubsub.get_sharded_message(ignore_subscribe_messages=True,
+                                                                            timeout=0)
+            else:
+                message = pubsub.get_message(timeout=WAIT)
+        except redis.ResponseError as exc:
+            raise _ErrorReply(exc) from exc
+        return message
 
     def handle(self, channel: str, data: str) -> None:
         """Act on one pub/sub message."""

@@ -405,6 +405,48 @@ def test_a_subscription_whose_replies_are_out_of_step_subscribes_again_without_a
     assert not [r for r in caplog.records if r.name.startswith("queuecore") and r.exc_info]
 
 
+def test_a_subscription_redis_refuses_is_one_error_line_then_quiet_until_it_works_again(
+        private_redis, connection: ConnectionConfig, health: RedisHealth, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ACL user without channel permissions: every SUBSCRIBE gets a NOPERM error reply, which the
+    subscriber read as replies out of step: a WARNING every 0.1-0.2 s, forever, and never a word that no
+    wake-up, push or cancel could reach the worker. Now: one WARNING, one ERROR, retries with backoff,
+    and a line when the subscription works again."""
+    admin = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    admin.execute_command("ACL", "SETUSER", "nochannels", "on", ">pw", "~*", "+@all", "resetchannels")
+    user_url = f"redis://nochannels:pw@127.0.0.1:{private_redis.port}/0"
+    user = redis.Redis.from_url(user_url, decode_responses=True)
+    broker = Broker(user, connection.keys)
+    made: list[Any] = []
+    real = broker.pubsub
+    monkeypatch.setattr(broker, "pubsub", lambda: made.append(real()) or made[-1])
+    q = connection.keys.queue("default")
+    cancel = Calls(reply=True)
+    subscriber = Subscriber(broker, [q.cancel_channel], [q.wake_channel], on_cancel=cancel, on_wake=Calls(),
+                            health=health)
+    caplog.set_level(logging.WARNING, logger="queuecore")
+
+    def lines(text: str) -> list[logging.LogRecord]:
+        return [r for r in caplog.records if text in r.getMessage()]
+
+    subscriber.start()
+    try:
+        wait_until(lambda: len(made) >= 5, 30, message="five tries to subscribe")
+        assert [r.levelno for r in lines("in place of a message")] == [logging.WARNING]
+        refused = lines("Redis refuses this worker's subscription")
+        assert [r.levelno for r in refused] == [logging.ERROR] and "NoPermissionError" in refused[0].getMessage()
+        admin.execute_command("ACL", "SETUSER", "nochannels", "allchannels")
+        wait_until(lambda: lines("the subscription works again"), 30, message="the subscription to work again")
+        admin.publish(q.cancel_channel, "default task-9")
+        wait_until(lambda: cancel.args, 10, message="the cancel")
+    finally:
+        subscriber.shutdown()
+        user.close()
+        admin.close()
+    assert len(lines("Redis refuses this worker's subscription")) == 1
+    assert not [r for r in caplog.records if r.name.startswith("queuecore") and r.exc_info]
+
+
 def test_subscriber_passes_on_when_a_scheduled_task_falls_due(broker: Broker, q: QueueKeys,
                                                               health: RedisHealth) -> None:
     wake, due = Calls(), Calls()
