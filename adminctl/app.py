@@ -75,8 +75,9 @@ def read_django_settings(module: str) -> dict[str, Any]:
 def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],
                        injected: ConnectionDefaults | None = None) -> ConnectionConfig:
     """Where Redis is: flag, else host defaults, else env, else Django settings, else the default.
-    A flag given empty is refused, not taken as absent (``--prefix "$P"`` with ``P`` unset must not
-    act on the default prefix's data)."""
+    A flag or a setting given empty is refused, not taken as absent (``--prefix "$P"`` with ``P``
+    unset must not act on the default prefix's data); an empty environment variable is unset, as the
+    site reads it."""
     for flag, value in (("--redis-url", options.redis_url), ("--prefix", options.prefix)):
         if value is not None and not value.strip():
             raise ConfigurationError(f"{flag} is empty: give a value, or leave the option out")
@@ -85,17 +86,29 @@ def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],
     if injected is not None:
         if injected.problem:
             raise ConfigurationError(injected.problem)
-        url = url or injected.redis_url
-        prefix = prefix or injected.prefix
+        where = "the Django settings"
+        url = url or _given_setting(injected.redis_url, "REDIS_URL", where)
+        prefix = prefix or _given_setting(injected.prefix, "KEY_PREFIX", where)
     else:
         url = url or environ.get("QUEUECORE_REDIS_URL") or None
         prefix = prefix or environ.get("QUEUECORE_KEY_PREFIX") or None
         module = options.settings or environ.get("DJANGO_SETTINGS_MODULE")
         if module and (url is None or prefix is None):
             queuecore_settings = read_django_settings(module)
-            url = url or queuecore_settings.get("REDIS_URL")
-            prefix = prefix or queuecore_settings.get("KEY_PREFIX")
+            where = f"Django settings {module!r}"
+            if url is None and "REDIS_URL" in queuecore_settings:
+                url = _given_setting(queuecore_settings["REDIS_URL"], "REDIS_URL", where)
+            if prefix is None and "KEY_PREFIX" in queuecore_settings:
+                prefix = _given_setting(queuecore_settings["KEY_PREFIX"], "KEY_PREFIX", where)
     return ConnectionConfig(redis_url=url or DEFAULT_REDIS_URL, key_prefix=prefix or DEFAULT_PREFIX)
+
+
+def _given_setting(value: Any, name: str, where: str) -> str:
+    """A connection setting (``QUEUECORE[name]``) as given: an empty or non-text value is refused, as the
+    site's own checks refuse it (queuecore.E002), not taken for the default."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"QUEUECORE[{name!r}] in {where} must be a non-empty string, got {value!r}")
+    return value
 
 
 def default_actor() -> str:

@@ -32,8 +32,10 @@ from queuecore.core.errors import (
     BrokerError,
     BulkJobNotFound,
     ConfigurationError,
+    InvalidPayload,
     InvalidTaskState,
     PageNotFound,
+    QueuecoreError,
     QueueNotEmpty,
     QueueNotFound,
     RedisFull,
@@ -136,10 +138,11 @@ def _error(request: HtmxHttpRequest, status: int, title: str, message: str, deta
 
 
 def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Map the core's errors to pages, saying what happened: 404 for a missing queue, task, page or bulk
-    job; 409 when as many bulk jobs as allowed are open already;
-    503 when Redis is unreachable or full (both pass); 500 for a key of the wrong type (corrupt data,
-    named: it stays until someone repairs it) or any other refusal."""
+    """Map the core's errors to pages, saying what happened: 404 for a missing queue, task, page, bulk
+    job or anything else looked up; 409 when as many bulk jobs as allowed are open already, and for any
+    other refusal of the core; 400 for a bad request; 503 when Redis is unreachable or full (both pass);
+    500 for a key of the wrong type (corrupt data, named: it stays until someone repairs it) or another
+    refusal of Redis. htmx requests get the reason in the banner."""
 
     @functools.wraps(view)
     def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -150,7 +153,7 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
         except PageNotFound as exc:
             return _error(request, 404, "No such page", str(exc), banner=f"No such page: {exc}")
         except BulkJobNotFound as exc:
-            return _error(request, 404, "Not found", str(exc))
+            return _error(request, 404, "Not found", str(exc), banner=f"Not found: {exc}")
         except TooManyBulkJobs as exc:
             return _error(request, 409, "Too many bulk jobs", f"{exc}. Nothing was started.",
                           banner=f"Too many bulk jobs: {exc}. Nothing was started.")
@@ -180,8 +183,13 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
                           "Redis answered but refused what the dashboard asked (an ACL, a cluster refusal or "
                           "a limit). The detail below is Redis's own message.", detail=str(exc),
                           banner=f"Redis refused the operation: {exc}")
-        except ConfigurationError as exc:
-            return _error(request, 400, "Bad request", str(exc))
+        except (ConfigurationError, InvalidPayload) as exc:
+            return _error(request, 400, "Bad request", str(exc), banner=f"Bad request: {exc}")
+        except QueuecoreError as exc:  # what no view expected: a task type that is gone, a task whose data
+            if isinstance(exc, LookupError):  # cannot be read ...
+                return _error(request, 404, "Not found", str(exc), banner=f"Not found: {exc}")
+            return _error(request, 409, "Refused", f"{exc}. Nothing was changed.",
+                          banner=f"Refused: {exc}. Nothing was changed.")
 
     return wrapper
 
@@ -245,11 +253,15 @@ def _capacity(servers: list[Any]) -> dict[str, Any]:
 
 def _chart(ins: Inspector, range_name: str, queue: str | None = None) -> dict[str, Any]:
     """The chart of processed/failed for one queue (or all summed), with its URLs for htmx."""
-    names = [queue] if queue else ins.queues()
-    if range_name == "month":
-        series = [ins.history(name, days=30) for name in names]
-    else:
-        series = [ins.minute_history(name, minutes=60) for name in names]
+    if queue:
+        series = [_history(ins, queue, range_name)]
+    else:  # every queue: one removed since they were listed is left out, not a 404 for the whole chart
+        series = []
+        for name in ins.queues():
+            try:
+                series.append(_history(ins, name, range_name))
+            except QueueNotFound:
+                continue
     base = reverse("queuecore_dashboard:chart")
 
     def url(key: str) -> str:
@@ -257,6 +269,10 @@ def _chart(ins: Inspector, range_name: str, queue: str | None = None) -> dict[st
 
     return {"chart": build_chart(sum_series(series), range_name), "chart_url": url(range_name),
             "chart_ranges": [(key, label, url(key), key == range_name) for key, label in RANGES.items()]}
+
+
+def _history(ins: Inspector, queue: str, range_name: str) -> Any:
+    return ins.history(queue, days=30) if range_name == "month" else ins.minute_history(queue, minutes=60)
 
 
 def _state_url(qname: str, state: str, **query: Any) -> str:

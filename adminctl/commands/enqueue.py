@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
@@ -26,20 +26,36 @@ def _utf8(raw: bytes, source: str) -> str:
             from None
 
 
-def parse_payload(text: str | None) -> dict[str, Any] | None:
-    """The ``--payload`` value: JSON text, ``@file.json``, or ``-`` for stdin."""
+TEXT_PER_PAYLOAD_BYTE = 4  # JSON text read per byte of payload the connection takes: the text may be indented
+
+
+def _read_bounded(stream: BinaryIO, source: str, max_payload_bytes: int) -> bytes:
+    """At most ``TEXT_PER_PAYLOAD_BYTE`` times ``max_payload_bytes`` of ``stream``: more (an export given by
+    mistake, /dev/zero) is refused, not read whole."""
+    most = TEXT_PER_PAYLOAD_BYTE * max_payload_bytes
+    raw = stream.read(most + 1)
+    if len(raw) > most:
+        raise InvalidPayload(f"{source} is over {most:,} bytes: no payload of at most {max_payload_bytes:,} "
+                             "bytes (the connection's max_payload_bytes) is written that long")
+    return raw
+
+
+def parse_payload(text: str | None, max_payload_bytes: int) -> dict[str, Any] | None:
+    """The ``--payload`` value: JSON text, ``@file.json``, or ``-`` for stdin (of a bounded length)."""
     if text is None:
         return None
     source = "--payload"
     if text == "-":
-        text, source = _utf8(sys.stdin.buffer.read(), "stdin"), "stdin"
+        text, source = _utf8(_read_bounded(sys.stdin.buffer, "stdin", max_payload_bytes), "stdin"), "stdin"
     elif text.startswith("@"):
         path = Path(text[1:])
+        name = f"the payload file {str(path)!r}"
         try:
-            raw = path.read_bytes()
+            with path.open("rb") as stream:
+                raw = _read_bounded(stream, name, max_payload_bytes)
         except OSError as exc:
             raise InvalidPayload(f"cannot read the payload file {str(path)!r}: {exc.strerror}") from None
-        text, source = _utf8(raw, f"the payload file {str(path)!r}"), str(path)
+        text, source = _utf8(raw, name), str(path)
     try:
         value = json.loads(text)
     except ValueError as exc:
@@ -99,7 +115,7 @@ def enqueue(app: App, type_name: str, payload: str | None, queue_name: str, proc
                                "timeout": timeout, "unique_for": unique_for, "task_id": task_id,
                                "retention": retention}
     options = {k: v for k, v in options.items() if v is not None}
-    body = parse_payload(payload)
+    body = parse_payload(payload, app.connection.max_payload_bytes)
     done = enqueue_checked(app.client, app.inspector, type_name, body, force=force,
                            refused_hint=" (--force enqueues it anyway)", **options)
     if done.forced:

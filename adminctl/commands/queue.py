@@ -202,14 +202,15 @@ def queue_remove(app: App, name: str, force: bool, yes: bool) -> None:
             app.terminal.error("aborted: nothing was changed")
             raise click.exceptions.Exit(1)
     try:
-        deleted = ins.remove_queue(name, force=force)
+        removal = ins.remove_queue(name, force=force)
     except QueueNotEmpty:
         if info.active:
             raise
         raise QueueNotEmpty(f"queue {name!r} holds {human_count(info.size)} task(s); "
                             "add --force to delete them too") from None
     if app.json:
-        app.terminal.json({"queue": name, "removed": True, "tasks_deleted": info.stored, "keys_deleted": deleted})
+        app.terminal.json({"queue": name, "removed": True, "tasks_deleted": removal.tasks_deleted,
+                           "keys_deleted": removal.keys_deleted})
     else:
-        app.terminal.success(f"removed queue {escape(name)}"
-                             + (f" and its {human_count(info.stored)} task(s)" if info.stored else ""))
+        app.terminal.success(f"removed queue {escape(name)}" + (f" and its {human_count(removal.tasks_deleted)} "
+                                                                "task(s)" if removal.tasks_deleted else ""))

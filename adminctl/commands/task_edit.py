@@ -30,7 +30,8 @@ def edit(app: App, queue_name: str, task_id: str, payload: str, force: bool) -> 
       adminctl task edit default 5f13a5b8e611 --payload '{"user_id": 7, "amount": 5}'
       adminctl task edit default 5f13a5b8e611 --payload @fixed.json --json
     """
-    info = app.inspector.edit_and_run(queue_name, task_id, parse_payload(payload) or {}, force=force)
+    body = parse_payload(payload, app.connection.max_payload_bytes) or {}
+    info = app.inspector.edit_and_run(queue_name, task_id, body, force=force)
     if app.json:
         app.terminal.json(info.to_dict())
     else:

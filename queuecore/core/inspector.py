@@ -91,7 +91,6 @@ from queuecore.core.typereport import TypeReport
 from queuecore.core.typestats import TypeStats
 
 BULK_CHUNK = CHUNK  # tasks per call of a state's bulk script
-MAX_BULK_TEXT = 1000  # characters of a bulk job's search or filter
 PENDING_MANY_ACTIONS = ("archive", "delete")  # what admin_pending_many does to found pending tasks
 PENDING_SPAN = 10_000  # places of the pending list one admin_pending_many call reads between its tasks
 PENDING_SLACK = 2_000  # and on each side (workers take tasks meanwhile; priority tasks join the right)
@@ -107,6 +106,7 @@ AUDIT_OFFSET = Range(0, AUDIT_MAX_ENTRIES, whole=True, unit="entries")
 FAILURES_SCANNED = Range(1, FAILURE_SCAN_LIMIT, whole=True, unit="tasks per list")
 STATS_WINDOW = Range(60, typestats.DAYS_KEPT * 86_400, note=f"(1 minute to {typestats.DAYS_KEPT} days)")
 AUDIT_MAX_IDS = 100
+EXPORT_LIMIT = Range(1, 10**12, whole=True, unit="tasks")  # iter_tasks' limit
 FILTER_SCAN_LIMIT = 20_000  # tasks looked at, at most, to fill one filtered page
 ORDERS = ("newest", "oldest")
 NEWEST_FIRST_STATES = (TaskState.RETRY.value, TaskState.ARCHIVED.value, TaskState.COMPLETED.value)
@@ -158,6 +158,15 @@ class BulkResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"queue": self.queue, "state": self.state, "action": self.action, "count": self.count}
+
+
+@dataclass(frozen=True)
+class QueueRemoval:
+    """What ``remove_queue`` deleted: its keys, and of those its tasks' (counted as they went, so a queue
+    too damaged to be counted beforehand still says how many)."""
+
+    keys_deleted: int
+    tasks_deleted: int
 
 
 @dataclass(frozen=True)
@@ -587,7 +596,7 @@ class Inspector:
         self._audit(f"queue.{QueueAction.UNPAUSE}", name)
 
     @translate
-    def remove_queue(self, name: str, force: bool = False) -> int:
+    def remove_queue(self, name: str, force: bool = False) -> QueueRemoval:
         """Forget a queue, deleting its keys. It must hold no pending, scheduled, retry or archived
         task unless ``force``; never an active one. Its completed tasks (and their results) go with
         it either way; ``QueueInfo.stored`` counts them before.
@@ -595,7 +604,7 @@ class Inspector:
         A queue with a key of the wrong Redis type can be removed with ``force`` (how an operator clears
         it away), as long as its active tasks can be counted and are none.
 
-        Returns the number of keys deleted.
+        Returns how many keys, and of them task hashes, were deleted (``QueueRemoval``).
         """
         q = self._require_queue(name)
         try:
@@ -610,15 +619,19 @@ class Inspector:
             raise QueueNotEmpty(f"queue {name!r} has {info.active} active task(s); wait or cancel them first")
         if info.size and not force:
             raise QueueNotEmpty(f"queue {name!r} holds {info.size} task(s); use force to delete them too")
-        deleted = 0
+        deleted = tasks = 0
         watched: list[str] = []
         for batch in self._scan_batches(q.all_pattern):
             watched += self._watched_task_ids(q, batch)
-            deleted += self.redis.unlink(*batch)
+            task_keys = [key for key in batch if key.startswith(q.task_prefix)]
+            others = [key for key in batch if not key.startswith(q.task_prefix)]
+            removed = int(self.redis.unlink(*task_keys)) if task_keys else 0  # a key SCAN gave twice, once
+            tasks += removed
+            deleted += removed + (int(self.redis.unlink(*others)) if others else 0)
         self._end_waits(q, watched)
         self.redis.srem(self.keys.queues, name)
-        self._audit(f"queue.{QueueAction.REMOVE}", name, count=info.stored)
-        return deleted
+        self._audit(f"queue.{QueueAction.REMOVE}", name, count=tasks)
+        return QueueRemoval(deleted, tasks)
 
     def _watched_task_ids(self, q: QueueKeys, keys: list[str]) -> list[str]:
         """The ids of the tasks among ``keys`` whose outcome a caller waits for (results.py)."""
@@ -742,7 +755,9 @@ class Inspector:
         if keep is None:
             start = (page - 1) * size
             ids = self._ids(q, state, start, start + size - 1, newest)
-            return TaskPage(self._with_results(q, self._infos(q, state, ids)), total, page, size, order=order)
+            # A page of ids, each returned: a completed task's result is read with it, in the same pass.
+            infos = self._infos(q, state, ids, with_results=state == TaskState.COMPLETED)
+            return TaskPage(infos, total, page, size, order=order)
         wanted_from = (page - 1) * size
         matched: list[TaskInfo] = []
         matches = 0
@@ -772,6 +787,8 @@ class Inspector:
         A ``search`` written in the filter language (``filters.looks_like_filter``) is read as a filter."""
         if type_name:  # a name no task can have is a mistake to report, not a filter that matches nothing
             validate_type_name(type_name)
+        if search and len(search) > filters.MAX_LENGTH:  # as a filter (filters.parse): a list's, a bulk job's
+            raise ConfigurationError(f"a search is at most {filters.MAX_LENGTH:,} characters")
         if search and filters.looks_like_filter(search):
             filter_text, search = f"{filter_text or ''} {search}".strip(), None
         needles = search_needles(search) if search else ()
@@ -792,21 +809,23 @@ class Inspector:
             return any(needle in haystack for needle in needles)
         return True
 
-    def _infos(self, q: QueueKeys, state: str, ids: list[tuple[str, float | None]]) -> list[TaskInfo]:
+    def _infos(self, q: QueueKeys, state: str, ids: list[tuple[str, float | None]], *,
+               with_results: bool = False) -> list[TaskInfo]:
         """The tasks ``ids`` of ``state`` (those deleted meanwhile left out), read in pipelines of a
-        bounded size (``read_task_fields``), without their results (``_with_results`` adds them to the
-        tasks a list returns, once a filter has chosen them)."""
+        bounded size (``read_task_fields``), without their results unless ``with_results``
+        (``_with_results`` adds them to the tasks a filtered list returns, once the filter has chosen them)."""
         if not ids:
             return []
         keys = [q.task(task_id) for task_id, _ in ids]
-        rows = self._checked(read_task_fields(self.redis, keys, _LIST_FIELDS, ("msg",), raise_on_error=False),
+        fields, sized = (_TASK_FIELDS, ("msg", "result")) if with_results else (_LIST_FIELDS, ("msg",))
+        rows = self._checked(read_task_fields(self.redis, keys, fields, sized, raise_on_error=False),
                              [(key, "hash", q) for key in keys])
         out = []
         holders = self._holders() if state == TaskState.ACTIVE else {}
         for (task_id, score), row in zip(ids, rows, strict=True):
             if row[0] is None and row[1] is None:
                 continue  # deleted between the two reads
-            out.append(self._info(q, task_id, dict(zip(_LIST_FIELDS, row, strict=True)), state, score, holders))
+            out.append(self._info(q, task_id, dict(zip(fields, row, strict=True)), state, score, holders))
         return out
 
     def _with_results(self, q: QueueKeys, infos: list[TaskInfo]) -> list[TaskInfo]:
@@ -878,12 +897,22 @@ class Inspector:
         current = self.get_task(queue, task_id)
         if current.state not in ACTION_STATES[TaskAction.RUN]:
             raise InvalidTaskState(f"cannot edit and run task {task_id!r}: it is {current.state}")
+        if current.decode_error:
+            raise InvalidTaskState(f"cannot edit task {task_id!r}: its stored message cannot be decoded "
+                                   f"({current.decode_error}); delete it and enqueue it anew")
+        if not isinstance(payload, dict):  # encode_payload takes None for {}: an edit to null would wipe it
+            raise InvalidPayload(f"a task's payload is a JSON object, not {type(payload).__name__}")
         payload_json = encode_payload(payload, self.connection.max_payload_bytes)
         if not force:
             self.require_runnable(current.type, payload, queue)
         with self._expect(q.task(task_id), "hash", q):
             raw = cast("str | None", self.redis.hget(q.task(task_id), "msg"))
-        message = TaskMessage.decode(task_id, queue, raw)
+        if raw is None:
+            raise TaskNotFound(f"no task {task_id!r} in queue {queue!r} (deleted meanwhile)")
+        try:
+            message = TaskMessage.decode(task_id, queue, raw)
+        except TaskDecodeError as exc:  # changed or deleted since it was read
+            raise InvalidTaskState(f"cannot edit task {task_id!r}: {exc}") from None
         new_msg = replace(message, payload=loads(payload_json)).encode(payload_json)
         before = dumps(current.payload)
         record = dumps({"at": self.clock.now(), "actor": self.actor, "before": before[:EDIT_BEFORE_CHARS],
@@ -965,9 +994,6 @@ class Inspector:
         the group), the queue, type and filter are valid, the group exists; ``TooManyBulkJobs`` when
         ``bulkjobs.MAX_OPEN`` are open."""
         action = self._check_action(action)
-        for text, what in ((search, "search"), (filter, "filter")):
-            if text is not None and len(text) > MAX_BULK_TEXT:
-                raise ConfigurationError(f"{what} must be at most {MAX_BULK_TEXT:,} characters")
         if group is not None:
             if action not in GROUP_ACTIONS:
                 raise ConfigurationError(f"invalid action {action!r}: one of {', '.join(GROUP_ACTIONS)}")
@@ -1359,6 +1385,8 @@ class Inspector:
         be missed or come twice."""
         state = self._check_state(state)
         newest = (default_order(state) if order is None else _one_of(order, ORDERS, "order")) == "newest"
+        if limit is not None:  # a negative one gave nothing, silently
+            limit = int(EXPORT_LIMIT.check(limit, "limit"))
         q = self._require_queue(queue)
         keep = self._predicate(type, search, filter)
         return self._iter_tasks(q, state, newest, keep, limit)  # the checks above, at the call: not in the stream

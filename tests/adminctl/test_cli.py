@@ -13,6 +13,8 @@ import click
 import pytest
 
 from queuecore import Client, Inspector
+from queuecore.core.errors import ConfigurationError
+from queuecore_adminctl.app import ConnectionDefaults, GlobalOptions, resolve_connection
 from queuecore_adminctl.cli import cli
 from tests.adminctl.conftest import ADMINCTL_SCRIPT, DEAD_URL, ROOT, clean_env
 from tests.core.test_purity import BLOCK_DJANGO
@@ -210,6 +212,27 @@ def test_an_empty_flag_is_refused_not_taken_as_absent(adminctl, client: Client, 
             assert run.code == 2, (flags, run)
             assert run.stderr == f"error: {flags[-2]} is empty: give a value, or leave the option out\n"
             assert run.stdout == ""  # no queue list: the one under the environment's prefix was not read
+
+
+def test_an_empty_setting_is_refused_not_taken_as_absent(adminctl, tmp_path) -> None:
+    """``QUEUECORE['KEY_PREFIX'] = os.environ.get("APP_PREFIX", "")`` with the variable unset: the site refuses
+    that setting (queuecore.E002), and adminctl acted on the default prefix ``qc`` of the default Redis."""
+    (tmp_path / "qct_empty_settings.py").write_text("QUEUECORE = {'REDIS_URL': 'redis://127.0.0.1:1/0', "
+                                                    "'KEY_PREFIX': ''}\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        run = adminctl("--settings", "qct_empty_settings", "--json", "queue", "ls", connect=False)
+        assert run.code == 2 and run.stdout == ""
+        assert run.stderr.startswith("error: QUEUECORE['KEY_PREFIX'] in Django settings 'qct_empty_settings' must "
+                                     "be a non-empty string, got ''"), run
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("qct_empty_settings", None)
+    for prefix in ("", None):  # manage.py adminctl: the site's settings as written
+        with pytest.raises(ConfigurationError, match=r"QUEUECORE\['KEY_PREFIX'\] in the Django settings must be "
+                                                     r"a non-empty string, got "):
+            resolve_connection(GlobalOptions(), {}, ConnectionDefaults(redis_url="redis://127.0.0.1:1/0",
+                                                                       prefix=prefix))
 
 
 def test_a_url_option_redis_py_does_not_take_is_a_configuration_error(adminctl) -> None:

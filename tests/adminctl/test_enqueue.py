@@ -65,4 +65,10 @@ def test_enqueue_refuses_bad_payloads_with_exit_1(adminctl, inspector: Inspector
     assert from_stdin.code == 1 and from_stdin.stderr == "error: stdin is not UTF-8 text (byte 0: b'\\xff')\n"
     bad_type = adminctl("enqueue", "has space")
     assert bad_type.code == 2 and "invalid task type" in bad_type.stderr
+    # A file or stdin far longer than any payload (an export given by mistake, /dev/zero) was read whole,
+    # into memory, before the size check: now reading stops at 4 times max_payload_bytes (512 KB here).
+    (tmp_path / "huge.json").write_bytes(b" " * (4 * 512 * 1024 + 1))
+    for args, input_text in (((f"@{tmp_path}/huge.json",), None), (("-",), " " * (4 * 512 * 1024 + 1))):
+        huge = adminctl("enqueue", "t", "--payload", *args, input=input_text)
+        assert huge.code == 1 and "is over 2,097,152 bytes: no payload of at most 524,288 bytes" in huge.stderr, huge
     assert inspector.queues() == []  # nothing was enqueued

@@ -194,8 +194,8 @@ def test_input_is_checked_before_anything_is_queued(inspector, redis_client, q) 
         inspector.start_bulk_job("run", queue="bulkq", state="pending")
     with pytest.raises(ConfigurationError, match="unknown filter field"):
         inspector.start_bulk_job("delete", queue="bulkq", state="archived", filter="colour:red")
-    with pytest.raises(ConfigurationError, match="at most 1,000"):
-        inspector.start_bulk_job("delete", queue="bulkq", state="archived", search="x" * 1001)
+    with pytest.raises(ConfigurationError, match="at most 2,000"):
+        inspector.start_bulk_job("delete", queue="bulkq", state="archived", search="x" * 2001)
     with pytest.raises(ConfigurationError, match="invalid action"):
         inspector.start_bulk_job("explode", queue="bulkq", state="archived")
     with pytest.raises(ConfigurationError, match="needs a queue and a state"):

@@ -10,6 +10,7 @@ import pytest
 from queuecore import task
 from queuecore.core.errors import InvalidPayload, InvalidTaskState, TaskNotFound
 from tests.conftest import wait_until
+from tests.helpers.state import seed_task
 
 
 def test_a_fixed_payload_runs_and_the_edit_is_kept(make_worker, registry, client, inspector) -> None:
@@ -54,3 +55,18 @@ def test_force_skips_the_check_against_live_handlers(client, inspector) -> None:
     info = client.enqueue("t.offline", {"a": 1}, process_in=3600)  # scheduled; no worker handles the type
     edited = inspector.edit_and_run("default", info.id, {"a": 2}, force=True)
     assert (edited.state, edited.payload, len(edited.edits)) == ("pending", {"a": 2}, 1)
+
+
+def test_an_edit_to_null_or_of_an_undecodable_task_is_refused_and_changes_nothing(client, inspector, redis_client,
+                                                                                 connection) -> None:
+    """``null`` was taken for an empty payload (the dashboard's form sent it), and a task whose stored message
+    cannot be decoded raised TaskDecodeError past the dashboard: a 500 page."""
+    info = client.enqueue("t.offline", {"a": 1}, process_in=3600)
+    with pytest.raises(InvalidPayload, match="JSON object, not NoneType"):
+        inspector.edit_and_run("default", info.id, None, force=True)  # type: ignore[arg-type]
+    assert inspector.get_task("default", info.id).payload == {"a": 1}
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "garbled", "archived", score=1_800_000_000_000, msg="{not json", error="boom")
+    with pytest.raises(InvalidTaskState, match="cannot be decoded"):
+        inspector.edit_and_run("default", "garbled", {"a": 2}, force=True)
+    assert redis_client.hget(q.task("garbled"), "msg") == "{not json"

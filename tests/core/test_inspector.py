@@ -28,7 +28,7 @@ from queuecore import (
 )
 from queuecore.core.clock import to_ms
 from queuecore.core.errors import PageNotFound
-from queuecore.core.inspector import BULK_CHUNK, MAX_PAGE
+from queuecore.core.inspector import BULK_CHUNK, MAX_PAGE, QueueRemoval
 from queuecore.core.keys import QueueKeys, stats_day, stats_minute
 from queuecore.core.message import DailyStats, WorkerInfo
 from tests.conftest import wait_until
@@ -520,7 +520,9 @@ def test_remove_queue_with_force_deletes_every_key_of_that_queue_only(fi: Inspec
     seed_every_state(redis_client, lookalike)
     keep = queue_key_names(redis_client, lookalike)
     expected = len(queue_key_names(redis_client, q))
-    assert fi.remove_queue("q?", force=True) == expected
+    tasks = sum(1 for key in queue_key_names(redis_client, q) if key.startswith(q.task_prefix))
+    assert fi.remove_queue("q?", force=True) == QueueRemoval(expected, tasks) and tasks > 0
+    assert fi.audit_log()[0].count == tasks
     assert queue_key_names(redis_client, q) == set()
     assert queue_key_names(redis_client, lookalike) == keep
     assert fi.queues() == ["qx"]
@@ -764,3 +766,12 @@ def test_audit_log_offset_is_bounded_and_a_limit_reads_that_many(fi: Inspector) 
     for offset in (-1, 10**6, 1.5):
         with pytest.raises(ConfigurationError, match=r"^offset "):
             fi.audit_log(1, offset=offset)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, True, float("nan")])
+def test_iter_tasks_refuses_a_limit_out_of_range(fi: Inspector, client: Client, limit: Any) -> None:
+    """A negative limit gave nothing, silently (adminctl export bounds its --limit; the Python API did not)."""
+    client.enqueue("t", queue="q")
+    with pytest.raises(ConfigurationError, match="limit"):
+        fi.iter_tasks("q", "pending", limit=limit)
+    assert [t.queue for t in fi.iter_tasks("q", "pending", limit=1)] == ["q"]

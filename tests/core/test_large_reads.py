@@ -131,6 +131,21 @@ def test_a_page_of_500_large_tasks_is_read_in_bounded_pipelines(fi, redis_client
         [[("HMGET", q.task(big), *[f for f in OLD_FIELDS if f != "result"])]]
 
 
+def test_a_page_of_completed_tasks_reads_their_results_in_the_same_pass(fi, redis_client, connection,
+                                                                        sent) -> None:
+    """A page's ids are the tasks it returns: their results are read with their other fields, in one
+    pass (sizes, then fields), not in a second pass of their own (four round trips for one page)."""
+    q = queue(redis_client, connection)
+    ids = seed(redis_client, q, "completed", 20, "c", result='"r"', completed_at=NOW_MS)
+    want = expected(redis_client, q, "completed", ids)
+    sent.clear()
+    page = fi.list_tasks("big", "completed", 1, 20, order="oldest")
+    assert page.tasks == want and [t.result for t in page.tasks] == ["r"] * 20
+    reads = [p for p in sent if any(c[0].upper() in ("HMGET", "HSTRLEN") for c in p.commands)]
+    assert len(reads) == 2
+    assert all("result" in command for command in reads[1].hmgets()) and len(reads[1].hmgets()) == 20
+
+
 def test_a_filtered_scan_reads_no_results_and_stays_bounded(fi, redis_client, connection, sent) -> None:
     q = queue(redis_client, connection)
     ids = seed(redis_client, q, "completed", 400, "c", result=json.dumps({"out": "y" * PAYLOAD}))

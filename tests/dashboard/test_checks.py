@@ -50,8 +50,12 @@ def test_dashboard_settings_are_checked(settings: Any) -> None:
     assert [e.id for e in errors] == ["queuecore_dashboard.E004", "queuecore_dashboard.E005",
                                       "queuecore_dashboard.E005"]
     assert "cannot import 'no.such.callback'" in errors[0].msg
-    assert errors[1].msg == "QUEUECORE['DASHBOARD']['POLL_INTERVAL'] must be a positive number of seconds, not 0."
-    assert errors[2].msg == "QUEUECORE['DASHBOARD']['PAGE_SIZE'] must be an integer from 1 to 1000, not '25'."
+    assert errors[1].msg == ("QUEUECORE['DASHBOARD']['POLL_INTERVAL'] must be a number of seconds from 0.5 to 3600, "
+                             "not 0.")
+    assert errors[2].msg == "QUEUECORE['DASHBOARD']['PAGE_SIZE'] must be an integer from 1 to 500, not '25'."
+    for poll in (float("nan"), float("inf"), 0.1, 7200):  # the pages said "every nan s", "every inf s"
+        settings.QUEUECORE = {"DASHBOARD": {"POLL_INTERVAL": poll}}
+        assert [e.id for e in check_dashboard()] == ["queuecore_dashboard.E005"], poll
     settings.QUEUECORE = {"DASHBOARD": {"ACCESS_CALLBACK": "queuecore_dashboard.access.default_access",
                                         "POLL_INTERVAL": 2.5}}
     assert check_dashboard() == []

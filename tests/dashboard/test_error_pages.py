@@ -132,3 +132,12 @@ def test_a_page_that_finds_redis_silent_waits_out_one_timeout_not_two(viewer: Dj
         r = viewer.get(path, headers=headers)
         assert r.status_code == 503 and "Redis is unreachable" in html(r), path
         assert len(silent_redis.connections) - before == 1, f"{path}: one connection, one timeout"
+
+
+def test_an_htmx_request_refused_as_bad_gets_the_reason_in_its_banner(viewer: DjangoClient, client: Client) -> None:
+    """htmx does not swap an error response in: the banner line is all the operator sees, and a typo in
+    the filter box said only "Bad request", not what was wrong with it."""
+    client.enqueue("t.x", {"n": 1})
+    broken = viewer.get("/queues/default/pending/", {"search": 'error:"never closed'}, headers=HX)
+    assert broken.status_code == 400
+    assert broken["X-Qc-Error"].startswith("Bad request: ") and "quote is not closed" in broken["X-Qc-Error"]

@@ -49,9 +49,9 @@ def test_a_queue_of_100000_tasks_lists_pages_and_filters(viewer: DjangoClient, r
     fetched: list[int] = []
     original = Inspector._infos
 
-    def counting(self: Inspector, q: Any, state: str, ids: list[Any]) -> Any:
+    def counting(self: Inspector, q: Any, state: str, ids: list[Any], **options: Any) -> Any:
         fetched.append(len(ids))
-        return original(self, q, state, ids)
+        return original(self, q, state, ids, **options)
 
     monkeypatch.setattr(Inspector, "_infos", counting)
 

@@ -9,6 +9,7 @@ from django.test import Client as DjangoClient
 from django.urls import reverse
 
 from queuecore import Client
+from tests.helpers.state import seed_task
 
 
 def test_edit_the_payload_and_run(operator: DjangoClient, viewer: DjangoClient, client: Client, inspector) -> None:
@@ -33,3 +34,24 @@ def test_edit_the_payload_and_run(operator: DjangoClient, viewer: DjangoClient, 
     assert "data-qc-task-edits" in text and '{"note":"it\'s \\"quoted\\""}' in text
     task = inspector.get_task("default", info.id)
     assert (task.state, task.payload, task.edits[0]["actor"]) == ("pending", {"note": "fixed"}, "dashboard:olga")
+
+
+def test_an_undecodable_task_offers_no_edit_and_a_forced_edit_post_says_why(operator: DjangoClient, client: Client,
+                                                                          inspector, redis_client, connection) -> None:
+    """The form was offered for a task whose message cannot be decoded, and a forced save raised
+    TaskDecodeError past the view: a 500 page. A ``null`` payload was taken for ``{}``."""
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "garbled", "archived", score=1_800_000_000_000, msg="{not json", error="boom")
+    page = operator.get(reverse("queuecore_dashboard:task", args=["default", "garbled"])).content.decode()
+    assert "This task cannot be decoded" in page and "data-qc-task-edit" not in page
+    edit_url = reverse("queuecore_dashboard:task_edit", args=["default", "garbled"])
+    refused = operator.post(edit_url, {"payload": '{"a": 1}', "force": "1"}, follow=True)
+    assert refused.status_code == 200
+    assert "Nothing changed: cannot edit task 'garbled': its stored message cannot be decoded" in \
+        htmllib.unescape(refused.content.decode())
+    assert redis_client.hget(q.task("garbled"), "msg") == "{not json"
+    info = client.enqueue("t.offline", {"a": 1}, process_in=3600)
+    null = operator.post(reverse("queuecore_dashboard:task_edit", args=["default", info.id]),
+                         {"payload": "null", "force": "1"}, follow=True)
+    assert "Nothing changed: a task's payload is a JSON object, not NoneType" in htmllib.unescape(null.content.decode())
+    assert inspector.get_task("default", info.id).payload == {"a": 1}

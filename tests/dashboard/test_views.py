@@ -635,3 +635,15 @@ def test_too_many_bulk_jobs_is_refused_saying_so_and_nothing_starts(operator: Dj
     r = operator.post("/queues/default/scheduled/actions/", {"action": "delete", "all": "1"}, headers=HX)
     assert r.status_code == 409 and "Too many bulk jobs" in r["X-Qc-Error"] and "Nothing was started" in html(r)
     assert len(inspector.bulk_jobs()) == MAX_OPEN and inspector.count("default", "scheduled") == 1
+
+
+def test_the_chart_of_every_queue_leaves_out_one_removed_since_they_were_listed(viewer: DjangoClient, client: Client,
+                                                                               monkeypatch) -> None:
+    """A queue removed between the listing of the queues and the reading of its history made the whole
+    overview chart (and each of its polls) a 404 "no queue named ..."."""
+    client.enqueue("t.x", {})
+    listed = Inspector.queues
+    monkeypatch.setattr(Inspector, "queues", lambda self: [*listed(self), "removed-meanwhile"])
+    for range_name in ("hour", "month"):
+        response = viewer.get("/queues/_/chart/", {"range": range_name})
+        assert response.status_code == 200, range_name
