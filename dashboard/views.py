@@ -30,7 +30,6 @@ from queuecore.conf import get_config
 from queuecore.core.config import redact_url
 from queuecore.core.errors import (
     BrokerError,
-    BulkJobNotFound,
     ConfigurationError,
     InvalidPayload,
     InvalidTaskState,
@@ -148,12 +147,8 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     def wrapper(request: HtmxHttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return view(request, *args, **kwargs)
-        except (QueueNotFound, TaskNotFound) as exc:
-            return _error(request, 404, "Not found", str(exc), banner=f"Not found: {exc}")
         except PageNotFound as exc:
             return _error(request, 404, "No such page", str(exc), banner=f"No such page: {exc}")
-        except BulkJobNotFound as exc:
-            return _error(request, 404, "Not found", str(exc), banner=f"Not found: {exc}")
         except TooManyBulkJobs as exc:
             return _error(request, 409, "Too many bulk jobs", f"{exc}. Nothing was started.",
                           banner=f"Too many bulk jobs: {exc}. Nothing was started.")
@@ -185,9 +180,10 @@ def core_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
                           banner=f"Redis refused the operation: {exc}")
         except (ConfigurationError, InvalidPayload) as exc:
             return _error(request, 400, "Bad request", str(exc), banner=f"Bad request: {exc}")
-        except QueuecoreError as exc:  # what no view expected: a task type that is gone, a task whose data
-            if isinstance(exc, LookupError):  # cannot be read ...
+        except QueuecoreError as exc:
+            if isinstance(exc, LookupError):  # a queue, task, bulk job, task type ... that is not there
                 return _error(request, 404, "Not found", str(exc), banner=f"Not found: {exc}")
+            # what no view expected: a task whose data cannot be read, a task id taken meanwhile ...
             return _error(request, 409, "Refused", f"{exc}. Nothing was changed.",
                           banner=f"Refused: {exc}. Nothing was changed.")
 
