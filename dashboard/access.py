@@ -4,6 +4,9 @@
 ``level`` being ``"view"`` or ``"operate"``. The default, ``default_access``, lets active staff
 with the view permission see, and those with the operate permission act; superusers have both.
 
+While ``QUEUECORE["DASHBOARD"]`` has a value the dashboard cannot use (``settings_check``), every
+request gets a "Dashboard misconfigured" page (500) instead, naming the problems to staff only.
+
 Visitors who are not logged in go to the host's ``LOGIN_URL`` (``manage.py check`` warns when it
 does not resolve); the Log out button posts to ``logout_url()``.
 """
@@ -15,13 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import NoReverseMatch, Resolver404, ResolverMatch, get_script_prefix, resolve, reverse
-from django.utils.module_loading import import_string
 from django_htmx.http import HttpResponseClientRedirect
 
-from queuecore.conf import get_config
+from .settings_check import Problem, dashboard_settings, describe
 
 VIEW = "view"
 OPERATE = "operate"
@@ -40,8 +43,12 @@ def default_access(request: HttpRequest, level: str) -> bool:
 
 
 def access_callback() -> Callable[[HttpRequest, str], bool]:
-    path = get_config().dashboard.get("ACCESS_CALLBACK")
-    return import_string(path) if path else default_access
+    """``ACCESS_CALLBACK`` (imported once per configuration), else ``default_access``;
+    ``ImproperlyConfigured`` while the dashboard's settings have problems."""
+    checked = dashboard_settings()
+    if checked.problems:
+        raise ImproperlyConfigured(describe(checked.problems))
+    return checked.access_callback or default_access
 
 
 def allowed(request: HttpRequest, level: str) -> bool:
@@ -51,8 +58,9 @@ def allowed(request: HttpRequest, level: str) -> bool:
 def dashboard_access(level: str = VIEW) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
     """Let the view run only for users the callback allows at ``level``.
 
-    Anonymous users go to the login page (htmx requests through ``HX-Redirect``); others who are
-    not allowed get a 403 page. Sets ``request.qc_can_operate`` for the templates.
+    Anonymous users go to the login page (htmx requests through ``HX-Redirect``); then, while the
+    settings have problems, everyone gets the "Dashboard misconfigured" page; others who are not
+    allowed get a 403 page. Sets ``request.qc_can_operate`` for the templates.
     """
 
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -60,6 +68,9 @@ def dashboard_access(level: str = VIEW) -> Callable[[Callable[..., HttpResponse]
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.is_authenticated:
                 return _to_login(request)
+            problems = dashboard_settings().problems
+            if problems:
+                return _misconfigured(request, problems)
             callback = access_callback()
             if not callback(request, level):
                 message = ("Your account may see the dashboard but not act on queues and tasks."
@@ -75,6 +86,33 @@ def dashboard_access(level: str = VIEW) -> Callable[[Callable[..., HttpResponse]
         return wrapper
 
     return decorate
+
+
+def _misconfigured(request: HttpRequest, problems: tuple[Problem, ...]) -> HttpResponse:
+    """The error page for settings the dashboard cannot use: a 500, as it is the site's fault and lasts
+    until someone fixes the settings (not a 503: retrying does not help). Only staff see the problems;
+    the log has them for everyone else (``dashboard_settings``)."""
+    title = "Dashboard misconfigured"
+    if getattr(request.user, "is_staff", False):
+        message = ('The QUEUECORE["DASHBOARD"] setting of this site has values the dashboard cannot use; '
+                   "fix them and restart the site (manage.py check reports them too).")
+        detail = "\n".join(problem.message for problem in problems)
+        banner = f"{title}: {describe(problems)}"
+    else:
+        message = "The queue dashboard is misconfigured; the site's log says why."
+        detail, banner = "", f"{title}; the site's log says why."
+    response = render(request, "queuecore_dashboard/error.html",
+                      {"title": title, "message": message, "detail": detail, "status": 500, "can_operate": False,
+                       "request": request}, status=500)
+    set_error_banner(response, banner)
+    return response
+
+
+def set_error_banner(response: HttpResponse, line: str) -> None:
+    """Set the ``X-Qc-Error`` header of an error page: the line dashboard.js shows in its banner when an
+    htmx request (a refresh, an action) gets the page, which htmx does not swap in."""
+    line = " ".join(line.split())[:300]
+    response["X-Qc-Error"] = line.encode("ascii", "backslashreplace").decode("ascii")  # header-safe
 
 
 def _to_login(request: HttpRequest) -> HttpResponse:
@@ -121,9 +159,9 @@ def logout_url() -> str | None:
     neither resolves."""
     from django.conf import settings
 
-    configured = get_config().dashboard.get("LOGOUT_URL")
+    configured = dashboard_settings().logout_url
     if configured:
-        return url_of(str(configured))
+        return url_of(configured)
     match = match_of(str(settings.LOGIN_URL))
     if match is None or "login" not in match.view_name:
         return None

@@ -92,32 +92,11 @@ def check_login(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     return messages
 
 
-MAX_PAGE_SIZE = 500  # tasks on one page of a task list
-
-
 def _check_dashboard_setting() -> list[Error]:
-    from django.utils.module_loading import import_string
-
+    """``QUEUECORE["DASHBOARD"]``'s problems, as the requests find them (``settings_check``)."""
     from queuecore.conf import merged_settings
 
-    dash = merged_settings()["DASHBOARD"]
-    out = []
-    path = dash.get("ACCESS_CALLBACK")
-    if path:
-        try:
-            import_string(path)
-        except (ImportError, TypeError, ValueError, AttributeError) as exc:
-            out.append(Error(f"QUEUECORE['DASHBOARD']['ACCESS_CALLBACK']: cannot import {path!r} ({exc}).",
-                             id="queuecore_dashboard.E004"))
-    poll, size = dash.get("POLL_INTERVAL"), dash.get("PAGE_SIZE")
-    # The pages poll at most every 0.5 s (dashboard.js), and say how often they poll: NaN and infinity
-    # passed a "> 0" check and were shown as "every nan s".
-    if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not 0.5 <= poll <= 3600:
-        out.append(Error(f"QUEUECORE['DASHBOARD']['POLL_INTERVAL'] must be a number of seconds from 0.5 to 3600, "
-                         f"not {poll!r}.", id="queuecore_dashboard.E005"))
-    # A page's "select all" posts one field per task: Django refuses a form of over 1,000 fields
-    # (DATA_UPLOAD_MAX_NUMBER_FIELDS) with a bare 400, so a page holds at most 500.
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE_SIZE:
-        out.append(Error(f"QUEUECORE['DASHBOARD']['PAGE_SIZE'] must be an integer from 1 to {MAX_PAGE_SIZE}, "
-                         f"not {size!r}.", id="queuecore_dashboard.E005"))
-    return out
+    from .settings_check import read_dashboard_settings
+
+    return [Error(problem.message, id=problem.id)
+            for problem in read_dashboard_settings(merged_settings()["DASHBOARD"]).problems]

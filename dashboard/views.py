@@ -46,11 +46,12 @@ from queuecore.core.errors import (
 from queuecore.core.inspector import AUDIT_MAX_ENTRIES, FILTER_SCAN_LIMIT, Inspector, default_order
 from queuecore.core.states import FINAL_STATES, STATES, actions_for
 
-from .access import OPERATE, dashboard_access
+from .access import OPERATE, dashboard_access, set_error_banner
 from .bulk import open_jobs, start_job, with_job_panel
 from .charts import RANGES, build_chart, sum_series
 from .forms import ACTION_DONE, TaskActionForm, TaskFilterForm
 from .inspector import inspector_for, redis_info_for
+from .settings_check import dashboard_settings
 from .templatetags.queuecore_dashboard import qc_duration
 
 P = "queuecore_dashboard/"
@@ -84,9 +85,9 @@ def _fragment(request: HtmxHttpRequest) -> bool:
 
 
 def _base(request: HtmxHttpRequest, **context: Any) -> dict[str, Any]:
-    dash = get_config().dashboard
-    return {"request": request, "qc_messages": messages.get_messages(request), "poll": dash["POLL_INTERVAL"],
-            "can_operate": getattr(request, "qc_can_operate", False), "states": STATES,
+    return {"request": request, "qc_messages": messages.get_messages(request),
+            "poll": dashboard_settings().poll_interval, "can_operate": getattr(request, "qc_can_operate", False),
+            "states": STATES,
             "qc_open_bulk_jobs": functools.partial(_open_bulk_jobs, request), **context}
 
 
@@ -131,8 +132,7 @@ def _error(request: HtmxHttpRequest, status: int, title: str, message: str, deta
     htmx request (a refresh, an action) gets this page (``banner``, else the title)."""
     response = render(request, P + "error.html", _base(request, status=status, title=title, message=message,
                                                         detail=detail), status=status)
-    line = " ".join((banner or title).split())[:300]
-    response["X-Qc-Error"] = line.encode("ascii", "backslashreplace").decode("ascii")  # header-safe
+    set_error_banner(response, banner or title)
     return response
 
 
@@ -289,7 +289,7 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
     sort = form.order()
     if strict:
         number = form.checked_page()
-    tasks = ins.list_tasks(qname, state, number, int(get_config().dashboard["PAGE_SIZE"]), type=type_name,
+    tasks = ins.list_tasks(qname, state, number, dashboard_settings().page_size, type=type_name,
                            search=search, order=sort)
     if strict and number > tasks.pages:
         raise PageNotFound(f"no such page: page {number:,} is past the end ({tasks.pages:,} page(s))")
@@ -597,8 +597,8 @@ def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpRespon
         posted = TaskFilterForm(request.POST)
         type_name, search, page_number = posted.values()
         if page_number > 1:  # back to the same page, or the last one when the action emptied it
-            page_number = min(page_number, ins.list_tasks(qname, state, page_number, int(get_config().dashboard[
-                "PAGE_SIZE"]), type=type_name, search=search, order=posted.order()).pages)
+            page_number = min(page_number, ins.list_tasks(qname, state, page_number, dashboard_settings().page_size,
+                                                          type=type_name, search=search, order=posted.order()).pages)
         if job is not None:
             return redirect("queuecore_dashboard:bulk_job", job.id)
         return redirect(_state_url(qname, state, type=type_name, search=search, sort=posted.order(),

@@ -59,3 +59,9 @@ def test_dashboard_settings_are_checked(settings: Any) -> None:
     settings.QUEUECORE = {"DASHBOARD": {"ACCESS_CALLBACK": "queuecore_dashboard.access.default_access",
                                         "POLL_INTERVAL": 2.5}}
     assert check_dashboard() == []
+
+
+def test_an_access_callback_that_is_not_callable_is_an_error(settings: Any) -> None:
+    settings.QUEUECORE = {"DASHBOARD": {"ACCESS_CALLBACK": "os.sep"}}  # imports, but a request would call a string
+    assert [(e.id, e.msg) for e in check_dashboard()] == [
+        ("queuecore_dashboard.E004", "QUEUECORE['DASHBOARD']['ACCESS_CALLBACK']: 'os.sep' is not callable.")]
