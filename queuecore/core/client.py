@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
@@ -112,6 +112,22 @@ def _timestamp(value: Any, name: str, now: float) -> float:
 def _datetime(seconds: float) -> datetime | None:
     """``seconds_to_datetime``, shared by the tasks of a batch (they have one enqueue time)."""
     return seconds_to_datetime(seconds)
+
+
+class _Resolved(NamedTuple):
+    """A task type's enqueue options, checked: what the tasks of one type in one call share."""
+
+    handler: Handler | None
+    type_name: str
+    queue: str
+    task_id: str | None  # chosen by the caller; None: a random one per task
+    max_retry: int
+    timeout: float | None
+    deadline: float | None
+    process_at: float | None
+    retention: float
+    priority: int
+    unique_ttl: float | None  # None: not unique
 
 
 class _Prepared:
@@ -215,8 +231,9 @@ class Client:
 
     # -- building messages ------------------------------------------------------------------------
 
-    def _prepare(self, task: str | Handler, payload: Any, options: dict[str, Any], now: float, *,
-                 send: bool = True) -> _Prepared:
+    def _resolve(self, task: str | Handler, options: dict[str, Any], now: float) -> _Resolved:
+        """Check the enqueue ``options`` (over the task type's own) and the names; what every task
+        of the type enqueued with them at ``now`` shares. A batch resolves them once per type."""
         if not ENQUEUE_OPTIONS.issuperset(options):
             unknown = set(options) - ENQUEUE_OPTIONS
             raise ConfigurationError(f"unknown enqueue option(s): {', '.join(sorted(unknown))}")
@@ -224,12 +241,8 @@ class Client:
         type_name = task.name if isinstance(task, Handler) else task
         if handler is not None and handler.options:
             options = {**handler.options, **options}
-        payload_json = encode_payload(payload, self.connection.max_payload_bytes)
-        payload = payload or {}
-        if handler is not None:
-            handler.check_payload(payload)
         queue = self._valid_name(DEFAULT_QUEUE if options.get("queue") is None else options["queue"], "queue")
-        task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else os.urandom(16).hex()
+        task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else None
         max_retry = options.get("max_retry")
         if max_retry is None:
             max_retry = self.connection.default_max_retry
@@ -255,20 +268,34 @@ class Client:
         priority = 0
         if options.get("priority") is not None:
             priority = int(PRIORITY.check(options["priority"], "priority", InvalidOption))
-        unique_key = None
-        unique_ttl = 0.0
+        unique_ttl = None
         if options.get("unique_for") is not None:
             unique_ttl = _seconds(options["unique_for"], "unique_for", UNIQUE_FOR)
-            digest = hashlib.sha256(f"{type_name}\0{queue}\0{_canonical(payload)}".encode()).hexdigest()[:32]
-            unique_key = self.keys.queue(queue).unique(type_name, digest)
+        return _Resolved(handler, type_name, queue, task_id, max_retry, timeout, deadline, process_at, retention,
+                         priority, unique_ttl)
+
+    def _prepare(self, task: str | Handler, payload: Any, options: dict[str, Any], now: float, *,
+                 send: bool = True, resolved: _Resolved | None = None) -> _Prepared:
+        """A task ready to send: its options resolved (or the ``resolved`` ones of its batch), its
+        payload checked, its message encoded."""
+        r = resolved if resolved is not None else self._resolve(task, options, now)
+        payload_json = encode_payload(payload, self.connection.max_payload_bytes)
+        payload = payload or {}
+        if r.handler is not None:
+            r.handler.check_payload(payload)
+        task_id = r.task_id if r.task_id is not None else os.urandom(16).hex()
+        unique_key = None
+        if r.unique_ttl is not None:
+            digest = hashlib.sha256(f"{r.type_name}\0{r.queue}\0{_canonical(payload)}".encode()).hexdigest()[:32]
+            unique_key = self.keys.queue(r.queue).unique(r.type_name, digest)
         span = trace = None
         if self._tracing is not None and send:  # the opentelemetry extra: the send span, its context in the message
-            span, trace = self._tracing.start_send(queue, task_id, type_name)
-        message = TaskMessage(id=task_id, type=type_name, payload=payload, queue=queue, max_retry=max_retry,
-                              timeout=timeout, deadline=deadline, retention=retention, unique_key=unique_key,
-                              enqueued_at=now, priority=priority, trace=trace)
-        return _Prepared(message, message.encode(payload_json), process_at, unique_key, unique_ttl,
-                         chosen_id=options.get("task_id") is not None, span=span)
+            span, trace = self._tracing.start_send(r.queue, task_id, r.type_name)
+        message = TaskMessage(id=task_id, type=r.type_name, payload=payload, queue=r.queue, max_retry=r.max_retry,
+                              timeout=r.timeout, deadline=r.deadline, retention=r.retention, unique_key=unique_key,
+                              enqueued_at=now, priority=r.priority, trace=trace)
+        return _Prepared(message, message.encode(payload_json), r.process_at, unique_key, r.unique_ttl or 0.0,
+                         chosen_id=r.task_id is not None, span=span)
 
     def _valid_name(self, name: Any, kind: str) -> str:
         """Validate a queue or type name once per client; later uses are a set lookup."""
@@ -431,15 +458,27 @@ class Client:
         """
         now = self.clock.now()
         prepared: list[_Prepared] = []
+        # The batch's options, resolved once per task type (by name, or by handler object), for the
+        # requests that bring no options of their own: 2.5 of a task's 7.4 us of preparation.
+        shared: dict[str | int, tuple[str | Handler, _Resolved]] = {}
+        payload: dict[str, Any] | None
+        own: dict[str, Any] | None
         try:
             for req in requests:
                 if isinstance(req, TaskRequest):
-                    prepared.append(self._prepare(req.handler or req.type, req.payload, {**options, **req.options},
-                                                  now))
+                    task, payload, own = req.handler or req.type, req.payload, req.options
                 elif isinstance(req, tuple) and len(req) == 2:
-                    prepared.append(self._prepare(req[0], req[1], dict(options), now))
+                    task, payload, own = req[0], req[1], None
                 else:
                     raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {req!r}")
+                if own:
+                    prepared.append(self._prepare(task, payload, {**options, **own}, now))
+                    continue
+                key = task if isinstance(task, str) else id(task)
+                known = shared.get(key)
+                if known is None:  # kept with its task: an id stays that object's while the batch holds it
+                    known = shared[key] = (task, self._resolve(task, options, now))
+                prepared.append(self._prepare(task, payload, options, now, resolved=known[1]))
         except BaseException as exc:  # nothing is sent: the spans of the tasks prepared so far end with why
             if self._tracing is not None:
                 for p in prepared:

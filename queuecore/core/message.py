@@ -34,7 +34,7 @@ def dumps(value: Any) -> str:
     if _orjson is not None:
         text: str = _orjson.dumps(value).decode()
         return text
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _PAYLOAD_ENCODER.encode(value)  # json.dumps with options would build an encoder per call
 
 
 def json_text(value: Any) -> str:

@@ -641,6 +641,31 @@ def test_enqueue_many_option_precedence(registry, client: Client) -> None:
     assert client.enqueue_many([job.request(4)])[0].queue == "decorated"
 
 
+def test_enqueue_many_shares_options_but_not_what_each_payload_decides(registry, client: Client, redis_client,
+                                                                       connection) -> None:
+    """A batch checks its options once per task type; each task still gets its own id, its own unique
+    key (from its payload) and its type's own defaults."""
+
+    @task(name="share.a", registry=registry, max_retry=3, priority=5)
+    def a(n: int) -> int:
+        return n
+
+    with pytest.raises(BatchEnqueueError) as caught:
+        client.enqueue_many([a.request(1), ("share.b", {"n": 1}), a.request(2), ("share.b", {"n": 2}),
+                             a.request(1)], unique_for=60, process_in=30)
+    assert list(caught.value.errors) == [4]  # the same type and payload as the first: its unique lock
+    assert isinstance(caught.value.errors[4], DuplicateTask)
+    infos = caught.value.enqueued
+    assert [(i.type, i.max_retry, i.priority, i.state) for i in infos] == [
+        ("share.a", 3, 5, TaskState.SCHEDULED), ("share.b", 25, 0, TaskState.SCHEDULED),
+        ("share.a", 3, 5, TaskState.SCHEDULED), ("share.b", 25, 0, TaskState.SCHEDULED)]
+    assert len({i.id for i in infos}) == 4 and len({i.unique_key for i in infos}) == 4
+    for info in infos:
+        assert redis_client.get(info.unique_key) == info.id
+    with pytest.raises(InvalidOption, match="max_retry"):  # a bad batch option refuses the batch, first type or not
+        client.enqueue_many([("share.c", {}), a.request(3)], max_retry=10**7)
+
+
 def test_empty_queue_name_is_refused(client: Client) -> None:
     with pytest.raises(ConfigurationError, match="queue name"):
         client.enqueue("anything", queue="")
