@@ -203,6 +203,10 @@ def test_a_result_longer_than_4_mb_is_read_apart_not_through_the_script(scripts:
               result="7", completed_at=NOW)
     assert "@result_bytes" not in scripts._call("result", [q.task("small"), q.done("small")],
                                                 [0, q.base, "small", CALL_BYTES])
+    # A corrupt task of a large result alone (no other field to read): its length only, no error.
+    redis_client.hset(q.task("alone"), "result", "x" * 100)
+    assert scripts._call("result", [q.task("alone"), q.done("alone")], [0, q.base, "alone", 10]) == [
+        "@result_bytes", 100]
 
 
 @pytest.mark.parametrize("retention_ms", [0, 60_000])

@@ -22,12 +22,16 @@ local err = qc_check_types(KEYS, {"hash", "list"}) if err then return err end
 local fields
 local result_bytes = redis.call("HSTRLEN", KEYS[1], "result")
 if result_bytes > tonumber(ARGV[4]) then
-    local names = redis.call("HKEYS", KEYS[1])
+    local names = {}
+    for _, name in ipairs(redis.call("HKEYS", KEYS[1])) do
+        if name ~= "result" then names[#names + 1] = name end
+    end
     fields = {}
-    for _, name in ipairs(names) do
-        if name ~= "result" then
+    if #names > 0 then  -- none: a corrupt task of a result alone
+        local values = redis.call("HMGET", KEYS[1], unpack(names))
+        for i, name in ipairs(names) do
             fields[#fields + 1] = name
-            fields[#fields + 1] = redis.call("HGET", KEYS[1], name)
+            fields[#fields + 1] = values[i]
         end
     end
     fields[#fields + 1] = "@result_bytes"
