@@ -74,7 +74,7 @@ def test_without_the_correction_the_clock_ahead_steals_a_live_task(make_worker, 
 
 def test_the_offset_moves_only_beyond_the_tolerance() -> None:
     now = [1000.0]
-    clock = RedisTimeClock(base=lambda: now[0], tolerance=0.25)
+    clock = RedisTimeClock(base=lambda: now[0], tolerance=0.25, monotonic=lambda: 0.0)
     assert clock.align(lambda: 1000.1) == 0.0  # within tolerance: the host's time is kept
     assert clock.align(lambda: 990.0) == -10.0 and clock.now() == 990.0
     assert clock.align(lambda: 990.2) == -10.0  # jitter: no wobble
@@ -87,7 +87,7 @@ def test_a_round_trip_too_long_to_tell_keeps_the_offset() -> None:
     its clock went 0.95 s back and a task fetched ahead whose lease had run out started without its
     lease being confirmed (test_processes' paused-worker test, 1 run in 12)."""
     now = [1000.0]
-    clock = RedisTimeClock(base=lambda: now[0], tolerance=0.25)
+    clock = RedisTimeClock(base=lambda: now[0], tolerance=0.25, monotonic=lambda: now[0])  # a host with no step
     assert clock.align(lambda: 1000.0) == 0.0
 
     def paused_during_the_call() -> float:
@@ -96,6 +96,114 @@ def test_a_round_trip_too_long_to_tell_keeps_the_offset() -> None:
 
     assert clock.align(paused_during_the_call) == 0.0 and clock.now() == now[0]
     assert clock.align(lambda: now[0] - 10.0) == -10.0  # a prompt round trip is still believed
+
+
+class FakeHost:
+    """A host's clocks, moved by hand: its wall clock (``wall``: ``base``), which a step moves alone; its
+    monotonic clock (``monotonic``), which a drift moves alone; and Redis's (``redis_time``), REDIS_AHEAD
+    seconds ahead of the wall clock until a step or a drift."""
+
+    REDIS_AHEAD = 10.0
+
+    def __init__(self) -> None:
+        self.true = 1000.0  # the time as it passes (Redis's, less REDIS_AHEAD)
+        self.wall_time = 1000.0
+        self.elapsed = 0.0
+
+    def wall(self) -> float:
+        return self.wall_time
+
+    def monotonic(self) -> float:
+        return self.elapsed
+
+    def redis_time(self) -> float:
+        return self.true + self.REDIS_AHEAD
+
+    def advance(self, seconds: float) -> None:
+        self.true += seconds
+        self.wall_time += seconds
+        self.elapsed += seconds
+
+    def step(self, seconds: float) -> None:
+        """The wall clock set forward or back (an NTP step after a VM resumes, a manual change)."""
+        self.wall_time += seconds
+
+
+@pytest.mark.parametrize("step", [3600.0, -3600.0], ids=["forward", "back"])
+def test_a_step_of_the_host_clock_moves_a_workers_clock_only_when_it_measures_again(step: float) -> None:
+    """``now()`` was the wall clock plus the offset, so a step of the host's clock moved it by the whole
+    step until the next heartbeat: an hour ahead, a worker took back a task whose lease had 30 s left
+    and a periodic entry fired an hour's runs at once; an hour back, lease renewals wrote expiries in
+    the past. Between measurements it now advances with the monotonic clock."""
+    host = FakeHost()
+    clock = RedisTimeClock(base=host.wall, monotonic=host.monotonic)
+    assert clock.align(host.redis_time) == 10.0 and clock.now() == 1010.0
+    host.advance(5.0)
+    assert clock.now() == 1015.0
+    host.step(step)
+    assert clock.now() == 1015.0  # the step changes nothing yet
+    host.advance(2.0)
+    assert clock.now() == 1017.0  # time goes on, at the monotonic clock's pace
+    assert clock.align(host.redis_time) == 10.0 - step  # the next heartbeat finds the new offset
+    assert clock.now() == host.redis_time() == 1017.0  # still Redis's time
+    host.advance(3.0)
+    assert clock.now() == 1020.0
+
+
+def test_a_clock_that_never_measured_follows_the_monotonic_clock_from_its_construction() -> None:
+    host = FakeHost()
+    clock = RedisTimeClock(base=host.wall, monotonic=host.monotonic)  # Redis never reached
+    host.advance(3.0)
+    host.step(-3600.0)
+    assert clock.now() == 1003.0 and not clock.aligned
+
+
+@pytest.mark.parametrize("step", [3600.0, -3600.0], ids=["forward", "back"])
+def test_a_step_during_the_time_call_is_measured_as_it_is(step: float) -> None:
+    """The round trip is timed with the monotonic clock: a forward step during it no longer reads as
+    a call too long to tell (ignored), nor a backward one skews the offset by half the step."""
+    host = FakeHost()
+    clock = RedisTimeClock(base=host.wall, monotonic=host.monotonic)
+    clock.align(host.redis_time)
+
+    def stepped_during_the_call() -> float:
+        host.advance(0.05)  # Redis reads its clock halfway through a 0.1 s round trip
+        host.step(step)
+        answer = host.redis_time()
+        host.advance(0.05)
+        return answer
+
+    assert clock.align(stepped_during_the_call) == pytest.approx(10.0 - step)
+    assert not clock.last_ignored and clock.now() == pytest.approx(host.redis_time())
+
+
+def test_each_measurement_re_anchors_the_clock_so_the_monotonic_clock_does_not_drift_it_away() -> None:
+    host = FakeHost()
+    clock = RedisTimeClock(base=host.wall, monotonic=host.monotonic)
+    clock.align(host.redis_time)
+    host.elapsed += 0.2  # the monotonic clock ran 0.2 s fast (or the wall clock was slewed)
+    assert clock.now() == pytest.approx(1010.2)
+    assert clock.align(host.redis_time) == 10.0  # the offset kept (within the tolerance) ...
+    assert clock.now() == 1010.0  # ... and the clock put back on Redis's time all the same
+
+
+def test_an_aligning_clock_keeps_its_time_through_a_step_until_it_measures_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    host = FakeHost()
+    calls = [0]
+
+    def redis_time() -> float:
+        calls[0] += 1
+        return host.redis_time()
+
+    clock = AligningClock(redis_time, every=3600, base=host.wall, monotonic=host.monotonic)
+    assert clock.now() == 1010.0 and calls[0] == 1
+    host.step(3600.0)
+    host.advance(1.0)
+    assert clock.now() == 1011.0 and calls[0] == 1  # measured an hour apart: not yet again
+    with caplog.at_level(logging.WARNING, logger="queuecore.clock"):
+        assert clock.align(redis_time) == -3590.0 and clock.now() == 1011.0
+    assert [r.name for r in caplog.records if "3590.0 s ahead of Redis's" in r.getMessage()] == ["queuecore.clock"]
 
 
 # -- clients and inspectors ------------------------------------------------------------------------
@@ -172,7 +280,7 @@ def test_an_aligning_clock_measures_on_first_use_then_every_interval_and_retries
             raise ConnectionError("Redis is away")
         return local[0] + skew[0]
 
-    hourly = AligningClock(redis_time, every=3600, retry=0, base=lambda: local[0])
+    hourly = AligningClock(redis_time, every=3600, retry=0, base=lambda: local[0], monotonic=lambda: 0.0)
     assert hourly.now() == 1000.0 and calls[0] == 1  # tried on first use; away: the host's time
     skew[0] = -10.0
     with caplog.at_level(logging.WARNING, logger="queuecore.clock"):
@@ -181,7 +289,7 @@ def test_an_aligning_clock_measures_on_first_use_then_every_interval_and_retries
     assert [r.name for r in caplog.records if "10.0 s ahead of Redis's" in r.getMessage()] == ["queuecore.clock"]
     skew[0] = 5.0
     assert hourly.now() == 990.0 and calls[0] == 2  # measured an hour apart: not yet again
-    every_call = AligningClock(redis_time, every=0, base=lambda: local[0])
+    every_call = AligningClock(redis_time, every=0, base=lambda: local[0], monotonic=lambda: 0.0)
     assert every_call.now() == 1005.0
     skew[0] = -2.0
     assert every_call.now() == 998.0
@@ -203,7 +311,7 @@ def test_a_measurement_too_long_to_tell_is_tried_again_soon() -> None:
             local[0] += 2.0  # a starved process: two seconds between sending TIME and reading the reply
         return local[0] - 10.0
 
-    clock = AligningClock(redis_time, every=3600, retry=0, base=lambda: local[0])
+    clock = AligningClock(redis_time, every=3600, retry=0, base=lambda: local[0], monotonic=lambda: local[0])
     assert clock.now() == 1002.0 and calls[0] == 1 and not clock.aligned  # ignored: the host's time
     slow[0] = False
     assert clock.now() == 992.0 and calls[0] == 2 and clock.aligned  # tried again at once (retry 0 s)
