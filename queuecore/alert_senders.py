@@ -15,6 +15,7 @@ Each sender runs on a thread of its own in the worker that evaluates (never in a
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,14 +24,28 @@ from django.utils.module_loading import import_string
 
 from queuecore.core.alerts import AlertEvent, AlertSettings, SenderFn, parse_alerts
 
+logger = logging.getLogger("queuecore.alerts")
+
 alert_fired = Signal()  # sender=AlertEvent class, event=AlertEvent, alert=Alert
 alert_resolved = Signal()
 
 
 def send_signal(event: AlertEvent) -> None:
-    """Send ``alert_fired`` or ``alert_resolved`` with ``event=`` and ``alert=``."""
+    """Send ``alert_fired`` or ``alert_resolved`` with ``event=`` and ``alert=`` to every receiver: one
+    that raises does not keep the event from the others (``send_robust``); its exception is logged at
+    ERROR naming it."""
     signal = alert_fired if event.action == "fired" else alert_resolved
-    signal.send(sender=AlertEvent, event=event, alert=event.alert)
+    for receiver, result in signal.send_robust(sender=AlertEvent, event=event, alert=event.alert):
+        if isinstance(result, Exception):
+            logger.error("alert signal receiver %s failed for %s %s: %s", _name(receiver), event.alert.id,
+                         event.action, result, exc_info=result)
+
+
+def _name(receiver: Any) -> str:
+    """A receiver's dotted name (``module.qualname``), or its repr."""
+    target = getattr(receiver, "__func__", receiver)  # a bound method: its function
+    qualname = getattr(target, "__qualname__", None)
+    return f"{getattr(target, '__module__', '?')}.{qualname}" if qualname else repr(receiver)
 
 
 class SignalSender:

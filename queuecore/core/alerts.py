@@ -25,16 +25,19 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
+
+import redis
 
 from queuecore.core import typestats
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
-from queuecore.core.errors import ConfigurationError
+from queuecore.core.errors import ConfigurationError, WrongKeyType
 from queuecore.core.hashreads import read_task_fields
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import is_valid_name, stats_minute
 from queuecore.core.periodic import MISFIRE_GRACE
+from queuecore.core.redis_errors import is_wrong_type
 from queuecore.core.scripts import Scripts
 
 logger = logging.getLogger("queuecore.alerts")
@@ -57,6 +60,7 @@ _KINDS: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
 _COMMON = {"kind", "severity", "for"}
 MAX_HOLD_FOR = 86400.0  # the longest "for" a rule takes, s
 SenderFn = Callable[["AlertEvent"], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -287,9 +291,74 @@ def covering_minutes(window: float, now: float) -> tuple[int, float]:
     return first, now - first * 60
 
 
+class Unreadable(Exception):
+    """What an alert rule reads holds a key of the wrong Redis type (corrupt or foreign data):
+    ``subject`` is what could not be read (``queue emails``, ``type t.x in queue emails``, ``the queue
+    list``, ...), ``detail`` why, naming the key where it is known."""
+
+    def __init__(self, subject: str, detail: str) -> None:
+        super().__init__(f"{subject}: {detail}")
+        self.subject = subject
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One round's reading: the alerts that hold, and ``kept``: what could not be read, whose alerts
+    keep the state they have (neither fired nor resolved): ``<rule>`` (every alert of the rule) or
+    ``<rule>/<subject>`` (that alert and, for a queue, its per-type ones)."""
+
+    holding: dict[str, Alert]
+    kept: frozenset[str] = frozenset()
+
+    def keeps(self, alert_id: str) -> bool:
+        """True when ``alert_id``'s state is to be kept this round (names contain no ``/``)."""
+        parts = alert_id.split("/")
+        return any("/".join(parts[:n]) in self.kept for n in range(1, len(parts) + 1))
+
+
+class _Round:
+    """One evaluation round's results, and the reads several rules share (made once a round)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.out: dict[str, Alert] = {}
+        self.kept: set[str] = set()
+        self.problems: dict[str, str] = {}  # subject -> why it could not be read (the first reason)
+        self._shared: dict[str, Any] = {}
+
+    def add(self, alert: Alert) -> None:
+        self.out[alert.id] = alert
+
+    def skip(self, prefix: str, exc: Unreadable) -> None:
+        """Keep the state of the alerts under ``prefix`` (a rule, or a rule and a subject)."""
+        self.kept.add(prefix)
+        self.problems.setdefault(exc.subject, exc.detail)
+
+    def once(self, name: str, read: Callable[[], T]) -> T:
+        """``read()``, made once a round; an ``Unreadable`` it raised is raised again for each caller."""
+        if name not in self._shared:
+            try:
+                self._shared[name] = read()
+            except Unreadable as exc:
+                self._shared[name] = exc
+        value = self._shared[name]
+        if isinstance(value, Unreadable):
+            raise value
+        return cast("T", value)
+
+
+def _wrong_type(exc: BaseException) -> bool:
+    return isinstance(exc, WrongKeyType) or (isinstance(exc, redis.ResponseError) and is_wrong_type(str(exc)))
+
+
 class RuleEvaluator:
     """Pure reads: which alerts of ``rules`` hold now, through an ``Inspector`` (typed ``Any``:
-    inspector.py imports this module for ``Inspector.alerts``)."""
+    inspector.py imports this module for ``Inspector.alerts``).
+
+    Each rule, and each of its subjects (a queue, a task type), is read on its own: one that meets a
+    key of the wrong Redis type is left out of the round, its alerts kept as they are (``Evaluation``),
+    and logged at WARNING once while it lasts; the other rules and subjects are evaluated as usual."""
 
     def __init__(self, inspector: Any, rules: Sequence[AlertRule], clock: Clock) -> None:
         self._ins = inspector
@@ -299,98 +368,176 @@ class RuleEvaluator:
         # queue -> task id -> (its started_at, the timeout of its message): an active task's message does
         # not change until it is fetched again (a new started_at), so each is read once, not every round.
         self._timeouts: dict[str, dict[str, tuple[str, Any]]] = {}
+        self._unreadable: dict[str, str] = {}  # subject -> why, as logged in the last round
 
     def hold_for(self, alert: Alert) -> float:
         """How long ``alert`` must hold before it fires: its rule's ``for`` (s)."""
         return self._hold_for.get(alert.rule, 0.0)
 
     def holding(self) -> dict[str, Alert]:
-        now = self._clock.now()
-        out: dict[str, Alert] = {}
-        known = self._ins.queues()
-        infos: dict[str, Any] | None = None
-        servers: list[Any] | None = None
+        """The alerts that hold now (``evaluate().holding``)."""
+        return self.evaluate().holding
+
+    def evaluate(self) -> Evaluation:
+        """The alerts that hold now, and those whose state is kept because what they are about could
+        not be read."""
+        rnd = _Round(self._clock.now())
         for rule in self._rules:
-            queues = known if rule.queue == "*" else [rule.queue]
-            if rule.kind in ("latency", "backlog"):
-                if infos is None:
-                    infos = {i.name: i for i in self._ins.all_queue_info()}
-                for name in queues:
-                    info = infos.get(name)
-                    if info is None:
-                        continue
-                    value = info.latency if rule.kind == "latency" else info.pending
-                    if rule.above is not None and value > rule.above:
-                        what = f"latency {value:.0f} s" if rule.kind == "latency" else f"{value} pending tasks"
-                        out_alert = _alert(rule, name, f"queue {name}: {what} (above {rule.above:g})",
-                                           float(value), now)
-                        out[out_alert.id] = out_alert
-            elif rule.kind == "failure_rate":
-                for name in queues:
+            try:
+                self._evaluate(rule, rnd)
+            except Unreadable as exc:  # a read every subject of the rule needs (the queue list, ...)
+                rnd.skip(rule.name, exc)
+        self._report(rnd.problems)
+        return Evaluation(rnd.out, frozenset(rnd.kept))
+
+    def _report(self, problems: dict[str, str]) -> None:
+        """Log each unreadable subject once while it lasts (again only after a round it was not in)."""
+        for subject, detail in problems.items():
+            if subject not in self._unreadable:
+                logger.warning("alerts: %s cannot be read (%s): its alerts are neither fired nor resolved until "
+                               "it can", subject, detail)
+        self._unreadable = dict(problems)
+
+    def _evaluate(self, rule: AlertRule, rnd: _Round) -> None:
+        now = rnd.now
+        if rule.kind == "memory":
+            info = self._inspect("Redis memory", self._ins.redis_info, count_keys=False)
+            if info.fullest is not None and rule.above is not None:
+                used = info.fullest  # the fullest server: on a cluster, the one that refuses writes first
+                if used > rule.above:
+                    rnd.add(_alert(rule, "redis", f"Redis memory at {used:.0%} of maxmemory (above "
+                                   f"{rule.above:.0%})", used, now))
+            return
+        if rule.kind == "periodic_missed":
+            for entry in self._inspect("the periodic entries", self._ins.periodic_entries):
+                if (rule.entry != "*" and entry.name != rule.entry) or entry.paused:
+                    continue
+                late = entry.next_fire_at is not None and entry.next_fire_at.timestamp() < now - rule.grace
+                if late or entry.last_kind in ("late", "skip"):
+                    why = "its next fire is overdue" if late else f"its last fire was {entry.last_kind} (missed)"
+                    rnd.add(_alert(rule, entry.name, f"periodic entry {entry.name}: {why}", None, now))
+            return
+        queues: list[str] = (rnd.once("queues", lambda: self._inspect("the queue list", self._ins.queues))
+                             if rule.queue == "*" else [rule.queue])
+        if rule.kind in ("latency", "backlog"):
+            infos = rnd.once("infos", lambda: {i.name: i for i in self._inspect("the queue list",
+                                                                                 self._ins.all_queue_info)})
+            for name in queues:
+                info = infos.get(name)
+                if info is None:
+                    continue
+                if info.problem:  # a queue with a key of the wrong type: listed with zeros
+                    rnd.skip(f"{rule.name}/{name}", Unreadable(f"queue {name}", info.problem))
+                    continue
+                value = info.latency if rule.kind == "latency" else info.pending
+                if rule.above is not None and value > rule.above:
+                    what = f"latency {value:.0f} s" if rule.kind == "latency" else f"{value} pending tasks"
+                    rnd.add(_alert(rule, name, f"queue {name}: {what} (above {rule.above:g})", float(value), now))
+        elif rule.kind == "failure_rate":
+            for name in queues:
+                try:
                     if rule.type is None:
                         checks = [(name, f"queue {name}", *self._failure_rate(name, rule.window, now))]
                     else:
-                        types = self._types(name) if rule.type == "*" else [rule.type]
-                        checks = [(f"{name}/{t}", f"type {t} in queue {name}",
-                                   *self._type_failure_rate(name, t, rule.window, now)) for t in types]
-                    for subject, what, rate, total in checks:
-                        if total >= rule.min_tasks and rule.above is not None and rate > rule.above:
-                            span = covering_minutes(rule.window, now)[1]
-                            a = _alert(rule, subject, f"{what}: {rate:.0%} of {total} attempts failed in the last "
-                                       f"{span:.0f} s (above {rule.above:.0%})", rate, now)
-                            out[a.id] = a
-            elif rule.kind == "no_worker":
-                if servers is None:
-                    servers = self._ins.servers()
-                served = {q for s in servers if s.status != "stopping" for q in s.queues}
-                for name in queues:
-                    if name not in served:
-                        a = _alert(rule, name, f"queue {name}: no live worker serves it", None, now)
-                        out[a.id] = a
-            elif rule.kind == "overdue":
-                for name in queues:
+                        checks = []
+                        for t in self._types(name) if rule.type == "*" else [rule.type]:
+                            try:
+                                checks.append((f"{name}/{t}", f"type {t} in queue {name}",
+                                               *self._type_failure_rate(name, t, rule.window, now)))
+                            except Unreadable as exc:
+                                rnd.skip(f"{rule.name}/{name}/{t}", exc)
+                except Unreadable as exc:
+                    rnd.skip(f"{rule.name}/{name}", exc)
+                    continue
+                for subject, what, rate, total in checks:
+                    if total >= rule.min_tasks and rule.above is not None and rate > rule.above:
+                        span = covering_minutes(rule.window, now)[1]
+                        rnd.add(_alert(rule, subject, f"{what}: {rate:.0%} of {total} attempts failed in the last "
+                                       f"{span:.0f} s (above {rule.above:.0%})", rate, now))
+        elif rule.kind == "no_worker":
+            servers = rnd.once("servers", lambda: self._inspect("the worker heartbeats", self._ins.servers))
+            served = {q for s in servers if s.status != "stopping" for q in s.queues}
+            for name in queues:
+                if name not in served:
+                    rnd.add(_alert(rule, name, f"queue {name}: no live worker serves it", None, now))
+        elif rule.kind == "overdue":
+            for name in queues:
+                try:
                     count = self._overdue(name, rule.grace, now)
-                    if count:
-                        a = _alert(rule, name, f"queue {name}: {count} task(s) active past their timeout "
-                                   f"plus {rule.grace:g} s", float(count), now)
-                        out[a.id] = a
-            elif rule.kind == "memory":
-                info = self._ins.redis_info(count_keys=False)
-                if info.fullest is not None and rule.above is not None:
-                    used = info.fullest  # the fullest server: on a cluster, the one that refuses writes first
-                    if used > rule.above:
-                        a = _alert(rule, "redis", f"Redis memory at {used:.0%} of maxmemory (above "
-                                   f"{rule.above:.0%})", used, now)
-                        out[a.id] = a
-            elif rule.kind == "periodic_missed":
-                for entry in self._ins.periodic_entries():
-                    if (rule.entry != "*" and entry.name != rule.entry) or entry.paused:
-                        continue
-                    late = entry.next_fire_at is not None and entry.next_fire_at.timestamp() < now - rule.grace
-                    if late or entry.last_kind in ("late", "skip"):
-                        why = "its next fire is overdue" if late else f"its last fire was {entry.last_kind} (missed)"
-                        a = _alert(rule, entry.name, f"periodic entry {entry.name}: {why}", None, now)
-                        out[a.id] = a
-        return out
+                except Unreadable as exc:
+                    rnd.skip(f"{rule.name}/{name}", exc)
+                    continue
+                if count:
+                    rnd.add(_alert(rule, name, f"queue {name}: {count} task(s) active past their timeout "
+                                   f"plus {rule.grace:g} s", float(count), now))
+
+    # -- reads: a key of the wrong Redis type raises Unreadable ------------------------------------
+
+    def _type_problem(self, key: str, expected: str) -> str | None:
+        """Why ``key`` cannot be read as a ``expected``, or None when it can (or is absent)."""
+        actual = self._ins.redis.type(key)
+        actual = actual.decode() if isinstance(actual, bytes) else str(actual)
+        return None if actual in (expected, "none") else f"key {key} holds a {actual}, expected a {expected}"
+
+    def _inspect(self, subject: str, read: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """An Inspector read; its wrong-type error (which names no key) as ``Unreadable``: of the queue
+        list when that is the key at fault (most reads go through it), else of ``subject``."""
+        try:
+            return read(*args, **kwargs)
+        except (WrongKeyType, redis.ResponseError) as exc:
+            if not _wrong_type(exc):
+                raise
+            in_list = self._type_problem(self._ins.keys.queues, "set")
+            if in_list:
+                raise Unreadable("the queue list", in_list) from None
+            raise Unreadable(subject, str(exc)) from None
+
+    def _read(self, subject: str, key: str, expected: str, read: Callable[[], T]) -> T:
+        """``read()`` of ``key``; a wrong-type reply as ``Unreadable`` of ``subject`` naming ``key``."""
+        try:
+            return read()
+        except redis.ResponseError as exc:
+            if not is_wrong_type(str(exc)):
+                raise
+            raise Unreadable(subject, self._type_problem(key, expected) or f"key {key}: {exc}") from None
 
     def _failure_rate(self, name: str, window: float, now: float) -> tuple[float, int]:
         q = self._ins.keys.queue(name)
         first = covering_minutes(window, now)[0]
         stamps = [stats_minute(minute * 60.0) for minute in range(first, int(now // 60) + 1)]
         fields = [f"{kind}:{s}" for s in stamps for kind in ("processed", "failed")]
-        values = self._ins.redis.hmget(q.stats, fields)
-        processed = sum(int(v or 0) for v in values[0::2])
-        failed = sum(int(v or 0) for v in values[1::2])
+        values = self._read(f"queue {name}", q.stats, "hash", lambda: self._ins.redis.hmget(q.stats, fields))
+        processed = sum(_count(v) for v in values[0::2])
+        failed = sum(_count(v) for v in values[1::2])
         return (failed / processed if processed else 0.0), processed
 
     def _types(self, name: str) -> list[str]:
-        return sorted(typestats.read_totals(self._ins.redis.hgetall(self._ins.keys.queue(name).type_stats)))
+        key = self._ins.keys.queue(name).type_stats
+        return sorted(typestats.read_totals(self._read(f"queue {name}", key, "hash",
+                                                       lambda: self._ins.redis.hgetall(key))))
 
     def _type_failure_rate(self, name: str, type_name: str, window: float, now: float) -> tuple[float, int]:
         q = self._ins.keys.queue(name)
         span = covering_minutes(window, now)[1]  # read() takes the minutes that begin within its window
-        stats = typestats.read(self._ins.redis, q.type_stats, name, type_name, timedelta(seconds=span + 1), now)
+        try:
+            stats = typestats.read(self._ins.redis, q.type_stats, name, type_name, timedelta(seconds=span + 1), now)
+        except redis.ResponseError as exc:
+            if not is_wrong_type(str(exc)):
+                raise
+            raise Unreadable(f"type {type_name} in queue {name}",
+                             f"a key of its per-minute statistics ({q.type_stats}:{type_name}:m:<hour>) holds "
+                             "another Redis type than a hash") from None
         return (stats.failed / stats.processed if stats.processed else 0.0), stats.processed
+
+    def _task_rows(self, name: str, keys: list[str], fields: Sequence[str], sized: Sequence[str]) -> list[Any]:
+        """``read_task_fields``; a task key of another type than a hash as ``Unreadable`` naming it."""
+        rows = read_task_fields(self._ins.redis, keys, fields, sized, raise_on_error=False)
+        for key, row in zip(keys, rows, strict=True):
+            if isinstance(row, Exception):
+                if isinstance(row, redis.ResponseError) and is_wrong_type(str(row)):
+                    raise Unreadable(f"queue {name}", self._type_problem(key, "hash") or f"key {key}: {row}")
+                raise row
+        return rows
 
     def _overdue(self, name: str, grace: float, now: float) -> int:
         """How many active tasks of queue ``name`` have run past their timeout and ``grace``. Their
@@ -398,11 +545,12 @@ class RuleEvaluator:
         ``grace`` ago (a timeout is positive) and not read in an earlier round, in bounded pipelines."""
         q = self._ins.keys.queue(name)
         r = self._ins.redis
-        ids = [str(i) for i in r.zrange(q.active, 0, OVERDUE_SCAN - 1)]
+        ids = [str(i) for i in self._read(f"queue {name}", q.active, "zset",
+                                          lambda: r.zrange(q.active, 0, OVERDUE_SCAN - 1))]
         known = self._timeouts.get(name, {})
         timeouts: dict[str, tuple[str, Any]] = {}
         unread: list[str] = []
-        rows = read_task_fields(r, [q.task(task_id) for task_id in ids], ("started_at",), ())
+        rows = self._task_rows(name, [q.task(task_id) for task_id in ids], ("started_at",), ())
         for task_id, (started,) in zip(ids, rows, strict=True):
             try:
                 if not started or float(started) / 1000 + grace >= now:
@@ -413,7 +561,7 @@ class RuleEvaluator:
                 timeouts[task_id] = known[task_id]
             else:
                 unread.append(task_id)
-        rows = read_task_fields(r, [q.task(task_id) for task_id in unread], ("started_at", "msg"))
+        rows = self._task_rows(name, [q.task(task_id) for task_id in unread], ("started_at", "msg"), ("msg",))
         for task_id, (started, msg) in zip(unread, rows, strict=True):
             if not started or msg is None:
                 continue  # finished meanwhile
@@ -430,6 +578,14 @@ class RuleEvaluator:
             except (ValueError, TypeError):
                 continue
         return count
+
+
+def _count(value: Any) -> int:
+    """A counter field; a value the scripts never write (not an integer) counts as 0."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 class AlertEvaluator:
@@ -450,7 +606,8 @@ class AlertEvaluator:
         held, _, _ = self._scripts.alerts_apply(self.holder, now_ms=to_ms(now), lease_until_ms=to_ms(now + self.lease))
         if not held:
             return []
-        holding = self._rules.holding()
+        evaluation = self._rules.evaluate()
+        holding = evaluation.holding
         active, pending, _ = alert_state(self._scripts)
         fire: list[tuple[str, str]] = []
         pend: list[tuple[str, str]] = []
@@ -465,7 +622,8 @@ class AlertEvaluator:
                 if a_id not in pending:
                     logger.info("alert %s pending: %s (fires if it still holds after %gs)", a_id, alert.message,
                                 hold_for)
-        resolve = [a_id for a_id in (*active, *pending) if a_id not in holding]
+        # an alert whose subject could not be read this round keeps its state: neither fired nor resolved
+        resolve = [a_id for a_id in (*active, *pending) if a_id not in holding and not evaluation.keeps(a_id)]
         if not fire and not pend and not resolve:
             return []
         now = self._clock.now()

@@ -336,6 +336,99 @@ def test_periodic_missed_fires_and_resolves_once(pair, scripts, connection, fake
     once(p.rounds(), "resolved", "missed/tick")
 
 
+# -- a key of the wrong Redis type -----------------------------------------------------------------
+
+
+def unreadable_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The messages of the 'cannot be read' warnings; fails on any record with a traceback."""
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+    return [r.getMessage() for r in caplog.records
+            if r.name == "queuecore.alerts" and r.levelno == logging.WARNING and "cannot be read" in r.getMessage()]
+
+
+def test_a_key_of_the_wrong_type_skips_its_subject_and_keeps_its_alerts(
+        pair, client, redis_client, connection, fake_clock, caplog) -> None:
+    """A queue's stats HASH replaced by a string: every round raised WRONGTYPE, so no alert of any
+    queue fired and none resolved. Now that queue alone is left out, its alert neither fired nor
+    resolved while it lasts, logged once (no traceback); the other queues and rules go on."""
+    p = pair({"big": {"kind": "backlog", "queue": "default", "above": 0},
+              "failing": {"kind": "failure_rate", "queue": "*", "above": 0.5, "window": 120}})
+    minute = stats_minute(fake_clock.now())
+    for name in ("other", "q2"):
+        redis_client.sadd(connection.keys.queues, name)
+        redis_client.hset(connection.keys.queue(name).stats, mapping={f"processed:{minute}": 4, f"failed:{minute}": 4})
+    assert sorted(e.alert.id for e in p.rounds()) == ["failing/other", "failing/q2"]
+    stats = connection.keys.queue("other").stats
+    redis_client.delete(stats)
+    redis_client.set(stats, "corrupt")
+    client.enqueue("t.x", {}, queue="default")
+    redis_client.delete(connection.keys.queue("q2").stats)  # q2 no longer fails
+    with caplog.at_level(logging.INFO, logger="queuecore"):
+        events = p.rounds(5)
+    assert sorted((e.action, e.alert.id) for e in events) == [("fired", "big/default"), ("resolved", "failing/q2")]
+    assert set(active_alerts(p.evaluators[0]._scripts)) == {"big/default", "failing/other"}  # kept
+    assert unreadable_logs(caplog) == [
+        f"alerts: queue other cannot be read (key {stats} holds a string, expected a hash): its alerts are "
+        "neither fired nor resolved until it can"]
+    redis_client.delete(stats)  # readable again, and no failures now: it resolves
+    once(p.rounds(), "resolved", "failing/other")
+
+
+def test_each_read_of_a_round_skips_only_what_it_cannot_read(
+        pair, client, redis_client, scripts, connection, fake_clock, caplog) -> None:
+    """The per-type statistics (``ts``), the active ZSET and an active task's HASH of one queue each,
+    then the queue list itself, of the wrong type: the subject (or every subject of a rule over every
+    queue) keeps its alerts' state, logged once; the others are evaluated as usual."""
+    p = pair({"types": {"kind": "failure_rate", "queue": "*", "type": "*", "above": 0.5, "window": 120},
+              "stuck": {"kind": "overdue", "grace": 10},
+              "big": {"kind": "backlog", "queue": "*", "above": 0},
+              "stuck-ok": {"kind": "overdue", "queue": "ok", "grace": 10}})
+    names = ("ts-bad", "active-bad", "task-bad", "ok")
+    keys = {name: connection.keys.queue(name) for name in names}
+    minute = int(fake_clock.now() // 60)
+    active: dict[str, str] = {}
+    for name, q in keys.items():
+        for _ in range(2):
+            client.enqueue("t.x", {}, queue=name, timeout=5)
+        now = fake_clock.now()
+        assert scripts.dequeue(q, now_ms=to_ms(now), lease_until_ms=to_ms(now + 3600), count=1)
+        [active[name]] = redis_client.zrange(q.active, 0, -1)
+        redis_client.hset(q.type_stats, "t.x", "4,4")
+        redis_client.hset(typestats.minute_key(q.type_stats, "t.x", minute // 60), str(minute % 60), "4,4")
+    fake_clock.advance(20)  # past the timeout (5 s) plus grace (10 s)
+    everything = {f"{rule}/{name}{suffix}" for rule, suffix in (("types", "/t.x"), ("stuck", ""), ("big", ""))
+                  for name in names} | {"stuck-ok/ok"}
+    assert {e.alert.id for e in p.rounds()} == everything
+    for key in (keys["ts-bad"].type_stats, keys["active-bad"].active, keys["task-bad"].task(active["task-bad"])):
+        redis_client.delete(key)
+        redis_client.set(key, "corrupt")
+    redis_client.delete(keys["ok"].active)  # ok's task is no longer active: resolves
+    with caplog.at_level(logging.INFO, logger="queuecore"):
+        events = p.rounds(5)
+    assert sorted(e.alert.id for e in events if e.action == "resolved") == ["stuck-ok/ok", "stuck/ok"]
+    assert len(events) == 2
+    # active-bad's sizes (all_queue_info) cannot be read either: its backlog alert is kept too
+    assert set(active_alerts(scripts)) == everything - {"stuck/ok", "stuck-ok/ok"}
+    assert sorted(unreadable_logs(caplog)) == [
+        f"alerts: queue active-bad cannot be read (key {keys['active-bad'].active} holds a string, expected a "
+        "zset): its alerts are neither fired nor resolved until it can",
+        f"alerts: queue task-bad cannot be read (key {keys['task-bad'].task(active['task-bad'])} holds a string, "
+        "expected a hash): its alerts are neither fired nor resolved until it can",
+        f"alerts: queue ts-bad cannot be read (key {keys['ts-bad'].type_stats} holds a string, expected a hash): "
+        "its alerts are neither fired nor resolved until it can"]
+    # the queue list: the rules over every queue keep their alerts; one over a named queue goes on
+    redis_client.delete(connection.keys.queues)
+    redis_client.set(connection.keys.queues, "corrupt")
+    redis_client.zadd(keys["ok"].active, {active["ok"]: to_ms(fake_clock.now()) + 3_600_000})
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="queuecore"):
+        once(p.rounds(5), "fired", "stuck-ok/ok")  # not stuck/ok: "*" needs the queue list
+    assert set(active_alerts(scripts)) == everything - {"stuck/ok"}
+    assert unreadable_logs(caplog) == [
+        f"alerts: the queue list cannot be read (key {connection.keys.queues} holds a string, expected a set): "
+        "its alerts are neither fired nor resolved until it can"]
+
+
 def test_the_lease_keeps_one_evaluator_and_passes_on_when_it_lapses(scripts, fake_clock) -> None:
     now = to_ms(fake_clock.now())
     assert scripts.alerts_apply("a", now_ms=now, lease_until_ms=now + 1000)[0]

@@ -3,6 +3,8 @@ the settings delivering through them."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from django.core import mail
 
@@ -113,3 +115,40 @@ def test_a_worker_from_the_settings_delivers_through_the_signal_and_a_dotted_pat
     finally:
         worker.shutdown(timeout=2)
         alert_fired.disconnect(fired)
+
+
+def broken_receiver(sender, event, alert, **kw):
+    raise RuntimeError("this receiver is broken")
+
+
+def test_a_receiver_that_raises_does_not_keep_the_event_from_the_others(
+        settings, redis_url, key_prefix, client, caplog) -> None:
+    """``Signal.send`` stopped at the first receiver that raised: the ones after it never got the
+    event. ``send_robust`` gives it to every receiver and the failure is logged naming the receiver."""
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix, "ALERTS": {
+        "RULES": {"big": {"kind": "backlog", "queue": "unserved", "above": 0}}, "INTERVAL": 0.02,
+        "SENDERS": ["signal"]}}
+    got: list[str] = []
+
+    def fired(sender, event, alert, **kw):
+        got.append(alert.id)
+
+    alert_fired.connect(broken_receiver)  # connected first: called first
+    alert_fired.connect(fired)
+    config = get_config()
+    worker = Worker(config.worker_config(queues={"default": 1}, heartbeat_interval=0.2), connection=config.connection,
+                    alerts=config.alert_settings())
+    try:
+        with caplog.at_level(logging.ERROR, logger="queuecore.alerts"):
+            worker.start()
+            client.enqueue("t.x", {}, queue="unserved")
+            wait_until(lambda: got == ["big/unserved"])
+            wait_until(lambda: [r for r in caplog.records if r.name == "queuecore.alerts"])
+    finally:
+        worker.shutdown(timeout=2)
+        alert_fired.disconnect(broken_receiver)
+        alert_fired.disconnect(fired)
+    [record] = [r for r in caplog.records if r.name == "queuecore.alerts"]
+    assert record.levelno == logging.ERROR
+    assert record.getMessage() == ("alert signal receiver tests.django.test_alert_senders.broken_receiver failed "
+                                   "for big/unserved fired: this receiver is broken")
