@@ -55,8 +55,11 @@ class HandlerPool:
             thread.start()
 
     def abandon(self, ident: int) -> None:
-        """Let the thread run on, but never give it work again; another takes its place."""
+        """Let the thread run on, but never give it work again; another takes its place. A thread not
+        of this pool (the subscriber's, which ran a pushed task itself) is left alone."""
         with self._lock:
+            if not any(thread.ident == ident for thread in self._threads):
+                return
             self._abandoned.add(ident)
             self._working -= 1
             thread = self._thread_if_short()

@@ -272,3 +272,141 @@ def test_a_worker_that_shuts_down_is_off_the_list_when_shutdown_returns(make_wor
     wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
     worker.shutdown(timeout=2)
     assert redis_client.zcard(q.idle) == 0
+
+
+# -- a pushed task run by the subscriber's reading thread (no hop to a handler thread) -----------------
+
+
+def test_an_idle_worker_runs_a_pushed_task_on_the_thread_that_read_it_and_reads_on_meanwhile(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, registry: TaskRegistry,
+        ran: list[str]) -> None:
+    """The reading thread hands the reading to the subscriber's other thread and runs the task itself;
+    meanwhile that other thread reads: a cancel request for the running task reaches it, and a second
+    push... does not come (the worker is busy, so not listed): the second task goes through pending to a
+    handler thread."""
+    threads: list[str] = []
+    started = threading.Event()
+
+    @task(name="push.where", registry=registry)
+    def where() -> str:
+        threads.append(threading.current_thread().name)
+        started.set()
+        if len(threads) == 1:
+            from queuecore import current_task
+            assert current_task().wait_cancelled(10)  # read by the other subscriber thread
+        return "ok"
+
+    worker = make_worker(fetch_poll_interval=30.0)
+    q = worker.keys.queue("default")
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+    first = client.enqueue("push.where", {}, retention=60)
+    assert started.wait(10)
+    assert threads[0].startswith("queuecore-subscriber")
+    beside = client.enqueue("push.note", {"tag": "beside"}, retention=60)
+    wait_until(lambda: inspector.get_task("default", beside.id).state is TaskState.COMPLETED, 10,
+               message="the second task to run beside the first")
+    assert ran == ["beside"]
+    inspector.cancel_task("default", first.id)
+    wait_until(lambda: inspector.get_task("default", first.id).state in (TaskState.COMPLETED, TaskState.ARCHIVED),
+               10, message="the first task to end once its cancel request is read")
+    assert worker.processor.pushed == 1
+    # The thread that ran it stands by again: the next push on the idle worker is read and run by a
+    # subscriber thread once more (whichever holds the reading now).
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker, idle again, to list itself")
+    third = client.enqueue("push.where", {}, retention=60)
+    wait_until(lambda: inspector.get_task("default", third.id).state is TaskState.COMPLETED, 10,
+               message="the third task")
+    assert threads[1].startswith("queuecore-subscriber") and worker.processor.pushed == 2
+
+
+def test_a_pushed_task_goes_to_a_handler_thread_when_no_subscriber_thread_is_free(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, registry: TaskRegistry) -> None:
+    """Both subscriber threads busy reading or running a task that is still held (abandoned, say): a
+    push is dispatched to a handler thread as before; the worker never waits for a reader."""
+    threads: list[str] = []
+
+    @task(name="push.thread", registry=registry)
+    def thread_name() -> None:
+        threads.append(threading.current_thread().name)
+
+    worker = make_worker(fetch_poll_interval=30.0)
+    q = worker.keys.queue("default")
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+    subscriber = worker.subscriber
+    with subscriber._turn:  # the thread standing by is taken away, as if it ran a task of its own
+        subscriber._standing_by -= 1
+    try:
+        handle = client.enqueue("push.thread", {}, retention=60)
+        wait_until(lambda: inspector.get_task("default", handle.id).state is TaskState.COMPLETED, 10,
+                   message="the task to run")
+    finally:
+        with subscriber._turn:
+            subscriber._standing_by += 1
+    assert threads == [threads[0]] and threads[0].startswith("queuecore-handler")
+    assert worker.processor.pushed == 1
+
+
+def test_a_pushed_task_abandoned_on_a_subscriber_thread_leaves_the_pool_and_the_reading_alone(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, registry: TaskRegistry,
+        ran: list[str]) -> None:
+    """A handler run by a subscriber thread that ignores its timeout's interrupt is abandoned as any:
+    the task is archived and its run slot freed; the handler pool's count of threads is untouched (the
+    thread is not the pool's), and the other subscriber thread reads on: the next push runs."""
+    release, finished, where = threading.Event(), threading.Event(), []
+
+    @task(name="push.stuck", registry=registry, timeout=0.3, max_retry=0)
+    def stuck() -> None:
+        where.append(threading.current_thread().name)
+        try:
+            release.wait(30)  # blocks in C: the timeout's asynchronous exception cannot land
+        finally:
+            finished.set()
+
+    worker = make_worker(concurrency=1, abandon_grace=0.5, fetch_poll_interval=30.0)
+    q = worker.keys.queue("default")
+    pool = worker.processor.pool
+    try:
+        wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+        threads_before = pool.threads
+        blocked = client.enqueue("push.stuck", {})
+        archived = wait_until(lambda: (info := inspector.get_task("default", blocked.id)).state
+                              is TaskState.ARCHIVED and info, 10, message="the stuck task to be abandoned")
+        assert "abandoned" in archived.last_error and where[0].startswith("queuecore-subscriber")
+        assert pool._working == threads_before == pool.threads  # no pool thread was counted as abandoned
+        wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker, idle again, to list itself")
+        after = client.enqueue("push.note", {"tag": "after"}, retention=60)
+        wait_until(lambda: inspector.get_task("default", after.id).state is TaskState.COMPLETED, 10,
+                   message="the next pushed task")
+        assert ran == ["after"] and not finished.is_set()
+    finally:
+        release.set()
+    assert finished.wait(10)
+
+
+def test_a_worker_shutting_down_waits_for_a_pushed_task_run_on_a_subscriber_thread(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, registry: TaskRegistry) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @task(name="push.slow", registry=registry)
+    def slow() -> str:
+        started.set()
+        release.wait(10)
+        return "finished"
+
+    worker = make_worker(fetch_poll_interval=30.0)
+    q = worker.keys.queue("default")
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+    handle = client.enqueue("push.slow", {}, retention=60)
+    assert started.wait(10)
+    stopping = threading.Thread(target=worker.shutdown, kwargs={"timeout": 10})
+    stopping.start()
+    try:
+        let_worker_run(inspector, worker, beats=1)  # shutting down, the task still runs
+        assert inspector.get_task("default", handle.id).state is TaskState.ACTIVE
+    finally:
+        release.set()
+    stopping.join(15)
+    assert not stopping.is_alive()
+    info = inspector.get_task("default", handle.id)
+    assert info.state is TaskState.COMPLETED and info.result == "finished"
+    assert not any(t.is_alive() for t in worker.subscriber._threads)
