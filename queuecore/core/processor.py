@@ -551,8 +551,9 @@ class Processor:
             if running.finalized:
                 return False
             running.finalized = True
-        if running.limit_hold is not None:  # its concurrency slot goes back (in the background)
-            self.limits.release(running.limit_hold)
+            hold = running.limit_hold  # read under the lock _admit sets it with (see there)
+        if hold is not None:  # its concurrency slot goes back (in the background)
+            self.limits.release(hold)
         if outcome is not None and outcome.kind == "success":
             result = self.recorder.encode_result(running, outcome)
             if running.message.retention:  # kept: its history says when it ran, and where

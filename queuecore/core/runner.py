@@ -108,8 +108,15 @@ class Runner:
             logger.warning("could not check the limits of task %s (%s): %s", running.id, message.type, exc)
             hold, wait, why = None, 1.0, f"limits of {message.type} unavailable"
         if not why:
-            running.limit_hold = hold
-            return True
+            with running.lock:  # as _finalize reads it: one of the two releases the slot
+                if not running.finalized:
+                    running.limit_hold = hold
+                    return True
+            # Ended while the slot was being taken (abandoned, cancelled, its lease lost, with Redis slow
+            # to answer): no one else would give it back, and the gate would renew it for good.
+            if hold is not None:
+                self._limits.release(hold)
+            return False
         if self._finalize(running, held_back(wait, why)) and why.startswith("concurrency"):
             try:
                 self._limits.wait_for_slot(limits, message.type, running.queue, running.id, message.payload)

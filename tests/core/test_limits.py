@@ -11,6 +11,7 @@ import pytest
 from queuecore import task
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.flow import TaskLimits, parse_rate
+from queuecore.core.outcome import Outcome
 from tests.conftest import wait_until
 from tests.core.worker_support import wait_state
 
@@ -240,3 +241,40 @@ def test_a_long_line_for_a_slot_comes_back_by_itself_later_the_further_back_it_w
     again = {i: gate.acquire(limits, "t.line", "q", f"w{i}", {})[1] for i in (0, 1, 4, 8)}
     assert again == {0: 10.0, 1: 10.0, 4: 30.0, 8: 10.0 * BACKSTOP_SPREAD}
     gate.stop()
+
+
+def test_an_attempt_ended_while_its_slot_was_being_taken_gives_the_slot_back(make_worker, client, inspector, registry,
+                                                                              redis_client):
+    """The attempt is finalized (abandoned, cancelled, its lease lost) while Redis is slow to answer its
+    slot's acquire: the slot, taken in Redis by then, is released, not renewed for the life of the
+    process (a reviewer's reproduction: CLIENT PAUSE during the acquire, a deadline, abandon_grace)."""
+    ran = []
+
+    @task(name="t.slow_slot", registry=registry, concurrency_limit=1, max_retry=0)
+    def slow_slot(n: int) -> None:
+        ran.append(n)
+
+    worker = make_worker(queues={"q": 1}, concurrency=2)
+    gate, processor = worker.processor.limits, worker.processor
+    real_acquire = gate.acquire
+    ended = []
+
+    def acquire_while_the_attempt_ends(limits, type_name, queue, task_id, payload):
+        reply = real_acquire(limits, type_name, queue, task_id, payload)
+        if not ended:  # the first attempt ends meanwhile, from another thread as the supervisor ends it
+            running, = processor.held.with_id(task_id)
+            ender = threading.Thread(target=processor._finalize, args=(running, Outcome("lost")))
+            ender.start()
+            ender.join()
+            ended.append(task_id)
+        return reply
+
+    gate.acquire = acquire_while_the_attempt_ends
+    first = client.enqueue(slow_slot, {"n": 1}, queue="q")
+    wait_until(lambda: ended, 10, message="the first attempt to end during its acquire")
+    running_key = worker.keys.limit("t.slow_slot").running()
+    wait_until(lambda: redis_client.zcard(running_key) == 0, 10, message="the slot to be given back")
+    assert ran == [] and not gate._held  # its handler never ran; the gate renews nothing
+    second = client.enqueue(slow_slot, {"n": 2}, queue="q", retention=60)
+    assert wait_state(inspector, "q", second.id, "completed")  # the one slot is free for the next task
+    assert ran == [2] and first.id == ended[0]
