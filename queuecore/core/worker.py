@@ -204,6 +204,13 @@ class Worker:
         entries = []
         for entry in parse_entries(spec):
             handler = self.registry.get(entry.task)
+            if handler is None and not entry.options.get("queue"):
+                # Its queue would be "default" here and the handler's own queue in a worker that has it:
+                # two entries, each fire enqueued twice. A worker with the handler schedules it.
+                logger.warning("periodic entry %s: task type %r is not registered in this worker, and the entry "
+                               "names no queue: this worker leaves it to workers that register the type (or give "
+                               "the entry its 'queue')", entry.name, entry.task)
+                continue
             if handler is None:
                 logger.warning("periodic entry %s: task type %r is not registered in this worker", entry.name,
                                entry.task)
