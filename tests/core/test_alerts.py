@@ -32,6 +32,7 @@ from queuecore.core.inspector import Inspector
 from queuecore.core.keys import stats_minute
 from queuecore.core.periodic import parse_entries
 from queuecore.core.scripts import Scripts
+from tests.badinput.test_maxmemory import full_redis  # noqa: F401 - Redis 7 and 6.2 at maxmemory
 from tests.conftest import wait_until
 from tests.core.test_processes import spawn  # noqa: F401 - the worker-process fixture
 
@@ -309,6 +310,31 @@ def test_memory_fires_and_resolves_once(private_redis, fake_clock, key_prefix) -
             once(p.rounds(), "fired", "mem/redis")
             assert 0.1 < p.events[0].alert.value < 1
             admin.config_set("maxmemory", str(used * 1000))
+            once(p.rounds(), "resolved", "mem/redis")
+        finally:
+            p.close()
+    finally:
+        admin.config_set("maxmemory", "0")
+        admin.close()
+
+
+def test_alerts_fire_and_resolve_while_redis_is_full(full_redis, fake_clock, key_prefix) -> None:  # noqa: F811
+    """Each round's one write (the lease, then the alerts) begins with a write that never grows memory,
+    so Redis at maxmemory (noeviction) lets it through: the memory alert fires while Redis is full (a
+    reviewer's reproduction: every round failed with RedisFull, no alert could fire or resolve), and
+    resolves once there is room. On Redis 7 and on 6.2."""
+    connection = ConnectionConfig(redis_url=full_redis.url, key_prefix=key_prefix)
+    admin = connection.connect()
+    try:
+        p = Pair(connection, fake_clock, {"mem": {"kind": "memory", "above": 0.8}})
+        try:
+            assert p.rounds() == []  # room to spare: the lease is taken, nothing holds
+            admin.config_set("maxmemory", str(int(admin.info("memory")["used_memory"]) - 256 * 1024))
+            with pytest.raises(redis.ResponseError, match="maxmemory"):
+                admin.set(f"{key_prefix}:probe", "x")  # full: an ordinary write is refused
+            once(p.rounds(), "fired", "mem/redis")
+            assert p.events[0].alert.value > 1
+            admin.config_set("maxmemory", "0")
             once(p.rounds(), "resolved", "mem/redis")
         finally:
             p.close()

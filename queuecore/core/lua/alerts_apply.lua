@@ -18,7 +18,8 @@
 -- ARGV[6+2n .. 5+2n+2m] pairs: alert id, pending alert JSON (pending since now unless pending already)
 -- ARGV[6+2n+2m ..] alert ids that no longer hold: resolved when active, no longer pending
 -- Returns {held (1/0), {fired ids}, {resolved id, resolved JSON, ...}}.
--- Error reply "QCWRONGTYPE ..." when KEYS[1] is not a hash; nothing is written.
+-- Error reply "QCWRONGTYPE ..." when KEYS[1] is not a hash; nothing is written. Works at maxmemory
+-- (see the first write below).
 local err = qc_check_type(KEYS[1], "hash")
 if err then return err end
 local holder = redis.call("HGET", KEYS[1], "lease")
@@ -33,6 +34,9 @@ end
 if holder and holder ~= ARGV[1] and until_ms > now then
     return {0, {}, {}}
 end
+-- First a write that never grows memory: at maxmemory Redis then lets the rest through (it refuses a
+-- script's first write only), so alerts fire and resolve while Redis is full, the memory alert included.
+redis.call("HDEL", KEYS[1], "lease_until")
 redis.call("HSET", KEYS[1], "lease", ARGV[1], "lease_until", ARGV[3])
 local n, m = tonumber(ARGV[4]), tonumber(ARGV[5])
 local fired, resolved = {}, {}
