@@ -3,6 +3,7 @@ own connections, the evaluator lease (held, renewed, taken over), and the once-o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -299,23 +300,29 @@ def test_overdue_task_fires_and_resolves_once(pair, client, redis_client, connec
     once(p.rounds(), "resolved", "stuck/q4")
 
 
-def test_memory_fires_and_resolves_once(private_redis, fake_clock, key_prefix) -> None:
-    connection = ConnectionConfig(redis_url=private_redis.url, key_prefix=key_prefix)
+@contextlib.contextmanager
+def memory_rule(url: str, key_prefix: str, fake_clock: FakeClock, above: float) -> Iterator[tuple[redis.Redis, Pair]]:
+    """A ``memory`` rule's evaluators on the private server at ``url``, and a client to set its
+    ``maxmemory`` with (no limit again afterwards)."""
+    connection = ConnectionConfig(redis_url=url, key_prefix=key_prefix)
     admin = connection.connect()
+    p = Pair(connection, fake_clock, {"mem": {"kind": "memory", "above": above}})
     try:
-        used = int(admin.info("memory")["used_memory"])
-        admin.config_set("maxmemory", str(used * 2))
-        p = Pair(connection, fake_clock, {"mem": {"kind": "memory", "above": 0.1}})
-        try:
-            once(p.rounds(), "fired", "mem/redis")
-            assert 0.1 < p.events[0].alert.value < 1
-            admin.config_set("maxmemory", str(used * 1000))
-            once(p.rounds(), "resolved", "mem/redis")
-        finally:
-            p.close()
+        yield admin, p
     finally:
+        p.close()
         admin.config_set("maxmemory", "0")
         admin.close()
+
+
+def test_memory_fires_and_resolves_once(private_redis, fake_clock, key_prefix) -> None:
+    with memory_rule(private_redis.url, key_prefix, fake_clock, 0.1) as (admin, p):
+        used = int(admin.info("memory")["used_memory"])
+        admin.config_set("maxmemory", str(used * 2))
+        once(p.rounds(), "fired", "mem/redis")
+        assert 0.1 < p.events[0].alert.value < 1
+        admin.config_set("maxmemory", str(used * 1000))
+        once(p.rounds(), "resolved", "mem/redis")
 
 
 def test_alerts_fire_and_resolve_while_redis_is_full(full_redis, fake_clock, key_prefix) -> None:  # noqa: F811
@@ -323,24 +330,15 @@ def test_alerts_fire_and_resolve_while_redis_is_full(full_redis, fake_clock, key
     so Redis at maxmemory (noeviction) lets it through: the memory alert fires while Redis is full (a
     reviewer's reproduction: every round failed with RedisFull, no alert could fire or resolve), and
     resolves once there is room. On Redis 7 and on 6.2."""
-    connection = ConnectionConfig(redis_url=full_redis.url, key_prefix=key_prefix)
-    admin = connection.connect()
-    try:
-        p = Pair(connection, fake_clock, {"mem": {"kind": "memory", "above": 0.8}})
-        try:
-            assert p.rounds() == []  # room to spare: the lease is taken, nothing holds
-            admin.config_set("maxmemory", str(int(admin.info("memory")["used_memory"]) - 256 * 1024))
-            with pytest.raises(redis.ResponseError, match="maxmemory"):
-                admin.set(f"{key_prefix}:probe", "x")  # full: an ordinary write is refused
-            once(p.rounds(), "fired", "mem/redis")
-            assert p.events[0].alert.value > 1
-            admin.config_set("maxmemory", "0")
-            once(p.rounds(), "resolved", "mem/redis")
-        finally:
-            p.close()
-    finally:
+    with memory_rule(full_redis.url, key_prefix, fake_clock, 0.8) as (admin, p):
+        assert p.rounds() == []  # room to spare: the lease is taken, nothing holds
+        admin.config_set("maxmemory", str(int(admin.info("memory")["used_memory"]) - 256 * 1024))
+        with pytest.raises(redis.ResponseError, match="maxmemory"):
+            admin.set(f"{key_prefix}:probe", "x")  # full: an ordinary write is refused
+        once(p.rounds(), "fired", "mem/redis")
+        assert p.events[0].alert.value > 1
         admin.config_set("maxmemory", "0")
-        admin.close()
+        once(p.rounds(), "resolved", "mem/redis")
 
 
 def test_periodic_missed_fires_and_resolves_once(pair, scripts, connection, fake_clock) -> None:

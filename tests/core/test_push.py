@@ -277,13 +277,21 @@ def test_a_worker_that_shuts_down_is_off_the_list_when_shutdown_returns(make_wor
 # -- a pushed task run by the subscriber's reading thread (no hop to a handler thread) -----------------
 
 
+def idle_worker(make_worker, redis_client: redis.Redis, **options: Any) -> Any:
+    """A started worker that polls every 30 s (only a push brings a task soon), once it is listed as
+    waiting for the default queue."""
+    worker = make_worker(fetch_poll_interval=30.0, **options)
+    wait_until(lambda: redis_client.zcard(worker.keys.queue("default").idle) == 1, 10,
+               message="the worker to list itself")
+    return worker
+
+
 def test_an_idle_worker_runs_a_pushed_task_on_the_thread_that_read_it_and_reads_on_meanwhile(
         make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, registry: TaskRegistry,
         ran: list[str]) -> None:
     """The reading thread hands the reading to the subscriber's other thread and runs the task itself;
-    meanwhile that other thread reads: a cancel request for the running task reaches it, and a second
-    push... does not come (the worker is busy, so not listed): the second task goes through pending to a
-    handler thread."""
+    meanwhile that other thread reads: a cancel request for the running task reaches it. A second task
+    is not pushed (the worker is busy, so not listed): it goes through pending to a handler thread."""
     threads: list[str] = []
     started = threading.Event()
 
@@ -296,9 +304,8 @@ def test_an_idle_worker_runs_a_pushed_task_on_the_thread_that_read_it_and_reads_
             assert current_task().wait_cancelled(10)  # read by the other subscriber thread
         return "ok"
 
-    worker = make_worker(fetch_poll_interval=30.0)
+    worker = idle_worker(make_worker, redis_client)
     q = worker.keys.queue("default")
-    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
     first = client.enqueue("push.where", {}, retention=60)
     assert started.wait(10)
     assert threads[0].startswith("queuecore-subscriber")
@@ -329,9 +336,7 @@ def test_a_pushed_task_goes_to_a_handler_thread_when_no_subscriber_thread_is_fre
     def thread_name() -> None:
         threads.append(threading.current_thread().name)
 
-    worker = make_worker(fetch_poll_interval=30.0)
-    q = worker.keys.queue("default")
-    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+    worker = idle_worker(make_worker, redis_client)
     subscriber = worker.subscriber
     with subscriber._turn:  # the thread standing by is taken away, as if it ran a task of its own
         subscriber._standing_by -= 1
@@ -362,11 +367,10 @@ def test_a_pushed_task_abandoned_on_a_subscriber_thread_leaves_the_pool_and_the_
         finally:
             finished.set()
 
-    worker = make_worker(concurrency=1, abandon_grace=0.5, fetch_poll_interval=30.0)
+    worker = idle_worker(make_worker, redis_client, concurrency=1, abandon_grace=0.5)
     q = worker.keys.queue("default")
     pool = worker.processor.pool
     try:
-        wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
         threads_before = pool.threads
         blocked = client.enqueue("push.stuck", {})
         archived = wait_until(lambda: (info := inspector.get_task("default", blocked.id)).state
@@ -393,9 +397,7 @@ def test_a_worker_shutting_down_waits_for_a_pushed_task_run_on_a_subscriber_thre
         release.wait(10)
         return "finished"
 
-    worker = make_worker(fetch_poll_interval=30.0)
-    q = worker.keys.queue("default")
-    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
+    worker = idle_worker(make_worker, redis_client)
     handle = client.enqueue("push.slow", {}, retention=60)
     assert started.wait(10)
     stopping = threading.Thread(target=worker.shutdown, kwargs={"timeout": 10})
