@@ -281,7 +281,7 @@ class Processor:
         if not task_id or not msg:
             logger.error("ignored a malformed push on queue %s: %.80r", queue, data)
             return None
-        here: list[Callable[[], None]] | None = None
+        here: list[Callable[[], None] | None] | None = None
         with self._fetch_lock:
             now = self.clock.now()
             quiet = self._quiet.is_set()
@@ -328,10 +328,10 @@ class Processor:
     # -- dispatching ------------------------------------------------------------------------------
 
     def _dispatch(self, queue: str, task_id: str, msg: str, lease: int, retried: int, now: float,
-                  pushed: bool = False, here: list[Callable[[], None]] | None = None) -> None:
+                  pushed: bool = False, here: list[Callable[[], None] | None] | None = None) -> None:
         """Hold the attempt and start it when a run slot is free: a sync handler's on a handler thread
         or, given ``here`` and started within this call on this thread, appended to ``here`` for the
-        caller to run."""
+        caller to run (else ``None`` is, closing ``here`` to a start made later)."""
         try:
             message = TaskMessage.decode(task_id, queue, msg)
         except TaskDecodeError as exc:
@@ -366,6 +366,8 @@ class Processor:
         with self._run_lock:
             self._ready.append((running, start))
         self._start_ready()
+        if here is not None and not here:  # not started during this call: a later start goes to the pool
+            here.append(None)
 
     # -- run slots --------------------------------------------------------------------------------
 

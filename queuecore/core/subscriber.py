@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import select
 import threading
@@ -113,14 +114,19 @@ class Subscriber:
         """The body of both threads: take the reading role when it is free, read until done or until
         a pushed task is to run here (the role is handed over first), run it, and stand by again."""
         while self._take_role():
-            work = self._read()
+            try:
+                work = self._read()
+            except BaseException:  # never leave the other thread waiting for a role no one holds
+                self._hand_over()
+                raise
             if work is None:
                 return
             me = threading.get_ident()
             self._running_here.add(me)
             try:
-                work()
-            except Exception:  # the runner catches what a handler raises: this would be the worker's own fault
+                # In a context of its own: what a handler leaves in context variables stays with it.
+                contextvars.copy_context().run(work)
+            except BaseException:  # the runner catches what a handler raises: this would be the worker's own fault
                 logger.exception("error running a pushed task on the subscriber's thread")
             finally:
                 self._running_here.discard(me)

@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from queuecore import Client, Inspector, TaskRegistry, TaskState, task
+from queuecore.core.clock import to_ms
 from queuecore.core.errors import WrongKeyType
 from queuecore.core.keys import QueueKeys
 from queuecore.core.scripts import EnqueueItem, Scripts
@@ -412,3 +413,33 @@ def test_a_worker_shutting_down_waits_for_a_pushed_task_run_on_a_subscriber_thre
     info = inspector.get_task("default", handle.id)
     assert info.state is TaskState.COMPLETED and info.result == "finished"
     assert not any(t.is_alive() for t in worker.subscriber._threads)
+
+
+def test_a_pushed_task_started_after_its_dispatch_returned_goes_to_a_handler_thread(
+        make_worker, client: Client, registry: TaskRegistry) -> None:
+    """The race a review found: the worker looked idle when the push came, but another attempt took the
+    run slot first, so the push's start waited. Started later on the same (subscriber) thread by its
+    next dispatch, it must go to a handler thread: the push's call had returned, and nobody would run
+    work left for it (the task was held for good, its lease renewed, a run slot lost)."""
+    threads: list[str] = []
+
+    @task(name="push.later", registry=registry)
+    def later() -> None:
+        threads.append(threading.current_thread().name)
+
+    worker = make_worker(start=False, concurrency=1)  # its own fetcher would take the task
+    processor, clock = worker.processor, worker.clock
+    client.enqueue("push.later", {})
+    with processor._fetch_lock:  # as if the fetcher's dequeue had taken it
+        (item,) = processor._fetch_scripts.dequeue(worker.keys.queue("default"), now_ms=to_ms(clock.now()),
+                                                   lease_until_ms=to_ms(clock.now() + 30), count=1)
+    here: list[Any] = []
+    with processor._run_lock:
+        processor._running += 1  # the one run slot is taken meanwhile
+    processor._dispatch("default", item.id, item.msg, item.lease, 0, clock.now(), pushed=True, here=here)
+    assert here == [None] and threads == []  # it waits for the slot; nothing is left for the caller to run
+    with processor._run_lock:
+        processor._running -= 1
+    processor._start_ready()  # on this, the dispatching thread: as its next dispatch would
+    wait_until(lambda: threads, 10, message="the task's handler to run")
+    assert len(threads) == 1 and threads[0].startswith("queuecore-handler")
