@@ -51,6 +51,7 @@ _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d+\.?\d*|\.\d+)?\s*([a-z]+)\s*$")  # coun
 # A task held back by a concurrency limit behind n others comes back by itself (should no freed slot be
 # handed to it) after (1 + n // limit) times the earliest slot's remaining lease, at most this many times.
 BACKSTOP_SPREAD = 4
+WAKE_ROUNDS = 10  # calls a release makes to hand slots on past waiters that no longer wait
 _SAFE_KEY = re.compile(r"^[A-Za-z0-9_.:@+=-]{1,100}$")
 
 
@@ -235,16 +236,31 @@ class LimitGate:
         for hold in released:
             groups[(hold.keys, hold.key, hold.concurrency)].append(hold.member)
         now_ms = to_ms(self._clock.now())
-        wake: dict[str, list[str]] = defaultdict(list)
         for (lim, key, concurrency), members in groups.items():
-            for member in self._scripts.limit_release(lim, members, key=key, now_ms=now_ms, concurrency=concurrency):
-                queue, _, task_id = member.partition(" ")
-                if queue in self._queue_keys:
-                    wake[queue].append(task_id)
-                else:  # a queue this worker does not serve: its keys are built all the same
-                    self._scripts.limit_wake(self._keys.queue(queue), [task_id], now_ms=now_ms)
-        for queue, ids in wake.items():
-            self._scripts.limit_wake(self._queue_keys[queue], ids, now_ms=now_ms)
+            most = 0  # the first call hands every free slot on
+            for _ in range(WAKE_ROUNDS):
+                handed = self._scripts.limit_release(lim, members, key=key, now_ms=now_ms, concurrency=concurrency,
+                                                     most=most)
+                members = []  # freed by the first call
+                woken = self._wake(handed, now_ms)
+                if woken >= len(handed):
+                    break
+                # Slots handed to tasks no longer waiting (an operator deleted them, their backstop ran
+                # them): to the next in line now, not when those come back by themselves.
+                most = len(handed) - woken
+
+    def _wake(self, members: list[str], now_ms: int) -> int:
+        """Wake the waiting ``members`` (``"<queue> <id>"``) in their queues; how many were still waiting."""
+        by_queue: dict[str, list[str]] = defaultdict(list)
+        for member in members:
+            queue, _, task_id = member.partition(" ")
+            by_queue[queue].append(task_id)
+        woken = 0
+        for queue, ids in by_queue.items():
+            # A queue this worker does not serve: its keys are built all the same.
+            keys = self._queue_keys.get(queue) or self._keys.queue(queue)
+            woken += self._scripts.limit_wake(keys, ids, now_ms=now_ms)
+        return woken
 
     def _renew(self) -> None:
         with self._cond:

@@ -916,9 +916,11 @@ class Scripts:
         return int(self._call("limit_wait", [lim.running(key), lim.waiting(key)], [member, now_ms, concurrency])) == 1
 
     def limit_release(self, lim: LimitKeys, members: list[str], *, key: str, now_ms: int,
-                      concurrency: int) -> list[str]:
-        """Free the slots of ``members``; the waiting members now handed a free slot, oldest first."""
-        reply = self._call("limit_release", [lim.running(key), lim.waiting(key)], [now_ms, concurrency, *members])
+                      concurrency: int, most: int = 0) -> list[str]:
+        """Free the slots of ``members``; the waiting members now handed a free slot, oldest first (at
+        most ``most`` of them; 0: one per free slot)."""
+        reply = self._call("limit_release", [lim.running(key), lim.waiting(key)],
+                           [now_ms, concurrency, most, *members])
         return [m.decode() if isinstance(m, bytes) else str(m) for m in reply]
 
     def limit_extend(self, lim: LimitKeys, members: list[str], *, key: str, expires_ms: int) -> int:

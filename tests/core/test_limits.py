@@ -278,3 +278,33 @@ def test_an_attempt_ended_while_its_slot_was_being_taken_gives_the_slot_back(mak
     second = client.enqueue(slow_slot, {"n": 2}, queue="q", retention=60)
     assert wait_state(inspector, "q", second.id, "completed")  # the one slot is free for the next task
     assert ran == [2] and first.id == ended[0]
+
+
+def test_a_freed_slot_passes_over_a_waiter_deleted_meanwhile_to_the_next_in_line(make_worker, client, inspector,
+                                                                                 registry, redis_client):
+    """An operator deletes the task that waited longest for a slot: when the slot comes free, the next
+    in line gets it at once, not when it would have come back by itself (its backstop: about a lease,
+    60 s here)."""
+    started, release, ran = threading.Event(), threading.Event(), []
+
+    @task(name="t.one_at_a_time", registry=registry, concurrency_limit=1, max_retry=0)
+    def one_at_a_time(n: int) -> None:
+        ran.append(n)
+        if n == 0:
+            started.set()
+            release.wait(10)
+
+    make_worker(queues={"q": 1}, concurrency=3, lease_duration=60, heartbeat_interval=1)
+    waiting_key = f"{client.keys.limit('t.one_at_a_time').waiting()}"
+    try:
+        client.enqueue(one_at_a_time, {"n": 0}, queue="q")
+        assert started.wait(10)
+        gone = client.enqueue(one_at_a_time, {"n": 1}, queue="q")
+        wait_until(lambda: redis_client.zcard(waiting_key) == 1, 10, message="the first waiter to be listed")
+        last = client.enqueue(one_at_a_time, {"n": 2}, queue="q", retention=60)
+        wait_until(lambda: redis_client.zcard(waiting_key) == 2, 10, message="the second waiter to be listed")
+        inspector.delete_task("q", gone.id)
+    finally:
+        release.set()
+    assert wait_state(inspector, "q", last.id, "completed")
+    assert ran == [0, 2] and redis_client.zcard(waiting_key) == 0

@@ -5,16 +5,22 @@
 -- KEYS[2] <prefix>:{lim:<type>}:waiting[:<key>]  ZSET  "<queue> <id>" -> since (unix ms)
 -- ARGV[1] now, unix ms
 -- ARGV[2] concurrency limit
--- ARGV[3..] members, "<queue> <id>"
--- Returns the members taken off the waiting list, oldest first (one per free slot): the caller
--- wakes them (limit_wake, in their queue's slot).
+-- ARGV[3] the most waiting members to take (0: one per free slot)
+-- ARGV[4..] members, "<queue> <id>"
+-- Returns the members taken off the waiting list, oldest first (one per free slot, at most ARGV[3]):
+-- the caller wakes them (limit_wake, in their queue's slot), and takes more for those it could not
+-- wake (deleted meanwhile): the slots they were handed are still free.
 -- Error reply "QCWRONGTYPE ..." when a key has the wrong Redis type; checked before any write.
 local err = qc_check_types(KEYS, {"zset", "zset"}) if err then return err end
-for i = 3, #ARGV do
+for i = 4, #ARGV do
     redis.call("ZREM", KEYS[1], ARGV[i])
 end
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", ARGV[1])
 local free = tonumber(ARGV[2]) - redis.call("ZCARD", KEYS[1])
+local most = tonumber(ARGV[3])
+if most > 0 and most < free then
+    free = most
+end
 if free <= 0 then
     return {}
 end
