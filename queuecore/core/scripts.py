@@ -888,7 +888,8 @@ class Scripts:
         return int(self._call("park", keys, args)) == OK
 
     def limit_wake(self, q: QueueKeys, task_ids: list[str], *, now_ms: int) -> int:
-        """Move tasks a limit held back (still waiting in scheduled) to the head of pending."""
+        """Move tasks a limit held back (still waiting in scheduled) to the head of pending; how many
+        will take their slot soon (moved, or already pending or running)."""
         if not task_ids:
             return 0
         return int(self._call("limit_wake", [q.scheduled, q.pending],

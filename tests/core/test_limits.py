@@ -14,6 +14,9 @@ from queuecore.core.flow import TaskLimits, parse_rate
 from queuecore.core.outcome import Outcome
 from tests.conftest import wait_until
 from tests.core.worker_support import wait_state
+from tests.helpers.state import seed_task
+
+NOW = 1_800_000_000_000  # unix ms
 
 
 class Gauge:
@@ -308,3 +311,18 @@ def test_a_freed_slot_passes_over_a_waiter_deleted_meanwhile_to_the_next_in_line
         release.set()
     assert wait_state(inspector, "q", last.id, "completed")
     assert ran == [0, 2] and redis_client.zcard(waiting_key) == 0
+
+
+def test_limit_wake_counts_the_waiters_that_will_take_their_slot(scripts, connection, redis_client) -> None:
+    """A release passes a slot on for each waiter its wake does not count: one deleted, or parked for
+    another reason (snoozed). One its backstop already brought back (pending or running) takes the slot
+    itself: counting it, the release wakes no second task for the same slot (a review's reproduction:
+    two woken for one slot, and the oldest real waiter sent behind a newer one)."""
+    q = connection.keys.queue("q")
+    seed_task(redis_client, q, "parked", "scheduled", score=NOW + 60_000, waiting="concurrency limit")
+    seed_task(redis_client, q, "back", "pending")  # its backstop came first
+    seed_task(redis_client, q, "running", "active", score=NOW + 30_000)
+    seed_task(redis_client, q, "snoozed", "scheduled", score=NOW + 60_000)  # parked, not by a limit
+    assert scripts.limit_wake(q, ["parked", "back", "running", "snoozed", "deleted"], now_ms=NOW) == 3
+    assert redis_client.lrange(q.pending, 0, -1) == ["back", "parked"]
+    assert redis_client.zrange(q.scheduled, 0, -1) == ["snoozed"]
