@@ -78,7 +78,7 @@ def dashboard_access(level: str = VIEW) -> Callable[[Callable[..., HttpResponse]
                            else "Your account may not see the queue dashboard.")
                 return render(request, "queuecore_dashboard/error.html",
                               {"title": "Not allowed", "message": message, "status": 403, "can_operate": False,
-                               "request": request},
+                               "request": request, "poll": dashboard_settings().poll_interval},
                               status=403)
             request.qc_can_operate = level == OPERATE or bool(callback(request, OPERATE))
             return view(request, *args, **kwargs)
@@ -103,7 +103,7 @@ def _misconfigured(request: HttpRequest, problems: tuple[Problem, ...]) -> HttpR
         detail, banner = "", f"{title}; the site's log says why."
     response = render(request, "queuecore_dashboard/error.html",
                       {"title": title, "message": message, "detail": detail, "status": 500, "can_operate": False,
-                       "request": request}, status=500)
+                       "request": request, "poll": dashboard_settings().poll_interval}, status=500)
     set_error_banner(response, banner)
     return response
 

@@ -60,6 +60,7 @@ def test_staff_see_the_problem_on_every_page(viewer: DjangoClient, problem: str)
         r = viewer.get(url)
         assert r.status_code == 500, url
         assert TITLE in text(r) and problem in text(r), url
+        assert "every  s" not in text(r)  # the refresh menu names an interval (the setting, or its default)
 
 
 def test_other_users_are_told_the_log_says_why(anon: DjangoClient, outsider: DjangoClient, problem: str) -> None:
