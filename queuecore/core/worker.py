@@ -206,11 +206,11 @@ class Worker:
             handler = self.registry.get(entry.task)
             if handler is None and not entry.options.get("queue"):
                 # Its queue would be "default" here and the handler's own queue in a worker that has it:
-                # two entries, each fire enqueued twice. A worker with the handler schedules it.
-                logger.warning("periodic entry %s: task type %r is not registered in this worker, and the entry "
-                               "names no queue: this worker leaves it to workers that register the type (or give "
-                               "the entry its 'queue')", entry.name, entry.task)
-                continue
+                # two entries, each fire enqueued twice.
+                raise ConfigurationError(f"periodic entry {entry.name!r}: task type {entry.task!r} is not registered "
+                                         "in this worker, so the queue its @task names is not known here: give the "
+                                         "entry its 'queue', or import the task's module before building the worker",
+                                         field="periodic")
             if handler is None:
                 logger.warning("periodic entry %s: task type %r is not registered in this worker", entry.name,
                                entry.task)

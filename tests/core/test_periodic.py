@@ -4,7 +4,7 @@ forgetting entries no worker declares, and a real Worker running a fire."""
 
 from __future__ import annotations
 
-import logging
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -342,8 +342,7 @@ def test_an_entry_takes_its_handlers_defaults_under_its_own(make_worker, registr
     assert (entry.queue, entry.options) == ("low", {"queue": "low", "max_retry": 5, "timeout": 60})
 
 
-def test_a_worker_without_the_handler_leaves_an_entry_that_names_no_queue_to_those_with_it(
-        make_worker, registry, caplog) -> None:
+def test_a_worker_without_the_handler_refuses_an_entry_that_names_no_queue(make_worker, registry) -> None:
     """Its queue would be "default" there and the handler's own where the handler is registered: two
     entries, every fire enqueued twice (a reviewer's reproduction). An entry that names its queue is
     the same everywhere, so a worker without the handler still schedules it."""
@@ -352,17 +351,18 @@ def test_a_worker_without_the_handler_leaves_an_entry_that_names_no_queue_to_tho
     def report() -> None:
         pass
 
-    spec = {"r": {"task": "demo.report", "every": 60}, "named": {"task": "demo.report", "every": 60, "queue": "low"}}
+    named = {"named": {"task": "demo.report", "every": 60, "queue": "low"}}
+    spec = {"r": {"task": "demo.report", "every": 60}, **named}
     with_handler = make_worker(start=False, periodic=spec)
     assert [(e.name, e.queue) for e in with_handler.scheduler.entries] == [("r", "low"), ("named", "low")]
-    with caplog.at_level(logging.WARNING, logger="queuecore.worker"):
-        without = Worker(connection=with_handler.connection, registry=TaskRegistry(), periodic=spec)
+    with pytest.raises(ConfigurationError, match=re.escape("periodic entry 'r': task type 'demo.report' is not "
+                                                           "registered in this worker, so the queue its @task names")):
+        Worker(connection=with_handler.connection, registry=TaskRegistry(), periodic=spec)
+    without = Worker(connection=with_handler.connection, registry=TaskRegistry(), periodic=named)
     try:
         assert [(e.name, e.queue) for e in without.scheduler.entries] == [("named", "low")]
     finally:
         without.redis.close()
-    assert "periodic entry r: task type 'demo.report' is not registered in this worker, and the entry names no " \
-           "queue" in caplog.text
 
 
 def test_a_cron_entry_without_croniter_says_how_to_install_it(monkeypatch) -> None:
