@@ -163,15 +163,13 @@ class Subscriber:
                 except _ErrorReply as read:
                     self._drop_subscription()
                     self._refused(read)
-                    self.done.wait(self._backoff)
-                    self._backoff = min(self._backoff * 2, 5.0)
+                    self._back_off()
                     continue
                 except Exception as exc:
                     self._drop_subscription()
                     self._refusals = 0  # an error reply after this one is out of step again, not a refusal
                     self._health.report_error("subscriber", exc)
-                    self.done.wait(self._backoff)
-                    self._backoff = min(self._backoff * 2, 5.0)
+                    self._back_off()
                     continue
                 if work is not None:
                     return work
@@ -180,6 +178,11 @@ class Subscriber:
             raise
         self._drop_subscription()
         return None
+
+    def _back_off(self) -> None:
+        """Wait before subscribing again (until done), twice as long each time, at most 5 s."""
+        self.done.wait(self._backoff)
+        self._backoff = min(self._backoff * 2, 5.0)
 
     def _subscribe(self) -> None:
         pubsub = self._broker.pubsub()
