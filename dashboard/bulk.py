@@ -9,7 +9,7 @@ import threading
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
-from queuecore.core.bulkjobs import BulkJob
+from queuecore.core.bulkjobs import BulkJob, StateCount
 from queuecore.core.errors import BulkJobNotFound
 from queuecore.core.inspector import Inspector
 
@@ -19,9 +19,10 @@ JOBS_LISTED = 50
 PANEL = "queuecore_dashboard/partials/_bulk_job.html"
 
 
-def start_job(ins: Inspector, action: str, **scope: str | None) -> BulkJob:
-    """Queue a bulk job and drive it from a thread of this process; returns it as queued."""
-    job = ins.start_bulk_job(action, **scope)
+def start_job(ins: Inspector, action: str, *, confirmed: StateCount | None = None, **scope: str | None) -> BulkJob:
+    """Queue a bulk job (``Inspector.start_bulk_job``) and drive it from a thread of this process;
+    returns it as queued."""
+    job = ins.start_bulk_job(action, confirmed=confirmed, **scope)
 
     def drive() -> None:
         try:

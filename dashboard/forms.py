@@ -6,12 +6,14 @@ from typing import Any
 
 from django import forms
 
+from queuecore.core.bulkjobs import StateCount
 from queuecore.core.errors import ConfigurationError, PageNotFound
 from queuecore.core.inspector import MAX_PAGE, ORDERS
 from queuecore.core.keys import validate_task_id
 from queuecore.core.states import TASK_ACTIONS, actions_for, bulk_actions_for
 
 MAX_SELECTED = 1000
+MAX_COUNTED = 10**15  # a count or unix ms time a page sends back
 
 # The words for each action (which action fits which state is ``queuecore.core.states``).
 ACTION_LABELS = {"run": "Run now", "archive": "Archive", "delete": "Delete", "cancel": "Cancel"}
@@ -56,10 +58,14 @@ class TaskFilterForm(forms.Form):
 
 
 class TaskActionForm(forms.Form):
-    """An action on the selected task ids (``task_id``, repeated), or on every task in the state (``all``)."""
+    """An action on the selected task ids (``task_id``, repeated), or on every task in the state (``all``):
+    then at most the ``counted`` tasks the confirmation showed, of those in the state at ``counted_at``
+    (unix ms), when the page sent them."""
 
     action = forms.ChoiceField(choices=[(a, a) for a in TASK_ACTIONS])
     all = forms.BooleanField(required=False)
+    counted = forms.IntegerField(required=False, min_value=0, max_value=MAX_COUNTED)
+    counted_at = forms.IntegerField(required=False, min_value=0, max_value=MAX_COUNTED)
 
     def __init__(self, *args: Any, state: str, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -81,3 +87,8 @@ class TaskActionForm(forms.Form):
         if not data.get("all") and not ids:
             raise forms.ValidationError("Select tasks first, or tick “all”.")
         return data
+
+    def confirmed(self, queue: str) -> StateCount | None:
+        """The count the operator confirmed, as the page showed it (None when the page sent none)."""
+        counted, at = self.cleaned_data.get("counted"), self.cleaned_data.get("counted_at")
+        return None if counted is None or at is None else StateCount(queue, self.state, counted, at / 1000)

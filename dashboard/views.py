@@ -27,6 +27,7 @@ from django_htmx.http import HttpResponseClientRedirect, trigger_client_event
 from django_htmx.middleware import HtmxDetails
 
 from queuecore.conf import get_config
+from queuecore.core.clock import to_ms
 from queuecore.core.config import redact_url
 from queuecore.core.errors import (
     BrokerError,
@@ -289,6 +290,7 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
     sort = form.order()
     if strict:
         number = form.checked_page()
+    counted_at = ins.clock.now()  # before the count the "All" button's confirmation shows (bulk jobs)
     tasks = ins.list_tasks(qname, state, number, dashboard_settings().page_size, type=type_name,
                            search=search, order=sort)
     if strict and number > tasks.pages:
@@ -310,6 +312,7 @@ def _task_list(request: HtmxHttpRequest, ins: Inspector, qname: str, state: str,
                                             sort=None if other == default_order(state) else other),
                  sort_toggle_to=other, unsearched=tasks.total - (tasks.scanned or 0),
                  filtered=filtered, actions=actions_for(state), scan_limit=FILTER_SCAN_LIMIT, all_label=all_label,
+                 counted=every or 0, counted_at_ms=to_ms(counted_at),
                  bulk_buttons=_bulk_buttons(qname, state, every or 0, type_name, search, at_least,
                                             _archive_room(ins, qname, state)),
                  table_url=url(number), first_url=url(1), last_url=url(tasks.pages),
@@ -581,10 +584,11 @@ def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpRespon
     job = None
     subject = f"qc-subject-tasks-{qname}-{state}"  # a newer message on this list replaces the older ones
     if not form.is_valid():
-        messages.error(request, " ".join(form.non_field_errors()) or "Choose an action.", subject)
+        messages.error(request, " ".join(form.non_field_errors()) or (
+            "Choose an action." if "action" in form.errors else "This page is out of date: reload it."), subject)
     elif form.cleaned_data["all"]:  # a bulk job: the whole state, or exactly what the filter finds, on the server
         job = start_job(ins, form.cleaned_data["action"], queue=qname, state=state, type=type_name or None,
-                        search=search or None)
+                        search=search or None, confirmed=form.confirmed(qname))
     else:
         verb = form.cleaned_data["action"]
         batch = ins.act_on_tasks(qname, verb, form.cleaned_data["task_ids"])

@@ -282,7 +282,8 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
         term = app.terminal
         filtered = bool(filter_text or type_name or search)
         ins.check_filter(type_name, search, filter_text)  # a usage error (exit 2), even with nothing to act on
-        count = ins.count(queue_name, state)
+        counted = ins.state_count(queue_name, state)
+        count = counted.size
         if count == 0:
             if app.json:  # a finished job's fields, as a job that found nothing would have them
                 term.json({"queue": queue_name, "state": state, "action": bulk.verb, "count": 0, "done": 0,
@@ -300,7 +301,7 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
                 term.error("aborted: nothing was changed")
                 raise click.exceptions.Exit(1)
         job = ins.start_bulk_job(bulk.verb, queue=queue_name, state=state, type=type_name, search=search,
-                                 filter=filter_text)
+                                 filter=filter_text, confirmed=counted)
         drive(app, job, background=background)
 
     allowed = ", ".join(bulk.states)

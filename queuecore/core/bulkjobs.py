@@ -105,6 +105,18 @@ class BulkScope:
 
 
 @dataclass(frozen=True)
+class StateCount:
+    """How many tasks ``queue`` held in ``state``, counted from ``at`` (unix s): the figure an operator
+    confirms before a bulk job on the whole state (``Inspector.state_count``), which then acts on at
+    most that many, all of them in the state before ``at``."""
+
+    queue: str
+    state: str
+    size: int
+    at: float
+
+
+@dataclass(frozen=True)
 class BulkJob:
     """One bulk job and its progress.
 

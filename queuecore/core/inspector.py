@@ -6,6 +6,7 @@ The dashboard and ``adminctl`` call this and nothing else.
 from __future__ import annotations
 
 import difflib
+import math
 import random
 import threading
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from queuecore.core import filters, queue_metrics, typestats
 from queuecore.core.alerts import Alert, PendingAlert, alert_state
 from queuecore.core.attempts import parse_attempts
 from queuecore.core.broker import Broker
-from queuecore.core.bulkjobs import CHUNK, BulkJob, BulkJobStore, BulkScope, run_job
+from queuecore.core.bulkjobs import CHUNK, BulkJob, BulkJobStore, BulkScope, StateCount, run_job
 from queuecore.core.clock import AligningClock, Clock, to_ms
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.context import Progress
@@ -948,9 +949,11 @@ class Inspector:
             raise ConfigurationError(f"cannot {action} all {state} tasks; allowed states: {', '.join(allowed)}")
         return state
 
-    def _bulk(self, queue: str, state: str, action: str, **filters: str | None) -> BulkResult:
+    def _bulk(self, queue: str, state: str, action: str, *, type: str | None = None, search: str | None = None,
+              filter: str | None = None) -> BulkResult:
         """A bulk job on ``queue``'s ``state``, driven here until it ends (``run_bulk_job``)."""
-        job = self.run_bulk_job(self.start_bulk_job(action, queue=queue, state=state, **filters).id)
+        job = self.run_bulk_job(self.start_bulk_job(action, queue=queue, state=state, type=type, search=search,
+                                                    filter=filter).id)
         return BulkResult(queue, state, action, job.done)
 
     def run_all(self, queue: str, state: str) -> BulkResult:
@@ -986,13 +989,16 @@ class Inspector:
     @translate
     def start_bulk_job(self, action: str, *, queue: str | None = None, state: str | None = None,
                        type: str | None = None, search: str | None = None, filter: str | None = None,
-                       group: str | None = None) -> BulkJob:
+                       group: str | None = None, confirmed: StateCount | None = None) -> BulkJob:
         """Queue a bulk job: ``action`` on every task of ``queue`` in ``state`` that matches ``type``,
         ``search`` and ``filter`` (none: the whole state), or on every task of failure group ``group`` (of
         ``queue``, or of every queue). It does nothing until a driver runs it: ``run_bulk_job`` here, or
         a worker's bulk-job runner within a second or so. Checked first: the action fits the state (or
         the group), the queue, type and filter are valid, the group exists; ``TooManyBulkJobs`` when
-        ``bulkjobs.MAX_OPEN`` are open."""
+        ``bulkjobs.MAX_OPEN`` are open. ``confirmed``: the count (``state_count``) an operator agreed to;
+        a job on the whole state then acts on at most that many, of the tasks in the state before it
+        was taken (without it, the state is counted here); a job that finds its tasks first (a filter,
+        a cancel) finds them when it runs."""
         action = self._check_action(action)
         if group is not None:
             if action not in GROUP_ACTIONS:
@@ -1016,8 +1022,31 @@ class Inspector:
         counted_from = self.clock.now()  # before the count: a task enqueued after it is not among the job's
         size = self._count(self._require_queue(queue), state)
         whole = not scope.filtered and action != TaskAction.CANCEL
+        if confirmed is not None:
+            self._check_confirmed(confirmed, queue, state)
+        if confirmed is not None and whole:
+            size = min(size, confirmed.size)  # no more than agreed to, nor than the state holds now
+            counted_from = min(counted_from, confirmed.at)
         return self._bulk_store.create(action, scope, self.actor, size if whole else None, exact_total=False,
                                        state_size=size, counted_from=counted_from)
+
+    @translate
+    def state_count(self, queue: str, state: str) -> StateCount:
+        """How many tasks of ``queue`` are in ``state``, and when the count began: what an operator
+        confirms before ``start_bulk_job(..., confirmed=...)`` acts on the whole state."""
+        q, state = self._require_queue(queue), self._check_state(state)
+        at = self.clock.now()
+        return StateCount(queue, state, self._count(q, state), at)
+
+    @staticmethod
+    def _check_confirmed(confirmed: StateCount, queue: str, state: str) -> None:
+        if not isinstance(confirmed, StateCount) or (confirmed.queue, confirmed.state) != (queue, state):
+            raise ConfigurationError(f"the confirmed count is not of the {state} tasks of queue {queue!r}")
+        size, at = confirmed.size, confirmed.at
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ConfigurationError(f"a confirmed count must be a whole number of tasks, got {size!r}")
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at < math.inf:
+            raise ConfigurationError(f"a confirmed count's time must be unix seconds, got {at!r}")
 
     def run_bulk_job(self, job_id: str, *, stop: threading.Event | None = None, holder: str | None = None,
                      on_progress: Callable[[BulkJob], None] | None = None) -> BulkJob:

@@ -83,3 +83,23 @@ def test_bad_input_exits_with_a_clear_error_and_queues_nothing(adminctl, client:
         run = adminctl(*args)
         assert run.code == 1 and "no bulk job" in run.stderr and "Traceback" not in run.stderr, args
     assert adminctl("bulk", "ls", "--limit", "0").code == 2
+
+
+def test_a_delete_all_deletes_no_more_than_the_count_confirmed(adminctl, client: Client, inspector: Inspector,
+                                                                monkeypatch) -> None:
+    """Tasks enqueued while the operator read the question are not among those deleted."""
+    from queuecore_adminctl.terminal import Terminal
+
+    client.enqueue_many([("t.a", {"n": n}) for n in range(5)], queue="reports")
+    late = []
+
+    def producer_meanwhile(self: Terminal, question: str) -> bool:
+        late.extend(h.id for h in client.enqueue_many([("t.b", {"n": n}) for n in range(100)], queue="reports"))
+        return True
+
+    monkeypatch.setattr(Terminal, "confirm", producer_meanwhile)
+    run = adminctl("task", "delete-all", "reports", "pending")
+    assert run.code == 0, run.stderr
+    assert "This will delete 5 pending task(s)" in run.stderr and "deleted 5 task(s)" in run.stderr
+    assert inspector.count("reports", "pending") == 100
+    assert {t.id for t in inspector.list_tasks("reports", "pending", 1, 200).tasks} == set(late)

@@ -157,3 +157,26 @@ def test_a_chunk_reads_a_bounded_number_of_message_bytes(
     assert (job.status, job.done, job.skipped) == ("done", 12, 0)
     assert [c.acted for c in chunks if c.acted] == per_chunk
     assert redis_client.zcard(q.state_key(state)) == 0
+
+
+def test_a_confirmed_count_bounds_the_job_to_what_the_operator_saw(inspector, client) -> None:
+    """``start_bulk_job(confirmed=state_count(...))``: the tasks that entered the state after the count
+    are left alone, however long the operator took; the count is checked where it enters."""
+    from queuecore.core.bulkjobs import StateCount
+    from queuecore.core.errors import ConfigurationError
+
+    seen = [h.id for h in client.enqueue_many([("t", {"n": n}) for n in range(4)], queue="confirm")]
+    counted = inspector.state_count("confirm", "pending")
+    assert (counted.size, counted.queue, counted.state) == (4, "confirm", "pending")
+    later = [h.id for h in client.enqueue_many([("t", {"n": n}) for n in range(4, 10)], queue="confirm")]
+    job = inspector.run_bulk_job(inspector.start_bulk_job("delete", queue="confirm", state="pending",
+                                                          confirmed=counted).id)
+    assert (job.status, job.done, job.total) == ("done", 4, 4)
+    assert [t.id for t in inspector.list_tasks("confirm", "pending", 1, 20).tasks] == later
+    assert not set(seen) & {t.id for t in inspector.list_tasks("confirm", "pending", 1, 20).tasks}
+    for wrong in (StateCount("other", "pending", 4, counted.at), StateCount("confirm", "archived", 4, counted.at),
+                  StateCount("confirm", "pending", -1, counted.at), StateCount("confirm", "pending", 4, float("nan")),
+                  StateCount("confirm", "pending", True, counted.at)):
+        with pytest.raises(ConfigurationError):
+            inspector.start_bulk_job("delete", queue="confirm", state="pending", confirmed=wrong)
+    assert inspector.count("confirm", "pending") == 6 and all(j.finished for j in inspector.bulk_jobs())

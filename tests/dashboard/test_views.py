@@ -647,3 +647,24 @@ def test_the_chart_of_every_queue_leaves_out_one_removed_since_they_were_listed(
     for range_name in ("hour", "month"):
         response = viewer.get("/queues/_/chart/", {"range": range_name})
         assert response.status_code == 200, range_name
+
+
+def test_all_acts_on_no_more_than_the_count_the_page_showed(operator: DjangoClient, client: Client,
+                                                             inspector: Inspector) -> None:
+    """The "All 3" confirmation's count goes back with the action: tasks enqueued after the page was
+    rendered are left alone."""
+    shown = [client.enqueue("x", {"n": n}).id for n in range(3)]
+    body = html(operator.get("/queues/default/pending/"))
+    fields = dict(re.findall(r'<input type="hidden" name="(counted|counted_at)" value="(\d+)">', body))
+    assert fields["counted"] == "3" and "All 3" in body
+    late = [client.enqueue("x", {"n": n}).id for n in range(3, 7)]
+    r = operator.post("/queues/default/pending/actions/", {"action": "delete", "all": "1", **fields})
+    job = _finished_job(inspector, r.url.rstrip("/").rsplit("/", 1)[1])
+    assert (job.status, job.done, job.total) == ("done", 3, 3)
+    assert {t.id for t in inspector.list_tasks("default", "pending", 1, 20).tasks} == set(late)
+    assert not set(shown) & {t.id for t in inspector.list_tasks("default", "pending", 1, 20).tasks}
+    for bad in ({"counted": "-1"}, {"counted_at": "x"}, {"counted": str(10**16)}):
+        refused = operator.post("/queues/default/pending/actions/", {"action": "delete", "all": "1", **fields, **bad},
+                                headers=HX)
+        assert "This page is out of date: reload it." in html(refused)
+        assert inspector.count("default", "pending") == 4
