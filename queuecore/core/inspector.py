@@ -1536,13 +1536,9 @@ class InspectorBulkOperations:
                 place is not None for _, place in tasks):
             return self._act_on_pending(action, q, cast("list[tuple[str, int]]", tasks), taken, now_ms)
         task_ids = [task_id for task_id, _ in tasks]
-        pipe = ins.redis.pipeline(transaction=False)
-        for task_id in task_ids:
-            pipe.hget(q.task(task_id), "state")
-        still = [task_id for task_id, state in zip(task_ids, pipe.execute(raise_on_error=False), strict=True)
-                 if state in states]  # the others are gone, or moved on since they were found
-        outcomes = ins.scripts.admin_tasks(action, q, still, now_ms=now_ms)
-        done = [task_id for task_id, why in zip(still, outcomes, strict=True) if why is None]
+        # a task gone, or moved on to another state since it was found, is left alone (checked in the script)
+        outcomes = ins.scripts.admin_tasks(action, q, task_ids, now_ms=now_ms, only_from=states)
+        done = [task_id for task_id, why in zip(task_ids, outcomes, strict=True) if why is None]
         return done, len(task_ids) - len(done)
 
     def _act_on_pending(self, action: str, q: QueueKeys, tasks: list[tuple[str, int]], taken: int,

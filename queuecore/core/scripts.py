@@ -739,18 +739,20 @@ class Scripts:
         raise RuntimeError(f"unexpected reply {reply!r}")  # pragma: no cover
 
     def _admin_request(self, name: str, q: QueueKeys, task_id: str, now_ms: int, new_msg: str = "",
-                       edit: str = "") -> tuple[str, list[str], list[Any]]:
+                       edit: str = "", only_from: tuple[str, ...] = ()) -> tuple[str, list[str], list[Any]]:
         """The script, KEYS and ARGV of an operator's script on one task (``ADMIN_TASK_SCRIPTS``): the one
-        place that knows them, for one call or a pipeline of many."""
+        place that knows them, for one call or a pipeline of many. ``only_from``: the states it may act
+        from (none: every state it can)."""
+        allowed = " ".join(only_from)
         if name == "admin_run_task":
             return (name, [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived],
-                    [task_id, now_ms, self._wake(q), new_msg, edit])
+                    [task_id, now_ms, self._wake(q), new_msg, edit, allowed])
         if name == "admin_archive_task":
             return (name, [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.done(task_id)],
-                    [task_id, now_ms, WAKE_TTL_MS])
+                    [task_id, now_ms, WAKE_TTL_MS, allowed])
         if name == "admin_delete_task":
             return (name, [q.task(task_id), q.pending, q.scheduled, q.retry, q.archived, q.completed,
-                           q.done(task_id)], [task_id, q.base, WAKE_TTL_MS])
+                           q.done(task_id)], [task_id, q.base, WAKE_TTL_MS, allowed])
         if name == "admin_cancel_task":
             return (name, [q.task(task_id)], [f"{self.publish_command} {q.cancel_channel}", f"{q.queue} {task_id}"])
         raise ValueError(f"no operator script {name!r}")  # pragma: no cover - callers name one
@@ -774,16 +776,19 @@ class Scripts:
         """Flag an active task as cancelled and tell workers on the cancel channel."""
         self._check_admin(self._call(*self._admin_request("admin_cancel_task", q, task_id, 0)), q, task_id, "cancel")
 
-    def admin_tasks(self, action: str, q: QueueKeys, task_ids: list[str], *, now_ms: int) -> list[str | None]:
+    def admin_tasks(self, action: str, q: QueueKeys, task_ids: list[str], *, now_ms: int,
+                    only_from: tuple[str, ...] = ()) -> list[str | None]:
         """The operator's ``action`` on each of ``task_ids`` of one queue, one script call each, sent in
         one round trip (a pipeline; each call is atomic, the batch is not). Per task: None when done,
-        else why not ("no task ...", "cannot ... it is active"). A key of the wrong type raises
-        ``WrongKeyType``; Redis refusing writes, ``RedisFull``."""
+        else why not ("no task ...", "cannot ... it is active"); with ``only_from``, a task in another
+        state is left alone too (a bulk job's task that moved on since it was found). A key of the wrong
+        type raises ``WrongKeyType``; Redis refusing writes, ``RedisFull``."""
         if not task_ids:
             return []
         pipe = self.redis.pipeline(transaction=False)
         for task_id in task_ids:
-            self._call(*self._admin_request(ADMIN_TASK_SCRIPTS[action], q, task_id, now_ms), client=pipe)
+            self._call(*self._admin_request(ADMIN_TASK_SCRIPTS[action], q, task_id, now_ms, only_from=only_from),
+                       client=pipe)
         out: list[str | None] = []
         for task_id, reply in zip(task_ids, pipe.execute(raise_on_error=False), strict=True):
             if isinstance(reply, redis.ResponseError):

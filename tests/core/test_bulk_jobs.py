@@ -128,6 +128,34 @@ def test_cancel_stops_the_job_after_the_chunk_it_is_on(inspector, redis_client, 
     assert inspector.cancel_bulk_job(job.id).status == "cancelled"  # a finished job stays as it is
 
 
+def test_a_found_task_that_moves_on_right_before_its_chunk_is_left_alone(inspector, redis_client, q,
+                                                                         monkeypatch) -> None:
+    """The state check is the acting script's own: a review reproduced "run all archived matching
+    type:t.x" running a task that had just moved to retry (its retry delay skipped), between a separate
+    check and the script. Here each found task goes from archived to retry (a worker ran it, it failed
+    again) right before the script acts on it."""
+    from queuecore.core.scripts import Scripts
+
+    seed(redis_client, q, "archived", 5, type="t.x")
+    act = Scripts.admin_tasks
+    moved: list[str] = []
+
+    def failed_again_meanwhile(self: Scripts, action: str, qk: QueueKeys, task_ids: list[str], **kw) -> list:
+        moved.extend(task_ids[:2])
+        for task_id in task_ids[:2]:
+            redis_client.zrem(q.archived, task_id)
+            redis_client.zadd(q.retry, {task_id: NOW_MS + 600_000})
+            redis_client.hset(q.task(task_id), "state", "retry")
+        return act(self, action, qk, task_ids, **kw)
+
+    monkeypatch.setattr(Scripts, "admin_tasks", failed_again_meanwhile)
+    job = inspector.run_bulk_job(inspector.start_bulk_job("run", queue="bulkq", state="archived", type="t.x").id)
+    assert (job.status, job.done, job.skipped) == ("done", 3, 2)
+    assert len(moved) == 2 and sorted(redis_client.zrange(q.retry, 0, -1)) == sorted(moved)  # waiting out the delay
+    assert {redis_client.hget(q.task(i), "state") for i in moved} == {"retry"}
+    assert inspector.count("bulkq", "pending") == 3
+
+
 def test_a_queued_job_no_driver_holds_ends_at_once_when_cancelled(inspector, redis_client, q) -> None:
     seed(redis_client, q, "scheduled", 10)
     job = inspector.cancel_bulk_job(inspector.start_bulk_job("delete", queue="bulkq", state="scheduled").id)

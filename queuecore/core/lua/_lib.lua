@@ -50,6 +50,12 @@ local function qc_check_types(keys, wanted)
     end
 end
 
+-- True when ``state`` is one of the space-separated ``allowed`` (an operator's bulk job acts only on
+-- tasks still in the state it found them in); "" (or none) allows any.
+local function qc_state_allowed(state, allowed)
+    return not allowed or allowed == "" or string.find(" " .. allowed .. " ", " " .. state .. " ", 1, true) ~= nil
+end
+
 -- Fencing: true when the task HASH at key is active under lease number lease (a string, as in ARGV).
 local function qc_holds_lease(key, lease)
     local held = redis.call("HMGET", key, "state", "lease")

@@ -9,6 +9,8 @@
 -- ARGV[1] task id
 -- ARGV[2] now, unix ms
 -- ARGV[3] wake token TTL, ms
+-- ARGV[4] the states it may act from, space-separated ("" = every state it can act from): a
+--         task in another is left alone (-2), as one it cannot act on
 -- The task is marked archived_by "operator" (the worker's own archive clears the mark).
 -- Returns 1 archived, -1 no such task, or -2 with the task's state when it cannot be archived.
 -- Pending tasks are found with LREM, O(length of the pending list).
@@ -19,6 +21,9 @@ local err = qc_check_types(KEYS, {"hash", "list", "zset", "zset", "zset"}) if er
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
     return -1
+end
+if not qc_state_allowed(state, ARGV[4]) then
+    return {-2, state}
 end
 if state == "pending" then
     redis.call("LREM", KEYS[2], 1, ARGV[1])

@@ -10,6 +10,8 @@
 -- ARGV[1] task id
 -- ARGV[2] the queue's key start, <prefix>:{<q>}:
 -- ARGV[3] wake token TTL, ms
+-- ARGV[4] the states it may act from, space-separated ("" = every state it can act from): a
+--         task in another is left alone (-2), as one it cannot act on
 -- Cluster note: the unique lock named in the task's "unique" field is only deleted when it starts
 -- with ARGV[2], the same "<prefix>:{<q>}:" as KEYS[1], so it shares the slot.
 -- Returns 1 deleted, -1 no such task, -2 with the state when it is active (cancel it instead).
@@ -24,6 +26,9 @@ end
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
     return -1
+end
+if not qc_state_allowed(state, ARGV[4]) then
+    return {-2, state}
 end
 if state == "active" then
     return {-2, state}

@@ -12,6 +12,8 @@
 -- ARGV[4] the task's new message (JSON; "" = keep it): an operator's edit
 -- ARGV[5] the edit's record (one line of JSON; "" = none), put first in the hash's "edits" field,
 --         which keeps the last 10 edits and at most 8 KiB
+-- ARGV[6] the states it may act from, space-separated ("" = every state it can act from): a
+--         task in another is left alone (-2), as one it cannot act on
 -- Returns 1 moved, -1 no such task, or -2 with the task's state when it cannot be run from there.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -20,6 +22,9 @@ local err = qc_check_types(KEYS, {"hash", "list", "zset", "zset", "zset"}) if er
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
     return -1
+end
+if not qc_state_allowed(state, ARGV[6]) then
+    return {-2, state}
 end
 local source = {scheduled = KEYS[3], retry = KEYS[4], archived = KEYS[5]}
 if not source[state] then
