@@ -100,8 +100,12 @@ class BulkScope:
                 "filter": self.filter, "group": self.group}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BulkScope:
-        return cls(**{k: data.get(k) for k in ("queue", "state", "type", "search", "filter", "group")})
+    def from_dict(cls, data: Any) -> BulkScope:
+        """The scope a job's record holds; a field that is not text (corrupt data) is left out."""
+        if not isinstance(data, dict):
+            data = {}
+        return cls(**{k: v if isinstance(v := data.get(k), str) else None
+                      for k in ("queue", "state", "type", "search", "filter", "group")})
 
 
 @dataclass(frozen=True)
@@ -274,8 +278,12 @@ def _sample(raw: Any) -> tuple[str, ...]:
 
 
 def _when(value: Any) -> datetime | None:
+    """A time the record holds (unix ms); None when absent or not a time (corrupt data)."""
     ms = _int(value)
-    return ms_to_datetime(ms) if ms else None
+    try:
+        return ms_to_datetime(ms) if ms else None
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 class BulkJobStore:
@@ -348,15 +356,17 @@ class BulkJobStore:
         """The queued and running jobs, oldest first."""
         return [str(i) for i in self.redis.zrange(self.keys.open_bulk_jobs, 0, MAX_OPEN * 2)]
 
-    def request_cancel(self, job_id: str) -> BulkJob:
-        """Ask the job to stop at its next chunk (a finished job is left as it is)."""
+    def request_cancel(self, job_id: str) -> tuple[BulkJob, bool]:
+        """Ask the job to stop at its next chunk (a finished job is left as it is); returns the job, and
+        whether it ended here (queued, no driver held it)."""
         job = self.get(job_id)
+        ended_here = False
         if not job.finished:
             self.redis.hset(self.keys.bulk_job(job_id), "cancel", "1")
             if job.status == QUEUED and not job.holder:  # nobody drives it yet: it ends here
-                self.step(job_id, new_holder(), {"status": CANCELLED, "finished_at": to_ms(self.clock.now())},
-                          finish=True)
-        return self.get(job_id)
+                ended_here, _ = self.step(job_id, new_holder(), {"status": CANCELLED,
+                                                                 "finished_at": to_ms(self.clock.now())}, finish=True)
+        return self.get(job_id), ended_here
 
     def step(self, job_id: str, holder: str, fields: dict[str, Any], *, targets: Sequence[str] = (),
              reset_targets: bool = False, finish: bool = False, release: bool = False) -> tuple[bool, bool]:

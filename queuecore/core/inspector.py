@@ -1078,9 +1078,11 @@ class Inspector:
     def cancel_bulk_job(self, job_id: str) -> BulkJob:
         """Ask bulk job ``job_id`` to stop: it ends ``cancelled`` after the chunk it is on, with what it
         did (a queued job no driver holds ends at once); a finished job is returned as it is."""
-        job = self._bulk_store.request_cancel(job_id)
+        job, ended_here = self._bulk_store.request_cancel(job_id)
         self._audit("bulk.cancel", job.scope.queue, state=job.scope.state, count=job.done,
                     outcome=f"bulk job {job.id}: {job.describe()}")
+        if ended_here:  # no driver will: its own entry, as every finished job has
+            InspectorBulkOperations(self).audit(job, f"bulk job {job.id}: cancelled before it acted on any task")
         return job
 
     @translate

@@ -956,7 +956,7 @@ class Scripts:
     def bulk_job_create(self, job_id: str, *, now_ms: int, max_open: int, keep: int, fields: dict[str, Any]) -> bool:
         """Record a new queued bulk job unless ``max_open`` are queued or running; False then."""
         keys = [self.keys.bulk_job(job_id), self.keys.open_bulk_jobs, self.keys.bulk_jobs]
-        args: list[Any] = [job_id, now_ms, max_open, keep]
+        args: list[Any] = [job_id, now_ms, max_open, keep, self.keys.bulk_job("")]
         for name, value in fields.items():
             args += [name, value]
         return bool(self._call("bulk_job_create", keys, args))

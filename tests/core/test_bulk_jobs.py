@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 import redis
@@ -161,6 +162,9 @@ def test_a_queued_job_no_driver_holds_ends_at_once_when_cancelled(inspector, red
     job = inspector.cancel_bulk_job(inspector.start_bulk_job("delete", queue="bulkq", state="scheduled").id)
     assert (job.status, job.done) == ("cancelled", 0) and job.id not in inspector.open_bulk_job_ids()
     assert inspector.run_bulk_job(job.id).status == "cancelled" and inspector.count("bulkq", "scheduled") == 10
+    entries = [(e.action, e.outcome.split(";")[0]) for e in inspector.audit_log() if job.id in e.outcome]
+    assert entries == [(  # the job's own entry too, as every finished job has (a review found none)
+        "tasks.delete_all", f"bulk job {job.id}: cancelled before it acted on any task"), ("bulk.cancel", ANY)]
 
 
 def test_a_stopped_driver_leaves_the_job_to_the_next_which_goes_on_where_it_was(inspector, redis_client, q) -> None:
@@ -245,6 +249,39 @@ def test_at_most_twenty_jobs_open_at_once(inspector, redis_client, q) -> None:
     inspector.cancel_bulk_job(jobs[0].id)
     assert inspector.start_bulk_job("delete", queue="bulkq", state="archived").status == "queued"
     assert len(inspector.bulk_jobs()) == bulkjobs.MAX_OPEN + 1
+
+
+def test_open_ids_whose_record_is_gone_hold_no_place(inspector, redis_client, q) -> None:
+    """A review: records deleted by hand (or evicted) left their ids open for good; at twenty, every new
+    job was refused, and neither ``bulk ls`` nor ``bulk cancel`` could see them."""
+    jobs = [inspector.start_bulk_job("delete", queue="bulkq", state="archived") for _ in range(bulkjobs.MAX_OPEN)]
+    for job in jobs[:2]:
+        redis_client.delete(inspector.keys.bulk_job(job.id))
+    redis_client.delete(inspector.keys.bulk_job(jobs[2].id))
+    redis_client.hset(inspector.keys.bulk_job(jobs[2].id), "cancel", "1")  # a stray hash: no job
+    redis_client.delete(inspector.keys.bulk_job(jobs[3].id))
+    redis_client.set(inspector.keys.bulk_job(jobs[3].id), "garbage")
+    for _ in range(4):
+        assert inspector.start_bulk_job("delete", queue="bulkq", state="archived").status == "queued"
+    assert len(inspector.open_bulk_job_ids()) == bulkjobs.MAX_OPEN
+    assert not {j.id for j in jobs[:4]} & set(inspector.open_bulk_job_ids())
+    with pytest.raises(TooManyBulkJobs):  # twenty real ones: the limit holds
+        inspector.start_bulk_job("delete", queue="bulkq", state="archived")
+
+
+def test_a_corrupt_job_record_is_listed_as_far_as_it_can_be_read(inspector, redis_client, q) -> None:
+    """A review: a scope that is JSON but not an object, or a time past what a datetime holds, broke
+    ``bulk ls``, the Bulk jobs page and the open-job strip of every dashboard page."""
+    good = inspector.start_bulk_job("delete", queue="bulkq", state="archived")
+    bad = inspector.start_bulk_job("run", queue="bulkq", state="archived")
+    redis_client.hset(inspector.keys.bulk_job(bad.id), mapping={"scope": "[]", "created_at": str(10**18),
+                                                                "started_at": "soon"})
+    listed = {j.id: j for j in inspector.bulk_jobs()}
+    assert listed[good.id].scope.queue == "bulkq" and listed[bad.id].scope.queue is None
+    job = inspector.bulk_job(bad.id)
+    assert (job.action, job.started_at, job.created_at.year) == ("run", None, 1970)
+    redis_client.hset(inspector.keys.bulk_job(bad.id), "scope", '{"queue": 7, "state": "archived"}')
+    assert inspector.bulk_job(bad.id).scope == bulkjobs.BulkScope(None, "archived")
 
 
 def test_a_corrupt_state_key_fails_the_job_saying_which_key(inspector, redis_client, q) -> None:
