@@ -58,8 +58,9 @@ from queuecore.core.attempts import ATTEMPT_LINE_ERROR_CHARS, one_line, parse_at
 from queuecore.core.client import check_default_values, get_default_client
 from queuecore.core.context import TaskContext as QueuecoreContext
 from queuecore.core.context import current_task
-from queuecore.core.errors import ConfigurationError, PayloadMismatch, TaskNotFound
+from queuecore.core.errors import ConfigurationError, PayloadMismatch, TaskDecodeError, TaskNotFound
 from queuecore.core.keys import validate_queue_name
+from queuecore.core.limits import MAX_RETRY_LIMIT
 from queuecore.core.message import AttemptInfo, TaskInfo
 from queuecore.core.outcome import class_path, classify, decide
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
@@ -96,6 +97,7 @@ STATUS = {
     TaskState.RETRY: TaskResultStatus.READY, TaskState.ACTIVE: TaskResultStatus.RUNNING,
     TaskState.COMPLETED: TaskResultStatus.SUCCESSFUL, TaskState.ARCHIVED: TaskResultStatus.FAILED,
 }
+MAX_ATTEMPTS_SHOWN = MAX_RETRY_LIMIT + 1  # worker ids a result lists at most (a corrupt retry count asks more)
 LOST_ATTEMPT_ERROR = "queuecore.core.errors.WorkerLost"  # the class of an attempt the core ended itself
 _TRACEBACK = "Traceback (most recent call last):\n"
 
@@ -220,10 +222,7 @@ def _running_result(handler: _TaskHandler, args: list[Any], kwargs: dict[str, An
     task = _task_as_enqueued(handler.task, ctx.queue, backend, ctx.priority, run_after)
     now = timezone.now()
     history, last_error = _history(ctx)
-    worker_ids = [""] * ctx.retried + [ctx.worker_id]  # one per attempt: TaskContext.attempt is this one's
-    for attempt in history:
-        if 1 <= attempt.number <= ctx.retried:
-            worker_ids[attempt.number - 1] = attempt.worker or ""
+    worker_ids = [*_worker_ids(history, ctx.retried), ctx.worker_id]  # TaskContext.attempt is this one's
     starts = [_site_time(start) for a in history if (start := a.started_at or a.fetched_at) is not None]
     return TaskResult(
         task=task, id=result_id(ctx.queue, ctx.id), status=TaskResultStatus.RUNNING,
@@ -231,6 +230,16 @@ def _running_result(handler: _TaskHandler, args: list[Any], kwargs: dict[str, An
         last_attempted_at=now, args=args, kwargs=kwargs, backend=backend, errors=_errors(history, last_error),
         worker_ids=worker_ids,
     )
+
+
+def _worker_ids(attempts: list[AttemptInfo], count: int) -> list[str]:
+    """One worker id per attempt, for attempts 1 to ``count`` (at most ``MAX_ATTEMPTS_SHOWN``): the
+    attempt line's, ``""`` when none says (a line numbered outside that range, corrupt, is skipped)."""
+    worker_ids = [""] * max(0, min(count, MAX_ATTEMPTS_SHOWN))
+    for attempt in attempts:
+        if 1 <= attempt.number <= len(worker_ids):
+            worker_ids[attempt.number - 1] = attempt.worker or ""
+    return worker_ids
 
 
 def _finished(result: TaskResult, status: Any, *, value: Any = None, error: BaseException | None = None) -> None:
@@ -390,7 +399,7 @@ class QueuecoreBackend(BaseTaskBackend):
     def get_result(self, result_id: str) -> TaskResult:
         try:
             info = get_default_client().result(result_id)
-        except (TaskNotFound, ConfigurationError) as exc:
+        except (TaskNotFound, TaskDecodeError, ConfigurationError) as exc:
             raise TaskResultDoesNotExist(str(exc)) from None
         return self._result(info)
 
@@ -403,12 +412,15 @@ class QueuecoreBackend(BaseTaskBackend):
             return await super().aget_result(result_id)
         try:
             info = await get_default_client().results.aread(queue, task_id)
-        except TaskNotFound as exc:
+        except (TaskNotFound, TaskDecodeError) as exc:
             raise TaskResultDoesNotExist(str(exc)) from None
         return self._result(info)
 
     def _result(self, info: TaskInfo) -> TaskResult:
         """The ``TaskResult`` of a stored task (see the module for the status of each state)."""
+        if info.decode_error:
+            raise TaskResultDoesNotExist(f"{result_id(info.queue, info.id)}: corrupt data in Redis: "
+                                         f"{info.decode_error}")
         handler = default_registry.get(info.type)
         if not isinstance(handler, _TaskHandler):
             raise TaskResultDoesNotExist(f"{result_id(info.queue, info.id)} is a {info.type!r} task, not a Django "
@@ -421,10 +433,10 @@ class QueuecoreBackend(BaseTaskBackend):
         backend = str(payload.get("backend") or self.alias)
         task = _task_as_enqueued(handler.task, info.queue, backend, info.priority, payload.get("run_after"))
         attempts = info.attempts
-        count = max([a.number for a in attempts] + [0]) + (1 if info.state is TaskState.ACTIVE else 0)
-        worker_ids = [""] * count
-        for attempt in attempts:
-            worker_ids[attempt.number - 1] = attempt.worker or ""
+        last = info.retried + 1  # the attempt running (TaskContext.attempt), or the last one that could have run
+        count = last if info.state is TaskState.ACTIVE else max((a.number for a in attempts if a.number <= last),
+                                                                default=0)
+        worker_ids = _worker_ids(attempts, count)
         starts = [start for a in attempts if (start := a.started_at or a.fetched_at) is not None]
         if info.state is TaskState.ACTIVE and info.fetched_at:
             starts.append(info.fetched_at)

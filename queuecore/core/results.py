@@ -33,7 +33,7 @@ nobody could tell that apart from an operator deleting it.
 from __future__ import annotations
 
 import asyncio
-import math
+import concurrent.futures
 import os
 import re
 import threading
@@ -55,6 +55,7 @@ from queuecore.core.errors import (
     InvalidTaskState,
     ResultNotKept,
     ResultTimeout,
+    TaskDecodeError,
     TaskFailed,
     TaskNotFound,
     TaskWasArchived,
@@ -62,11 +63,12 @@ from queuecore.core.errors import (
 )
 from queuecore.core.inspector import task_info
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id
+from queuecore.core.limits import MAX_DURATION, Range
 from queuecore.core.message import TaskInfo
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
-from queuecore.core.redis_errors import UNAVAILABLE, broker_errors, is_out_of_memory
+from queuecore.core.redis_errors import UNAVAILABLE, broker_errors, is_out_of_memory, is_wrong_type
 from queuecore.core.scripts import Scripts
-from queuecore.core.states import FINAL_STATES, TaskState
+from queuecore.core.states import FINAL_STATES, STATES, TaskState
 from queuecore.core.topology import async_like, is_cluster_client
 
 WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
@@ -95,13 +97,11 @@ def parse_result_id(value: str) -> tuple[str | None, str]:
     return validate_queue_name(queue), validate_task_id(task_id)
 
 
+WAIT_TIMEOUT = Range(0, MAX_DURATION, note="(10 years; None waits as long as it takes)")
+
+
 def _timeout(value: float | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
-        raise InvalidOption(f"timeout must be None or a number of seconds, 0 or more; got {value!r}",
-                            field="timeout")
-    return float(value)
+    return None if value is None else WAIT_TIMEOUT.check(value, "timeout", InvalidOption)
 
 
 class TaskHandle(TaskInfo):
@@ -178,7 +178,11 @@ def _score(value: Any) -> float | None:
 
 def _require_kept(info: TaskInfo) -> None:
     """``ResultNotKept`` for a task that keeps no result, whatever its state (once it succeeded it
-    would be gone, which nobody could tell apart from a deletion)."""
+    would be gone, which nobody could tell apart from a deletion); ``TaskDecodeError`` first for one
+    whose message cannot be decoded (its retention is not known)."""
+    if info.decode_error:
+        raise TaskDecodeError(f"corrupt data in Redis: {info.decode_error} (queue {info.queue}), so whether it keeps "
+                              "a result is not known")
     if not info.retention:
         raise ResultNotKept(f"task {info.id} in queue {info.queue} keeps no result (its retention is 0): enqueue "
                             "it with retention=... or set default_retention (QUEUECORE['DEFAULT_RETENTION'])")
@@ -237,6 +241,9 @@ class _WaitLoop:
         self._pid = os.getpid()
         self._loop = asyncio.new_event_loop()
         self._client = make_client()  # None: each wait makes its own
+        self._lock = threading.Lock()
+        self._closed = False
+        self._waiting: set[concurrent.futures.Future[TaskHandle]] = set()  # the waits in progress
         self._thread = threading.Thread(target=self._loop.run_forever, name="queuecore-waits", daemon=True)
         self._thread.start()
         _LIVE_WAIT_LOOPS.add(self)
@@ -244,28 +251,58 @@ class _WaitLoop:
     def usable(self) -> bool:
         return self._pid == os.getpid() and not self._loop.is_closed()
 
-    def run(self, wait: Callable[[redis.asyncio.Redis | None], Coroutine[Any, Any, TaskHandle]]) -> TaskHandle:
+    def run(self, wait: Callable[[redis.asyncio.Redis | None], Coroutine[Any, Any, TaskHandle]],
+            what: str) -> TaskHandle:
         """Run ``wait(shared client)`` on the loop and block until it ends; a caller that is interrupted
-        (or raises) cancels it."""
-        future = asyncio.run_coroutine_threadsafe(wait(self._client), self._loop)
+        (or raises) cancels it. ``close()`` ends it with ``ResultTimeout``; ``what`` names its task."""
+        with self._lock:
+            if self._closed:
+                raise _closed_during(what)
+            future = asyncio.run_coroutine_threadsafe(wait(self._client), self._loop)
+            self._waiting.add(future)
         try:
             return future.result()
+        except concurrent.futures.CancelledError:
+            if self._closed:
+                raise _closed_during(what) from None
+            raise
         except BaseException:
             future.cancel()
             raise
+        finally:
+            with self._lock:
+                self._waiting.discard(future)
 
     def close(self) -> None:
+        """End the waits in progress (their callers get ``ResultTimeout`` at once), close the shared
+        connections, and stop the loop."""
         if not self.usable():
             return
-        if self._client is not None:
-            try:
-                asyncio.run_coroutine_threadsafe(self._client.aclose(), self._loop).result(timeout=5)
-            except Exception:  # Redis away: the connections go with the loop
-                pass
+        with self._lock:
+            self._closed = True
+            waiting = list(self._waiting)
+        for future in waiting:
+            future.cancel()  # its caller returns now; its coroutine is cancelled on the loop
+        try:
+            asyncio.run_coroutine_threadsafe(self._end_waits(), self._loop).result(timeout=5)
+        except Exception:  # Redis away: the connections go with the loop
+            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self._loop.close()
+
+    async def _end_waits(self) -> None:
+        """Let the cancelled waits finish (their connections go back to the pool), then close it."""
+        cancelled = asyncio.all_tasks() - {asyncio.current_task()}
+        if cancelled:
+            await asyncio.wait(cancelled, timeout=2)
+        if self._client is not None:
+            await self._client.aclose()
+
+
+def _closed_during(what: str) -> ResultTimeout:
+    return ResultTimeout(f"{what}: the wait ended because its client was closed (Client.close()); the task goes on")
 
 
 _LIVE_WAIT_LOOPS: weakref.WeakSet[_WaitLoop] = weakref.WeakSet()
@@ -315,8 +352,12 @@ class Results:
         if not h:
             raise TaskNotFound(f"no task {task_id!r} in queue {q.queue!r} (never enqueued, deleted, or completed "
                                "and past its retention)")
+        state = h.get("state")
+        if state and state not in STATES:
+            raise TaskDecodeError(f"corrupt data in Redis: task {task_id} in queue {q.queue} ({q.task(task_id)}) has "
+                                  f"state {state!r}, which is no task state")
         score = _score(h.pop("@score", None))
-        return TaskHandle.of(task_info(q, task_id, h, h.get("state"), score), self)
+        return TaskHandle.of(task_info(q, task_id, h, state, score), self)
 
     def read(self, queue: str, task_id: str, *, watch: bool = False) -> TaskHandle:
         """The task now; with ``watch``, a task that is not final is marked watched (see the module)."""
@@ -381,7 +422,7 @@ class Results:
                     self._waits = _WaitLoop(self._shared_client)
                 waits = self._waits
         return waits.run(lambda shared: self.await_(queue, task_id, timeout) if shared is None
-                         else self._await_on(shared, queue, task_id, timeout))
+                         else self._await_on(shared, queue, task_id, timeout), f"task {task_id} in queue {queue}")
 
     def close(self) -> None:
         """Stop the waiting loop of sync waits, and close its connections."""
@@ -452,9 +493,12 @@ class Results:
                 try:
                     await wait_for_done(client, q, task_id, block)
                 except redis.ResponseError as exc:
-                    if not is_out_of_memory(str(exc)):
+                    if is_out_of_memory(str(exc)):
+                        await asyncio.sleep(min(block, FULL_POLL))  # Redis refuses BLMOVE when full: look again
+                    elif is_wrong_type(str(exc)):
+                        await asyncio.sleep(block)  # a key of another type at the wake list: look again a chunk on
+                    else:
                         raise
-                    await asyncio.sleep(min(block, FULL_POLL))  # Redis refuses BLMOVE when full: look again
             except UNAVAILABLE:  # a failover, a restart: the wait goes on, within its timeout
                 now = time.monotonic()
                 unreachable_since = unreachable_since or now

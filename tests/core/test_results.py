@@ -25,6 +25,7 @@ from queuecore import (
     InvalidOption,
     ResultNotKept,
     ResultTimeout,
+    TaskDecodeError,
     TaskFailed,
     TaskHandle,
     TaskInfo,
@@ -152,6 +153,32 @@ def test_a_task_without_retention_refuses_a_wait_in_every_state(client: Client, 
                      lambda h=handle: asyncio.run(h.await_())):
             with pytest.raises(ResultNotKept, match="retention"):
                 call()
+
+
+def test_a_state_that_is_no_task_state_is_named_as_corrupt_data(client: Client, redis_client) -> None:
+    """Every read and wait raised a bare ValueError ("'bogus' is not a valid TaskState")."""
+    handle = client.enqueue("t", retention=60)
+    key = client.keys.queue("default").task(handle.id)
+    redis_client.hset(key, "state", "bogus")
+    for call in (handle.refresh, lambda: client.result(handle.result_id), lambda: client.result(handle.id),
+                 lambda: handle.get(timeout=0), lambda: asyncio.run(handle.arefresh()),
+                 lambda: asyncio.run(handle.aget(timeout=0))):
+        with pytest.raises(TaskDecodeError, match="corrupt data") as caught:
+            call()
+        assert key in str(caught.value) and "'bogus'" in str(caught.value)
+
+
+def test_a_wait_for_a_task_whose_message_cannot_be_decoded_names_it(client: Client, redis_client,
+                                                                    connection) -> None:
+    """Its retention is not known: the wait said "keeps no result (its retention is 0)" (ResultNotKept)."""
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "c", "completed", score=NOW, msg="{truncated", result="42")
+    handle = client.result(result_id("default", "c"))
+    assert handle.decode_error and handle.result == 42  # a read still shows what there is
+    for call in (lambda: handle.get(timeout=0), lambda: handle.wait(timeout=5),
+                 lambda: asyncio.run(handle.aget(timeout=0))):
+        with pytest.raises(TaskDecodeError, match="corrupt data in Redis: task c: message is not valid JSON"):
+            call()
 
 
 # -- the scripts: who wakes a waiter -----------------------------------------------------------------
@@ -282,6 +309,42 @@ def test_a_foreign_key_at_the_wake_list_costs_only_the_token(scripts: Scripts, r
     assert scripts.done_many(q, [DoneItem("w", 4, 60_000, "1")], now_ms=NOW, day=DAY, minute=MINUTE) == [True]
     assert redis_client.hget(q.task("w"), "state") == "completed"
     assert redis_client.get(q.done("w")) == "not a list"
+
+
+def test_a_key_of_another_type_at_the_wake_list_costs_a_waiter_one_chunk(scripts: Scripts, client: Client,
+                                                                          redis_client, connection,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docs say a wake lost to a key of another type costs at most one chunk, but the ``result``
+    script refused such a key: every read of the task (refresh, get_result) and every wait failed
+    with WrongKeyType. It is left as it is; the waiter, which cannot block on it, looks again."""
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "w", "active", score=NOW + 30_000, lease=4, msg=make_msg("w", "default", retention=60))
+    redis_client.set(q.done("w"), "foreign")
+    assert scripts.result(q, "w")["state"] == "active"
+    assert scripts.result(q, "w", watch=True)["state"] == "active"
+    assert redis_client.hget(q.task("w"), "watch") == "1" and redis_client.get(q.done("w")) == "foreign"
+    handle = client.result(result_id("default", "w"))
+    assert handle.refresh().state is TaskState.ACTIVE
+    with pytest.raises(ResultTimeout):
+        handle.get(timeout=0)
+    redis_client.hdel(q.task("w"), "watch")
+    monkeypatch.setattr(results_module, "WAIT_CHUNK", 0.2)
+    outcomes: list[Any] = []
+
+    def wait() -> None:
+        try:
+            outcomes.append(handle.get(timeout=30))
+        except Exception as exc:
+            outcomes.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    wait_until(lambda: outcomes or redis_client.hget(q.task("w"), "watch"), message="the waiter's first look")
+    done = time.monotonic()
+    assert scripts.done_many(q, [DoneItem("w", 4, 60_000, "7")], now_ms=NOW, day=DAY, minute=MINUTE) == [True]
+    waiter.join(10)
+    assert outcomes == [7] and time.monotonic() - done < 5  # found at its next look, a chunk on
+    assert redis_client.get(q.done("w")) == "foreign"  # nobody wrote over it
 
 
 # -- the worker records what a caller's TaskFailed carries ---------------------------------------------
@@ -647,6 +710,20 @@ def test_a_timeout_too_small_for_redis_does_not_block_forever(redis62_url: str, 
         on62.close()
 
 
+def test_a_timeout_that_is_not_a_finite_number_of_seconds_is_refused(client: Client, redis_client,
+                                                                     connection) -> None:
+    """``get(timeout=10**400)`` raised OverflowError, and ``float("inf")`` was taken (and waited forever)."""
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "c", "completed", score=NOW, msg=make_msg("c", "default", retention=60), result="7")
+    handle = client.result(result_id("default", "c"))
+    for bad in (10**400, float("inf"), float("-inf"), float("nan"), -1, 11 * 365 * 86400, True, "1"):
+        with pytest.raises(InvalidOption, match="timeout"):
+            handle.get(timeout=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidOption, match="timeout"):
+            asyncio.run(handle.aget(timeout=bad))  # type: ignore[arg-type]
+    assert handle.get(timeout=0) == handle.get(timeout=10 * 365 * 86400) == handle.get(timeout=None) == 7
+
+
 def test_a_wait_longer_than_the_socket_timeout(redis_url: str, key_prefix: str, registry, spawn,
                                                tmp_path: Path) -> None:
     """A blocking wait runs on connections of its own, whose socket timeout outlasts the wait."""
@@ -732,6 +809,36 @@ def test_an_operator_archive_or_delete_ends_the_wait(client: Client, inspector: 
     assert isinstance(outcomes[archived.id][0], TaskWasArchived)
     assert isinstance(outcomes[deleted.id][0], TaskNotFound)
     assert max(t for _, t in outcomes.values()) - acted < 1.5  # woken, not found at the next look
+
+
+@pytest.mark.parametrize("timeout", [None, 60])
+def test_closing_the_client_ends_its_sync_waits_at_once(connection: ConnectionConfig, registry, redis_client,
+                                                        timeout: float | None) -> None:
+    """``Client.close()`` stopped the waiting loop under the sync waits in progress: their callers never
+    returned, even with a timeout (the wait's own bound ran on the stopped loop)."""
+    closing = Client(connection=connection, registry=registry)
+    handle = closing.enqueue("t", retention=60)
+    outcomes: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            handle.get(timeout=timeout)
+        except Exception as exc:
+            outcomes.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    wait_until(lambda: outcomes or redis_client.hget(closing.keys.queue("default").task(handle.id), "watch"),
+               message="the waiter's first look")
+    assert closing.results._waits is not None
+    loop_thread = closing.results._waits._thread
+    closed = time.monotonic()
+    closing.close()
+    waiter.join(5)
+    assert not waiter.is_alive() and time.monotonic() - closed < 3
+    [error] = outcomes
+    assert isinstance(error, ResultTimeout) and "client was closed" in str(error) and handle.id in str(error)
+    assert not loop_thread.is_alive()
 
 
 def blocked_clients(redis_client) -> int:

@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from queuecore import Inspector, TaskFailed, TaskState
 from queuecore.core.client import get_default_client
-from queuecore.tasks_backend import QueuecoreBackend, QueuecoreTask
+from queuecore.tasks_backend import MAX_ATTEMPTS_SHOWN, QueuecoreBackend, QueuecoreTask
 from tests.conftest import wait_until
 from tests.helpers.runworkers import BACKEND, runworkers, use_backend
 
@@ -145,6 +145,38 @@ def test_get_result_and_the_errors_for_what_is_not_there(dj: Any) -> None:
     plain = get_default_client().enqueue("tests.autodiscovered", {"value": 1})  # a queuecore task, not Django's
     with pytest.raises(TaskResultDoesNotExist, match="not a Django task"):
         default_task_backend.get_result(plain.result_id)
+
+
+def test_get_result_of_corrupt_data_does_not_exist_and_says_why(dj: Any) -> None:
+    """A ``state`` that is no task state raised a bare ValueError; a message that cannot be decoded
+    was called "a '?' task, not a Django task"."""
+    result = dj.add.enqueue(1, 2)
+    client = get_default_client()
+    key = client.keys.queue("default").task(result.id.split("/")[1])
+    client.redis.hset(key, "state", "bogus")
+    with pytest.raises(TaskResultDoesNotExist, match=r"corrupt data.*'bogus'"):
+        default_task_backend.get_result(result.id)
+    with pytest.raises(TaskResultDoesNotExist, match=r"corrupt data.*'bogus'"):
+        asyncio.run(default_task_backend.aget_result(result.id))
+    client.redis.hset(key, mapping={"state": "completed", "msg": "{truncated"})
+    with pytest.raises(TaskResultDoesNotExist, match=r"corrupt data.*not valid JSON"):
+        default_task_backend.get_result(result.id)
+
+
+@pytest.mark.parametrize("number", [0, -3, 10**10])
+def test_attempt_numbers_out_of_range_are_skipped(dj: Any, number: int) -> None:
+    """An attempt line numbered 0 or below raised IndexError, one far beyond the task's attempts
+    MemoryError (a list of that many worker ids)."""
+    result = dj.add.enqueue(1, 2)
+    client = get_default_client()
+    key = client.keys.queue("default").task(result.id.split("/")[1])
+    line = {"attempt": number, "worker": "lost", "result": "retry", "error": "E: x", "ended_at": 1_800_000_000_000}
+    good = {**line, "attempt": 1, "worker": "w1"}
+    client.redis.hset(key, mapping={"retried": 1, "attempts": "\n".join(json.dumps(a) for a in (line, good))})
+    fetched = default_task_backend.get_result(result.id)
+    assert fetched.status == TaskResultStatus.READY and fetched.worker_ids == ["w1"]
+    client.redis.hset(key, mapping={"state": "active", "retried": 10**10})  # a corrupt retry count: bounded
+    assert len(default_task_backend.get_result(result.id).worker_ids) == MAX_ATTEMPTS_SHOWN
 
 
 def test_async_enqueue_and_results(dj: Any) -> None:
@@ -389,3 +421,13 @@ def test_a_result_past_its_retention_does_not_exist(dj: Any, runworker) -> None:
         get_default_client().keys.queue("default").task(result.id.split("/")[1])))
     with pytest.raises(TaskResultDoesNotExist):
         result.refresh()
+
+
+def test_a_snoozed_task_counts_the_attempt_it_runs_again_once(dj: Any, runworker) -> None:
+    """A snooze consumes no attempt: the task run again is still attempt 1 (``TaskContext.attempt``),
+    but ``get_result`` showed it running its second (the snooze's line, plus one for the running one)."""
+    result = dj.snooze_once.enqueue()
+    runworker()
+    finished(result)
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == {"attempt": 1, "shown": 1}
+    assert result.attempts == 1

@@ -18,11 +18,14 @@ import os
 import time
 from typing import Any
 
+from queuecore.core.client import get_default_client
+from queuecore.core.errors import Snooze
+
 try:
-    from django.tasks import task
+    from django.tasks import task, task_backends
     from django.tasks.signals import task_finished, task_started
 except ImportError:  # Django 5.2: the django-tasks backport
-    from django_tasks import task
+    from django_tasks import task, task_backends
     from django_tasks.signals import task_finished, task_started
 
 
@@ -130,3 +133,12 @@ def bad_return() -> Any:
 @task(retention=0)
 def unkept() -> int:
     return 1
+
+
+@task(takes_context=True)
+def snooze_once(context: Any) -> dict[str, int]:
+    """Snooze on its first run; on the next, return its attempt number and the attempts ``get_result`` shows."""
+    running = context.task_result
+    if not get_default_client().result(running.id).snoozed:
+        raise Snooze(0)
+    return {"attempt": context.attempt, "shown": task_backends[running.backend].get_result(running.id).attempts}

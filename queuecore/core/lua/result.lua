@@ -15,10 +15,11 @@
 -- it is due; when it was archived), when it is there; a result left out is the pseudo-field
 -- "@result_bytes" and its length.
 -- Cluster note: the state ZSET is built from ARGV[2], the queue's {<q>} tag (as KEYS), same slot.
--- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key has the wrong Redis
--- type; checked before any write, so nothing is written. At maxmemory the mark is not written
--- (pcall) and the caller finds the outcome at its next look instead of being woken.
-local err = qc_check_types(KEYS, {"hash", "list"}) if err then return err end
+-- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when KEYS[1] has the wrong Redis
+-- type; checked before any write, so nothing is written. Two lost wakes, where the caller finds the
+-- outcome at its next look instead of being woken: a key of another type at KEYS[2] is left as it is
+-- (no token can be pushed onto it, nor blocked on), and at maxmemory the mark is not written (pcall).
+local err = qc_check_type(KEYS[1], "hash") if err then return err end
 local fields
 local result_bytes = redis.call("HSTRLEN", KEYS[1], "result")
 if result_bytes > tonumber(ARGV[4]) then
@@ -42,7 +43,9 @@ end
 if ARGV[1] == "1" and #fields > 0 then
     local state = redis.call("HGET", KEYS[1], "state")
     if state ~= "completed" and state ~= "archived" then
-        redis.call("DEL", KEYS[2])  -- first: frees memory
+        if redis.call("TYPE", KEYS[2])["ok"] == "list" then
+            redis.call("DEL", KEYS[2])  -- first: frees memory
+        end
         redis.pcall("HSET", KEYS[1], "watch", "1")
     end
 end
