@@ -9,7 +9,7 @@ import threading
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
-from queuecore.core.bulkjobs import BulkJob, StateCount
+from queuecore.core.bulkjobs import BulkJob, StateCount, new_holder
 from queuecore.core.errors import BulkJobNotFound
 from queuecore.core.inspector import Inspector
 
@@ -22,11 +22,12 @@ PANEL = "queuecore_dashboard/partials/_bulk_job.html"
 def start_job(ins: Inspector, action: str, *, confirmed: StateCount | None = None, **scope: str | None) -> BulkJob:
     """Queue a bulk job (``Inspector.start_bulk_job``) and drive it from a thread of this process;
     returns it as queued."""
-    job = ins.start_bulk_job(action, confirmed=confirmed, **scope)
+    holder = new_holder()  # holds the lease from the start: no worker takes the job up before the thread runs
+    job = ins.start_bulk_job(action, confirmed=confirmed, holder=holder, **scope)
 
     def drive() -> None:
         try:
-            ins.run_bulk_job(job.id)
+            ins.run_bulk_job(job.id, holder=holder)
         except Exception as exc:  # Redis away or full: the job stays open and a worker goes on with it
             log.warning("bulk job %s paused: %s; a worker takes it up once Redis answers", job.id, exc)
 

@@ -3,7 +3,11 @@ and ``drive``, how ``task run-all|archive-all|delete-all`` and ``failures run|ar
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -12,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from queuecore.core.bulkjobs import BulkJob, new_holder
+from queuecore.core.bulkjobs import BulkJob
 
 from ..app import App
 from ..fmt import ago, escape, human_count, human_duration
@@ -21,12 +25,13 @@ from ..options import json_option
 STATUS_STYLES = {"queued": "yellow", "running": "cyan", "done": "green", "cancelled": "yellow", "failed": "red"}
 
 
-def drive(app: App, job: BulkJob, *, background: bool) -> BulkJob:
-    """Carry ``job`` out here with a progress bar on stderr (Ctrl-C asks it to stop, then it ends
-    ``cancelled`` after its chunk), or with ``background`` leave it to the workers; prints the outcome
-    (``--json``: the job) and returns it. A job that failed exits 1."""
+def drive(app: App, job: BulkJob, *, holder: str | None) -> BulkJob:
+    """Carry ``job`` out here as ``holder`` (the driver it was made for, whose lease it holds) with a
+    progress bar on stderr, or, with no holder, leave it to the workers (``--background``); prints the
+    outcome (``--json``: the job) and returns it. Ctrl-C asks the job to stop: the chunk Redis is on
+    is finished and counted, then the job ends ``cancelled``. A job that failed exits 1."""
     ins, term = app.inspector, app.terminal
-    if background:
+    if holder is None:
         if app.json:
             term.json(job.to_dict())
         else:
@@ -36,8 +41,10 @@ def drive(app: App, job: BulkJob, *, background: bool) -> BulkJob:
         return job
     started = time.monotonic()
     interactive = not app.json and term.stderr_is_terminal
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=app.terminal.err, disable=not interactive, transient=True) as bar:
+    interrupted = threading.Event()
+    with _ctrl_c_sets(interrupted), Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=app.terminal.err, disable=not interactive, transient=True) as bar:
         shown = bar.add_task(escape(job.describe()), total=job.total)
 
         def update(now: BulkJob) -> None:
@@ -48,17 +55,13 @@ def drive(app: App, job: BulkJob, *, background: bool) -> BulkJob:
                 bar.update(shown, description=escape(now.describe()), total=now.total,
                            completed=now.done + now.skipped)
 
-        holder = new_holder()  # the same driver again after a Ctrl-C: it still holds the lease
-        while True:
-            try:
-                job = ins.run_bulk_job(job.id, holder=holder, on_progress=update)
-            except KeyboardInterrupt:
-                term.warning("cancelling: it stops after the chunk it is on...")
-                ins.cancel_bulk_job(job.id)
-                continue
-            break
-    if not job.finished:  # another driver holds it (a worker took it up): follow it
-        job = _follow(app, job)
+        job = ins.run_bulk_job(job.id, holder=holder, on_progress=update, stop=interrupted)
+        if interrupted.is_set() and not job.finished:  # stopped between two chunks, the lease given up
+            term.warning("cancelling: it stops after the chunk it is on...")
+            ins.cancel_bulk_job(job.id)
+            job = ins.run_bulk_job(job.id, holder=holder, on_progress=update)  # the same driver ends it
+        if not job.finished:  # another driver holds it (a worker took it up): follow it
+            job = _follow(app, job, interrupted)
     if app.json:
         term.json(job.to_dict())
     elif job.status == "failed":
@@ -71,11 +74,35 @@ def drive(app: App, job: BulkJob, *, background: bool) -> BulkJob:
     return job
 
 
-def _follow(app: App, job: BulkJob, interval: float = 0.5) -> BulkJob:
-    """Wait for a job another driver carries out to finish (polling its record)."""
+@contextlib.contextmanager
+def _ctrl_c_sets(event: threading.Event) -> Iterator[None]:
+    """While in the block, Ctrl-C (SIGINT) sets ``event`` instead of raising ``KeyboardInterrupt`` at
+    any point (between Redis acting on a chunk and the job counting it, say). Only the main thread
+    can take the signal: elsewhere Ctrl-C is left as it is."""
+    try:
+        previous = signal.signal(signal.SIGINT, lambda _signum, _frame: event.set())
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _follow(app: App, job: BulkJob, interrupted: threading.Event | None = None, interval: float = 0.5) -> BulkJob:
+    """Wait for a job another driver carries out to finish (polling its record); ``interrupted`` (Ctrl-C
+    while this command started the job) asks it to stop, once."""
+    interrupted = interrupted or threading.Event()
+    asked = False
     with app.terminal.status(f"bulk job {job.id} is carried out by {job.holder or 'a worker'}..."):
         while not job.finished:
-            time.sleep(interval)
+            if asked:
+                time.sleep(interval)
+            elif interrupted.wait(interval):
+                app.terminal.warning("cancelling: it stops after the chunk it is on...")
+                app.inspector.cancel_bulk_job(job.id)
+                asked = True
             job = app.inspector.bulk_job(job.id)
     return job
 

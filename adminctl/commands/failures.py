@@ -8,6 +8,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from queuecore.core.bulkjobs import new_holder
 from queuecore.core.failures import GROUP_ACTIONS, FailureGroup, FailureReport
 
 from ..app import App
@@ -151,7 +152,8 @@ def _action_command(action: str) -> click.Command:
             if not term.confirm("Continue?"):
                 term.error("aborted: nothing was changed")
                 raise click.exceptions.Exit(1)
-        drive(app, ins.start_bulk_job(action, queue=queue_name, group=key), background=background)
+        holder = None if background else new_holder()
+        drive(app, ins.start_bulk_job(action, queue=queue_name, group=key, holder=holder), holder=holder)
 
     command.help = (f"{action.capitalize()} every task of a failure group.\n\n    Asks first unless --yes "
                     "(with --json too). Runs as a bulk job with a progress bar (Ctrl-C stops it), or with --background "

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import click
 
+from queuecore.core.bulkjobs import new_holder
 from queuecore.core.config import DEFAULT_MAX_ARCHIVE_SIZE
 from queuecore.core.errors import ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, ORDERS
@@ -300,9 +301,10 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
             if not term.confirm("Continue?"):
                 term.error("aborted: nothing was changed")
                 raise click.exceptions.Exit(1)
+        holder = None if background else new_holder()
         job = ins.start_bulk_job(bulk.verb, queue=queue_name, state=state, type=type_name, search=search,
-                                 filter=filter_text, confirmed=counted)
-        drive(app, job, background=background)
+                                 filter=filter_text, confirmed=counted, holder=holder)
+        drive(app, job, holder=holder)
 
     allowed = ", ".join(bulk.states)
     command.help = (f"{bulk.summary}\n\n    STATE is one of: {allowed}. Shows how many tasks it will touch and asks "

@@ -296,17 +296,20 @@ class BulkJobStore:
         self.clock = clock
 
     def create(self, action: str, scope: BulkScope, actor: str, total: int | None, *, exact_total: bool,
-               state_size: int | None = None, counted_from: float | None = None) -> BulkJob:
+               state_size: int | None = None, counted_from: float | None = None, holder: str | None = None) -> BulkJob:
         """A new queued job; ``TooManyBulkJobs`` when ``MAX_OPEN`` are queued or running already.
         ``counted_from``: when the count of ``total`` began (unix seconds), the job's ``created_at``: a
         whole-state job acts on the tasks that entered the state before it, and a task enqueued between
-        the count and now must not be one of them (it is not in ``total``)."""
+        the count and now must not be one of them (it is not in ``total``). ``holder``: the driver about
+        to run it, whose lease it is made under (no worker takes it meanwhile)."""
         job_id = uuid.uuid4().hex[:16]
         now_ms = to_ms(self.clock.now() if counted_from is None else counted_from)
         fields = {"action": action, "scope": dumps(scope.to_dict()), "actor": actor, "status": QUEUED,
                   "phase": FIND if finds_first(action, scope) else ACT, "total": "" if total is None else total,
                   "exact_total": int(exact_total), "scanned": 0, "done": 0, "skipped": 0, "cursor": 0,
                   "created_at": now_ms, "state_size": "" if state_size is None else state_size}
+        if holder:
+            fields |= {"holder": holder, "lease_until": to_ms(self.clock.now()) + int(LEASE_SECONDS * 1000)}
         if not self.scripts.bulk_job_create(job_id, now_ms=now_ms, max_open=MAX_OPEN, keep=KEEP, fields=fields):
             raise TooManyBulkJobs(f"{MAX_OPEN} bulk jobs are queued or running already; wait for one to finish, "
                                   "or cancel one (adminctl bulk ls)")

@@ -989,7 +989,8 @@ class Inspector:
     @translate
     def start_bulk_job(self, action: str, *, queue: str | None = None, state: str | None = None,
                        type: str | None = None, search: str | None = None, filter: str | None = None,
-                       group: str | None = None, confirmed: StateCount | None = None) -> BulkJob:
+                       group: str | None = None, confirmed: StateCount | None = None,
+                       holder: str | None = None) -> BulkJob:
         """Queue a bulk job: ``action`` on every task of ``queue`` in ``state`` that matches ``type``,
         ``search`` and ``filter`` (none: the whole state), or on every task of failure group ``group`` (of
         ``queue``, or of every queue). It does nothing until a driver runs it: ``run_bulk_job`` here, or
@@ -998,7 +999,8 @@ class Inspector:
         ``bulkjobs.MAX_OPEN`` are open. ``confirmed``: the count (``state_count``) an operator agreed to;
         a job on the whole state then acts on at most that many, of the tasks in the state before it
         was taken (without it, the state is counted here); a job that finds its tasks first (a filter,
-        a cancel) finds them when it runs."""
+        a cancel) finds them when it runs. ``holder``: the driver that runs it next (``run_bulk_job(...,
+        holder=...)``), which holds its lease from the start, so that no worker takes it up meanwhile."""
         action = self._check_action(action)
         if group is not None:
             if action not in GROUP_ACTIONS:
@@ -1013,7 +1015,7 @@ class Inspector:
             if not total:
                 raise ConfigurationError(f"failure group {group!r} has no task to {action}: every one is "
                                          f"{found.tasks[0].state if found.tasks else 'gone'}")
-            return self._bulk_store.create(action, scope, self.actor, total, exact_total=True)
+            return self._bulk_store.create(action, scope, self.actor, total, exact_total=True, holder=holder)
         if queue is None or state is None:
             raise ConfigurationError("a bulk job needs a queue and a state, or a failure group")
         state = self._check_bulk_state(action, state)
@@ -1028,7 +1030,7 @@ class Inspector:
             size = min(size, confirmed.size)  # no more than agreed to, nor than the state holds now
             counted_from = min(counted_from, confirmed.at)
         return self._bulk_store.create(action, scope, self.actor, size if whole else None, exact_total=False,
-                                       state_size=size, counted_from=counted_from)
+                                       state_size=size, counted_from=counted_from, holder=holder)
 
     @translate
     def state_count(self, queue: str, state: str) -> StateCount:

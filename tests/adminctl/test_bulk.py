@@ -103,3 +103,30 @@ def test_a_delete_all_deletes_no_more_than_the_count_confirmed(adminctl, client:
     assert "This will delete 5 pending task(s)" in run.stderr and "deleted 5 task(s)" in run.stderr
     assert inspector.count("reports", "pending") == 100
     assert {t.id for t in inspector.list_tasks("reports", "pending", 1, 200).tasks} == set(late)
+
+
+def test_ctrl_c_counts_the_chunk_redis_finished(adminctl, client: Client, inspector: Inspector, monkeypatch) -> None:
+    """A review: Ctrl-C right after Redis acted on a chunk, before the job counted it, left "cancelled
+    after 0" in the summary and the audit while 500 tasks were gone. Ctrl-C now asks the job to stop
+    between chunks, so each chunk acted on is counted."""
+    import os
+    import signal
+
+    from queuecore.core.inspector import InspectorBulkOperations
+
+    enqueue_archived(client, inspector, "reports", **{"t.a": 1_500})
+    chunk = InspectorBulkOperations.state_chunk
+
+    def ctrl_c_after_the_first(self: InspectorBulkOperations, *args: object) -> object:
+        result = chunk(self, *args)
+        os.kill(os.getpid(), signal.SIGINT)  # as the terminal sends it, while the chunk's reply is in hand
+        return result
+
+    monkeypatch.setattr(InspectorBulkOperations, "state_chunk", ctrl_c_after_the_first)
+    run = adminctl("task", "delete-all", "reports", "archived", "--yes", "--json")
+    assert run.code == 0, run.stderr
+    job = run.json()
+    deleted = 1_500 - inspector.count("reports", "archived")
+    assert (job["status"], job["done"], deleted) == ("cancelled", 500, 500)
+    assert inspector.audit_log()[0].outcome.startswith(f"bulk job {job['id']}: cancelled after 500")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back

@@ -157,6 +157,21 @@ def test_a_found_task_that_moves_on_right_before_its_chunk_is_left_alone(inspect
     assert inspector.count("bulkq", "pending") == 3
 
 
+def test_a_job_made_for_a_driver_is_not_taken_up_by_a_worker_before_it_runs(inspector, redis_client, q) -> None:
+    """A review: ``adminctl`` made the job, a worker polling in that moment took it, and the command
+    could then only follow it, without a progress bar or a way to cancel it with Ctrl-C."""
+    from queuecore.core.bulkrunner import BulkJobRunner
+    from queuecore.core.health import RedisHealth
+
+    seed(redis_client, q, "scheduled", 10)
+    job = inspector.start_bulk_job("delete", queue="bulkq", state="scheduled", holder="adminctl-1")
+    assert (job.status, job.holder) == ("queued", "adminctl-1")
+    assert BulkJobRunner(inspector, RedisHealth()).run_once() == 0  # a worker's round: its driver is coming
+    assert inspector.bulk_job(job.id).done == 0 and inspector.count("bulkq", "scheduled") == 10
+    job = inspector.run_bulk_job(job.id, holder="adminctl-1")
+    assert (job.status, job.done) == ("done", 10)
+
+
 def test_a_queued_job_no_driver_holds_ends_at_once_when_cancelled(inspector, redis_client, q) -> None:
     seed(redis_client, q, "scheduled", 10)
     job = inspector.cancel_bulk_job(inspector.start_bulk_job("delete", queue="bulkq", state="scheduled").id)
