@@ -1064,7 +1064,8 @@ class Inspector:
     @translate
     def bulk_job(self, job_id: str) -> BulkJob:
         """One bulk job and its progress; ``BulkJobNotFound`` when there is none of that id."""
-        return self._bulk_store.get(job_id)
+        with self._expect(self.keys.bulk_job(job_id) if isinstance(job_id, str) else "", "hash"):
+            return self._bulk_store.get(job_id)
 
     @translate
     def bulk_jobs(self, limit: int = 50) -> list[BulkJob]:
@@ -1080,7 +1081,8 @@ class Inspector:
     def cancel_bulk_job(self, job_id: str) -> BulkJob:
         """Ask bulk job ``job_id`` to stop: it ends ``cancelled`` after the chunk it is on, with what it
         did (a queued job no driver holds ends at once); a finished job is returned as it is."""
-        job, ended_here = self._bulk_store.request_cancel(job_id)
+        with self._expect(self.keys.bulk_job(job_id) if isinstance(job_id, str) else "", "hash"):
+            job, ended_here = self._bulk_store.request_cancel(job_id)
         self._audit("bulk.cancel", job.scope.queue, state=job.scope.state, count=job.done,
                     outcome=f"bulk job {job.id}: {job.describe()}")
         if ended_here:  # no driver will: its own entry, as every finished job has

@@ -3,6 +3,7 @@ chunks by one driver at a time, with its progress in Redis, cancellable, resumab
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -297,6 +298,12 @@ def test_a_corrupt_job_record_is_listed_as_far_as_it_can_be_read(inspector, redi
     assert (job.action, job.started_at, job.created_at.year) == ("run", None, 1970)
     redis_client.hset(inspector.keys.bulk_job(bad.id), "scope", '{"queue": 7, "state": "archived"}')
     assert inspector.bulk_job(bad.id).scope == bulkjobs.BulkScope(None, "archived")
+    redis_client.delete(inspector.keys.bulk_job(bad.id))
+    redis_client.set(inspector.keys.bulk_job(bad.id), "garbage")
+    named = re.escape(f"key {inspector.keys.bulk_job(bad.id)} holds a string, expected a hash")
+    for read in (inspector.bulk_job, inspector.cancel_bulk_job):  # the error names the key
+        with pytest.raises(WrongKeyType, match=named):
+            read(bad.id)
 
 
 def test_a_corrupt_state_key_fails_the_job_saying_which_key(inspector, redis_client, q) -> None:
