@@ -9,7 +9,8 @@ from django.core.checks import Error, Tags, Warning, register
 from queuecore.conf import DEFAULTS
 from queuecore.core.config import parse_queues
 from queuecore.core.errors import ConfigurationError
-from queuecore.core.limits import PROCESSES
+from queuecore.core.limits import MAX_PAYLOAD_BYTES, PROCESSES
+from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES
 
 KNOWN_KEYS = frozenset(DEFAULTS)
 DASHBOARD_KEYS = frozenset(DEFAULTS["DASHBOARD"])
@@ -84,7 +85,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     try:
         from queuecore.core.periodic import parse_entries
 
-        parse_entries(merged["PERIODIC"])
+        parse_entries(merged["PERIODIC"], _payload_limit(merged["MAX_PAYLOAD_BYTES"]))
     except ConfigurationError as exc:
         messages.append(Error(f"QUEUECORE['PERIODIC']: {exc}", hint="README, 'Periodic tasks'", id="queuecore.E007"))
     try:
@@ -148,3 +149,11 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         return [Warning(f"Redis maxmemory-policy is {policy!r}: Redis may evict task data when full.",
                         hint="Set maxmemory-policy noeviction on the Redis that holds queues.", id="queuecore.W010")]
     return []
+
+
+def _payload_limit(value: Any) -> int:
+    """``MAX_PAYLOAD_BYTES`` as the client takes it; the default when it is invalid (its own error)."""
+    try:
+        return int(MAX_PAYLOAD_BYTES.check(value, "max_payload_bytes"))
+    except ConfigurationError:
+        return DEFAULT_MAX_PAYLOAD_BYTES

@@ -102,7 +102,7 @@ class Config:
         from queuecore.core.periodic import parse_entries
 
         try:
-            return parse_entries(self.raw["PERIODIC"])
+            return parse_entries(self.raw["PERIODIC"], self.connection.max_payload_bytes)
         except ConfigurationError as exc:
             raise ConfigurationError(f"QUEUECORE['PERIODIC']: {exc}", field="periodic") from None
 

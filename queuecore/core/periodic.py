@@ -34,7 +34,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from queuecore.core import limits
 from queuecore.core.errors import ConfigurationError, InvalidPayload
 from queuecore.core.keys import validate_queue_name, validate_type_name
-from queuecore.core.message import encode_payload
+from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, encode_payload
 
 NAME_RULE = "1-100 characters of A-Z a-z 0-9 _ . -, not '.' or '..'"
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
@@ -265,18 +265,20 @@ class PeriodicEntry:
         return str(self.options.get("queue") or "default")
 
     @classmethod
-    def from_spec(cls, name: object, spec: object) -> PeriodicEntry:
-        """An entry from a settings dict; raises ``ConfigurationError`` naming the entry and the field."""
+    def from_spec(cls, name: object, spec: object,
+                  max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> PeriodicEntry:
+        """An entry from a settings dict; raises ``ConfigurationError`` naming the entry and the field
+        (a payload over ``max_payload_bytes`` too: every fire of it would be refused)."""
         name = validate_entry_name(name)
         try:
-            return cls._from_spec(name, spec)
+            return cls._from_spec(name, spec, max_payload_bytes)
         except ConfigurationError as exc:
             raise ConfigurationError(f"periodic entry {name!r}: {exc}", field="periodic") from None
         except InvalidPayload as exc:
             raise ConfigurationError(f"periodic entry {name!r}: payload: {exc}", field="periodic") from None
 
     @classmethod
-    def _from_spec(cls, name: str, spec: object) -> PeriodicEntry:
+    def _from_spec(cls, name: str, spec: object, max_payload_bytes: int) -> PeriodicEntry:
         if not isinstance(spec, Mapping):
             raise ConfigurationError(f"must be a dict with 'task' and 'cron' or 'every', got {spec!r}")
         unknown = set(spec) - SPEC_KEYS
@@ -302,7 +304,7 @@ class PeriodicEntry:
         payload = spec.get("payload")
         if payload is None:
             payload = {}
-        encode_payload(payload)  # InvalidPayload unless a JSON object ([] and "" included)
+        encode_payload(payload, max_payload_bytes)  # InvalidPayload unless a JSON object ([] and "" included)
         missed = spec.get("missed", DEFAULT_MISSED)
         if missed not in MISSED_POLICIES:
             raise ConfigurationError(f"missed must be 'once' (run once late) or 'skip', got {missed!r}")
@@ -332,9 +334,10 @@ class PeriodicEntry:
                           sort_keys=True, separators=(",", ":"))
 
 
-def parse_entries(spec: object) -> tuple[PeriodicEntry, ...]:
+def parse_entries(spec: object, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> tuple[PeriodicEntry, ...]:
     """Entries from ``QUEUECORE['PERIODIC']`` / ``Worker(periodic=...)``: a dict name → spec dict (or
-    ``PeriodicEntry``), or an iterable of ``PeriodicEntry``. Names must be unique."""
+    ``PeriodicEntry``), or an iterable of ``PeriodicEntry``. Names must be unique, and each payload
+    must fit ``max_payload_bytes`` (``MAX_PAYLOAD_BYTES``, which every fire's enqueue checks)."""
     if spec is None:
         return ()
     entries: list[PeriodicEntry] = []
@@ -345,7 +348,7 @@ def parse_entries(spec: object) -> tuple[PeriodicEntry, ...]:
                     raise ConfigurationError(f"periodic entry {name!r} is named {item.name!r}", field="periodic")
                 entries.append(item)
             else:
-                entries.append(PeriodicEntry.from_spec(name, item))
+                entries.append(PeriodicEntry.from_spec(name, item, max_payload_bytes))
     elif isinstance(spec, Iterable) and not isinstance(spec, (str, bytes)):
         for item in spec:
             if not isinstance(item, PeriodicEntry):
@@ -354,6 +357,11 @@ def parse_entries(spec: object) -> tuple[PeriodicEntry, ...]:
             entries.append(item)
     else:
         raise ConfigurationError(f"PERIODIC must be a dict of entry name -> entry, got {spec!r}", field="periodic")
+    for entry in entries:
+        try:
+            encode_payload(dict(entry.payload), max_payload_bytes)
+        except InvalidPayload as exc:
+            raise ConfigurationError(f"periodic entry {entry.name!r}: payload: {exc}", field="periodic") from None
     names = [e.name for e in entries]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:

@@ -29,6 +29,7 @@ from queuecore.core.broker import Broker
 from queuecore.core.clock import Clock, to_ms
 from queuecore.core.component import Periodic
 from queuecore.core.config import DEFAULT_QUEUE, ConnectionConfig
+from queuecore.core.errors import BrokerError, QueuecoreError
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import Keys, QueueKeys
 from queuecore.core.message import TaskMessage, encode_payload
@@ -72,6 +73,7 @@ class _Entry:
     definition: str
     mark: float | None = None  # seconds; None until read from Redis
     next: float = 0.0
+    failing: str | None = None  # why its last fire could not be enqueued (logged once), None while it fires
 
     @property
     def member(self) -> str:
@@ -107,10 +109,27 @@ class Scheduler(Periodic):
             self.declare(now)
         fired = 0
         for e in self._entries:
-            if e.mark is None:
-                self._sync(e, now)
-            fired += self._fire_due(e, now)
+            try:
+                if e.mark is None:
+                    self._sync(e, now)
+                fired += self._fire_due(e, now)
+            except BrokerError:  # Redis away, full or corrupt: the round fails, as every component's
+                raise
+            except QueuecoreError as exc:  # this entry's fire cannot be enqueued: the others go on
+                self._failed(e, exc, now)
+            else:
+                if e.failing is not None:
+                    logger.info("periodic entry %s fires again", e.entry.name)
+                    e.failing = None
         return fired
+
+    def _failed(self, e: _Entry, exc: QueuecoreError, now: float) -> None:
+        """Log an entry's failure once while it lasts; it is tried again an interval on."""
+        if str(exc) != e.failing:
+            logger.error("periodic entry %s: its fire cannot be enqueued (%s: %s); tried again every %gs, the other "
+                         "entries go on", e.entry.name, type(exc).__name__, exc, self.interval)
+            e.failing = str(exc)
+        e.next = now + self.interval
 
     def declare(self, now: float) -> None:
         """List the entries as live, forget those whose declaration lapsed, and sync each entry."""

@@ -202,7 +202,7 @@ class Worker:
         from queuecore.core.errors import ConfigurationError, InvalidPayload
 
         entries = []
-        for entry in parse_entries(spec):
+        for entry in parse_entries(spec, self.connection.max_payload_bytes):
             handler = self.registry.get(entry.task)
             if handler is None and not entry.options.get("queue"):
                 # Its queue would be "default" here and the handler's own queue in a worker that has it:

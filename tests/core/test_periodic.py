@@ -199,6 +199,42 @@ def test_three_schedulers_enqueue_each_fire_exactly_once(make_scheduler, redis_c
     assert len(redis_client.lrange(q.periodic_fires("tick"), 0, -1)) == min(20, len(ids))  # recent fires, capped
 
 
+def test_an_entry_whose_fire_cannot_be_enqueued_does_not_stop_the_others(redis_client, connection, fake_clock,
+                                                                         caplog) -> None:
+    """A review: one entry's refused fire raised out of the round, so no entry after it ever fired and
+    each round logged a traceback. Now the others fire, and the failure is logged once while it lasts."""
+    import logging
+
+    from queuecore.core.errors import InvalidPayload
+
+    build = message_builder(connection)
+    refusing = {"a_bad"}
+
+    def prepare(task_type: str, payload: dict, options: dict, task_id: str, now: float) -> str:
+        if task_id.startswith("periodic:a_bad:") and refusing:
+            raise InvalidPayload("payload is 208 bytes, over the limit of 100 bytes")
+        return build(task_type, payload, options, task_id, now)
+
+    entries = parse_entries({"a_bad": {"task": "demo.a", "every": 1}, "b_good": {"task": "demo.b", "every": 1}})
+    scheduler = Scheduler(Scripts(redis_client, connection.keys), Broker(redis_client, connection.keys),
+                          connection.keys, fake_clock, entries, prepare, RedisHealth(), declare_interval=5.0)
+    caplog.set_level(logging.INFO, logger="queuecore.scheduler")
+    for _ in range(4):
+        fake_clock.advance(1.0)
+        scheduler.run_once()
+        assert scheduler.next_wait() > 0  # the refused entry is tried again later, not in a busy loop
+    ids = pending_ids(redis_client, connection)
+    assert ids == [fire_task_id("b_good", int(fake_clock.now()) - n) for n in (2, 1, 0)]  # after it was declared
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert [r.getMessage().split(" (")[0] for r in errors] == ["periodic entry a_bad: its fire cannot be enqueued"]
+    assert not errors[0].exc_info and "over the limit of 100 bytes" in errors[0].getMessage()
+    refusing.clear()  # fixed (a deploy): it fires again, and says so
+    fake_clock.advance(1.0)
+    scheduler.run_once()
+    assert any(i.startswith("periodic:a_bad:") for i in pending_ids(redis_client, connection))
+    assert "periodic entry a_bad fires again" in caplog.text
+
+
 def test_a_restarted_scheduler_never_fires_twice(make_scheduler, redis_client, connection, fake_clock) -> None:
     first = make_scheduler(EVERY_SECOND)
     first.run_once()
