@@ -44,7 +44,8 @@ def enqueue_on_commit_using(using: str, task: Any, /, *args: Any, **kwargs: Any)
             f"enqueue_on_commit cannot be used in manual transaction management (autocommit is off on database "
             f"{using!r}): wrap the work in transaction.atomic(), or commit first and enqueue with .enqueue()")
     target, payload, options, client = _resolve(task, args, kwargs)
-    options.setdefault("task_id", uuid.uuid4().hex)
+    if options.get("task_id") is None:  # None means "choose one", as in enqueue: chosen here, to be returned
+        options["task_id"] = uuid.uuid4().hex
     client.check(target, payload, **options)  # fail here, not after the commit
     # What the call was given, as it was: a dict the caller changes before the commit changes nothing.
     payload = copy.deepcopy(payload)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from queuecore.core.errors import QueueNotEmpty, WrongKeyType
+from queuecore.core.limits import MAX_DURATION
 from queuecore.core.message import QueueInfo
 
 from ..app import App
@@ -95,7 +96,7 @@ def queue_history(app: App, name: str, days: int) -> None:
 
 @queue.command("pause")
 @click.argument("name", metavar="QUEUE")
-@click.option("--for", "for_", type=Duration(minimum_open=True), metavar="S",
+@click.option("--for", "for_", type=Duration(minimum_open=True, maximum=MAX_DURATION), metavar="S",
               help="Resume by itself after this long (e.g. 90, 30m, 2h, 1h30m).")
 @json_option
 @click.pass_obj

@@ -292,7 +292,7 @@ def pause_seconds(for_: Any) -> float:
     (0, 10 years]."""
     if isinstance(for_, timedelta):
         for_ = for_.total_seconds()
-    return PAUSE_FOR.check(for_, "for_", InvalidOption)
+    return PAUSE_FOR.check(for_, "for", InvalidOption)
 
 
 # -- what operators see ---------------------------------------------------------------------------

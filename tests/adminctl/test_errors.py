@@ -141,3 +141,5 @@ def test_a_type_name_no_task_can_have_and_a_zero_pause_are_usage_errors(adminctl
     assert listed.code == 0 and [t["type"] for t in listed.json()["tasks"]] == ["t.x"]
     zero = adminctl("queue", "pause", "qs1", "--for", "0")
     assert zero.code == 2 and "must be more than 0 seconds" in zero.stderr and "for_" not in zero.stderr, zero
+    eons = adminctl("queue", "pause", "qs1", "--for", "400000000")  # over 10 years: a usage error too
+    assert eons.code == 2 and "Invalid value for '--for'" in eons.stderr and "for_" not in eons.stderr, eons

@@ -33,6 +33,17 @@ def test_enqueued_only_after_commit(qsettings):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_task_id_none_chooses_one_and_returns_it(qsettings):
+    """A review: ``task_id=None`` (passed through by a caller) returned the string "None", and the task
+    was stored under an id the caller never saw."""
+    with transaction.atomic():
+        task_id = enqueue_on_commit("tests.autodiscovered", {"value": 1}, task_id=None)
+    outside = enqueue_on_commit("tests.autodiscovered", {"value": 2}, task_id=None)  # no transaction: at once
+    assert task_id != "None" and task_state(task_id) == "pending"
+    assert outside not in ("None", task_id) and task_state(outside) == "pending"
+
+
+@pytest.mark.django_db(transaction=True)
 def test_nothing_enqueued_on_rollback(qsettings):
     class Boom(Exception):
         pass
