@@ -64,6 +64,7 @@ ENV_START_QUIET = "QUEUECORE_START_QUIET"  # "1": the supervisor is quiet (SIGTS
 
 _HUP: int | None = getattr(signal, "SIGHUP", None)  # a closed terminal: a graceful stop, forwarded as TERM
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, *([_HUP] if _HUP is not None else []))
+_FORCE: int | None = getattr(signal, "SIGUSR1", None)  # to a child: hand running tasks back now
 _TSTP: int | None = getattr(signal, "SIGTSTP", None)
 
 
@@ -425,12 +426,16 @@ class Supervisor:
                     child.restart_at = None
                 live = sum(c.proc is not None for c in self.children)
                 logger.info("supervisor got %s: stopping %d worker process(es) gracefully", name, live)
+                for child in self.children:
+                    # A child still starting has no handler for INT yet (Python would raise KeyboardInterrupt
+                    # there): it gets TERM, whose default action ends it; it holds no task.
+                    self._send(child, signum if child.ready and signum != _HUP else signal.SIGTERM)
             else:
                 logger.warning("supervisor got a second %s: the workers hand their running tasks back now", name)
-            for child in self.children:
-                # A child still starting has no handler for INT yet (Python would raise KeyboardInterrupt
-                # there): it gets TERM, whose default action ends it; it holds no task.
-                self._send(child, signum if child.ready and signum != _HUP else signal.SIGTERM)
+                for child in self.children:
+                    # A repeated TERM is no force for a supervised child (systemd signals every process
+                    # of the service, and the supervisor forwards its own copy): SIGUSR1 is.
+                    self._send(child, _FORCE if child.ready and _FORCE is not None else signal.SIGTERM)
         elif signum == _TSTP:
             if not self.quiet:
                 logger.info("supervisor got %s: workers go quiet (no new tasks)", name)
@@ -520,4 +525,4 @@ def run_worker(worker: Any, link: SupervisorLink | None = None) -> int:
     if link is None:
         return int(worker.run())
     link.watch_parent(worker.request_shutdown)
-    return int(worker.run(on_ready=lambda: link.ready(worker.server_id), quiet=link.start_quiet))
+    return int(worker.run(on_ready=lambda: link.ready(worker.server_id), quiet=link.start_quiet, supervised=True))

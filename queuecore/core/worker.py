@@ -122,6 +122,7 @@ class Worker:
         self.stopped = threading.Event()
         self._force = threading.Event()
         self._shutdown_requested = threading.Event()
+        self._supervised = False  # run(supervised=True): a repeated stop signal is not a force (SIGUSR1 is)
         self._quiet_requested = threading.Event()
         self._shutdown_lock = threading.Lock()
         self.handed_back = 0
@@ -291,21 +292,32 @@ class Worker:
         self._force.set()
 
     def request_shutdown(self) -> None:
-        """Ask ``run()`` to shut down; safe to call from a signal handler. A second call forces it."""
-        if self._shutdown_requested.is_set():
+        """Ask ``run()`` to shut down; safe to call from a signal handler. A second call forces it,
+        except under a supervisor (``run(supervised=True)``), where every process of a service may get
+        the same stop signal twice (systemd's, and the supervisor's copy): the supervisor forces with
+        SIGUSR1 (``force_now``)."""
+        if self._shutdown_requested.is_set() and not self._supervised:
             logger.warning("second stop signal: handing running tasks back now")
             self.force_stop()
         self._shutdown_requested.set()
 
+    def force_now(self) -> None:
+        """Shut down handing running tasks back now (SIGUSR1); safe to call from a signal handler."""
+        logger.warning("stop signal to hand running tasks back now (SIGUSR1)")
+        self.force_stop()
+        self._shutdown_requested.set()
+
     def run(self, install_signals: bool = True, on_ready: Callable[[], None] | None = None,
-            quiet: bool = False) -> int:
+            quiet: bool = False, supervised: bool = False) -> int:
         """Start (``quiet``: without fetching), then block until SIGTERM/SIGINT/SIGHUP (or
         ``request_shutdown``); returns exit code 0.
 
-        SIGTSTP puts the worker in quiet mode. Signal handlers are installed only in the main thread.
-        ``on_ready`` is called once the handlers are installed and the worker has started (a
-        ``Supervisor``'s child says so: ``queuecore.core.supervisor.run_worker``).
+        SIGTSTP puts the worker in quiet mode; SIGUSR1 stops it handing running tasks back at once (a
+        second stop signal does too, unless ``supervised``). Signal handlers are installed only in the
+        main thread. ``on_ready`` is called once the handlers are installed and the worker has started
+        (a ``Supervisor``'s child says so: ``queuecore.core.supervisor.run_worker``).
         """
+        self._supervised = supervised
         if install_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda *_: self.request_shutdown())
             signal.signal(signal.SIGINT, lambda *_: self.request_shutdown())
@@ -313,6 +325,8 @@ class Worker:
                 signal.signal(signal.SIGHUP, lambda *_: self.request_shutdown())
             if hasattr(signal, "SIGTSTP"):
                 signal.signal(signal.SIGTSTP, lambda *_: self._quiet_requested.set())
+            if hasattr(signal, "SIGUSR1"):
+                signal.signal(signal.SIGUSR1, lambda *_: self.force_now())
         self.start(quiet=quiet)
         if on_ready is not None:
             on_ready()

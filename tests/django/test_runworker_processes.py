@@ -22,7 +22,7 @@ import pytest
 
 from queuecore import Client, Inspector, TaskState
 from tests.conftest import free_port, wait_until
-from tests.core.test_processes import read_events
+from tests.core.test_processes import read_events, wait_heartbeats
 
 pytestmark = pytest.mark.slow
 
@@ -336,3 +336,32 @@ def test_a_child_an_operator_stops_stays_stopped_and_the_last_one_ends_runworker
     assert sup.wait_exit() == 0
     assert "every worker process was stopped on request; exiting" in sup.text()
     assert inspector.servers() == []
+
+
+def test_sigterm_to_every_process_of_the_service_drains_and_a_second_to_the_supervisor_forces(
+        runworker, client: Client, inspector: Inspector, log: Path, tmp_path: Path) -> None:
+    """A review: systemd's default stop (KillMode=control-group), or ``pkill -f runworker``, sends
+    SIGTERM to every process of the service; each child got it twice (systemd's and the supervisor's
+    copy) and took the second as "hand running tasks back now". A repeated stop signal is now no
+    force for a supervised child: the supervisor forces with SIGUSR1, on its own second signal."""
+    sup = runworker("--processes", "2", "--concurrency", "1")
+    servers = wait_servers(inspector, sup, 2)
+    gate = tmp_path / "gate"
+    held = [client.enqueue("proc.gate", {"path": str(gate), "tag": f"g{i}"}, retention=60).id for i in range(2)]
+    wait_until(lambda: {e["id"] for e in events(log, "start")} >= set(held), 20, message="both gate tasks to start")
+    for pid in (sup.pid, *(s.pid for s in servers)):  # as systemd: every process of the control group
+        os.kill(pid, signal.SIGTERM)
+    wait_until(lambda: sorted(s.status for s in inspector.servers()) == ["stopping", "stopping"], 10,
+               message="both children to be stopping")
+    for s in servers:  # a copy the supervisor forwarded may come after systemd's: still a drain
+        os.kill(s.pid, signal.SIGTERM)
+    for s in servers:  # each child has beaten twice since: the signals were handled, and nothing was forced
+        info = wait_heartbeats(inspector, s.pid, beats=2)
+        assert info.status == "stopping" and len(info.workers) == 1
+    assert sorted(w.task_id for x in inspector.servers() for w in x.workers) == sorted(held)
+    assert not events(log, "abort")
+    sup.proc.send_signal(signal.SIGTERM)  # the operator means it: the supervisor forces, with SIGUSR1
+    assert sup.wait_exit() == 0
+    assert sorted(e["id"] for e in events(log, "abort")) == sorted(held)
+    assert all(inspector.get_task(Q, i).state is TaskState.PENDING for i in held)  # handed back, attempt kept
+    assert "second stop signal" not in sup.text() and "SIGUSR1" in sup.text()
