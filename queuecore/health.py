@@ -14,6 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from queuecore.conf import get_config
+from queuecore.core.errors import RedisUnavailable
 from queuecore.core.liveness import ping
 
 READINESS_TIMEOUT = 2.0  # seconds: a probe must answer before the orchestrator's own timeout
@@ -24,11 +25,16 @@ READINESS_TIMEOUT = 2.0  # seconds: a probe must answer before the orchestrator'
 def readiness(request: HttpRequest) -> JsonResponse:
     connection = replace(get_config().connection, socket_timeout=READINESS_TIMEOUT,
                          connect_timeout=READINESS_TIMEOUT)
-    client = connection.connect()
+    error: str | None
     try:
-        ok, latency, error = ping(client)
-    finally:
-        client.close()
+        client = connection.connect()  # a cluster client reads the slot map here: no node answering raises
+    except RedisUnavailable as exc:
+        ok, latency, error = False, 0.0, f"{type(exc).__name__}: {exc}"
+    else:
+        try:
+            ok, latency, error = ping(client)
+        finally:
+            client.close()
     redis_status: dict[str, object] = {"ok": ok, "latency_ms": round(latency * 1000, 3)}
     if error is not None:  # the error's type only: its text may name the host
         redis_status["error"] = error.split(":", 1)[0]

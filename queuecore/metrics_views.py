@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
 from queuecore.conf import get_config
+from queuecore.core.errors import RedisUnavailable
 from queuecore.core.inspector import Inspector
 from queuecore.metrics import DEFAULT_NAMESPACE, make_registry, render
 
@@ -66,5 +67,8 @@ def metrics(request: HttpRequest) -> HttpResponse:
     if not verdict:
         return HttpResponse("forbidden\n", status=403, content_type="text/plain")
     names = request.GET.getlist("name[]")
-    found = registry()
+    try:
+        found = registry()
+    except RedisUnavailable as exc:  # a cluster client reads the slot map when made: no node answered
+        return HttpResponse(f"Redis is unreachable: {exc}\n", status=503, content_type="text/plain")
     return HttpResponse(render(found.restricted_registry(names) if names else found), content_type=CONTENT_TYPE_LATEST)

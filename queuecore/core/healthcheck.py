@@ -8,7 +8,7 @@ import sys
 
 from queuecore.core import limits
 from queuecore.core.config import ConnectionConfig
-from queuecore.core.errors import ConfigurationError
+from queuecore.core.errors import ConfigurationError, RedisUnavailable
 from queuecore.core.liveness import check_health
 
 # --max-age: a finite number of seconds, at least the resolution of stored times and at most three of
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         connection = ConnectionConfig.default(redis_url=args.redis_url)
         client = ConnectionConfig(redis_url=connection.redis_url, key_prefix=connection.key_prefix,
                                   socket_timeout=args.timeout, connect_timeout=args.timeout).connect()
-    except ConfigurationError as exc:  # a bad option or environment: one line, "not healthy"
+    except (ConfigurationError, RedisUnavailable) as exc:  # a bad option, no cluster node answering: one line
         print(f"unhealthy: {exc}", file=sys.stderr)
         return 1
     try:

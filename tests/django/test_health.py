@@ -18,7 +18,7 @@ from django.test import Client as DjangoClient
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.healthcheck import check_max_age
 from queuecore.core.liveness import check_health
-from tests.conftest import wait_until
+from tests.conftest import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 HEARTBEAT = 0.2  # seconds: the file goes stale after three of them
@@ -328,3 +328,40 @@ def test_the_check_of_a_file_that_runworker_processes_split_checks_every_child(m
         assert "last heartbeat 10" in report.reason
     finally:
         client.close()
+
+
+@pytest.mark.django_db
+def test_a_cluster_no_node_answers_gives_each_surface_its_own_answer_not_a_traceback(settings, tmp_path, caplog):
+    """A review: a cluster client reads the slot map when it is made, outside the error handling of
+    the readiness view (a 500), both health checks (80-line tracebacks), the metrics view and runworker
+    (a traceback; under --processes every child crash-looped and the supervisor gave up)."""
+    from django.core.management import call_command
+
+    url = f"redis+cluster://127.0.0.1:{free_port()}"
+    settings.QUEUECORE = {"REDIS_URL": url, "METRICS": {"TOKEN": "t0ken"}}
+    ready = DjangoClient().get("/queuecore/ready/")
+    assert ready.status_code == 503 and ready.json()["redis"]["error"] == "RedisUnavailable"
+    scraped = DjangoClient().get("/metrics", headers={"Authorization": "Bearer t0ken"})
+    assert scraped.status_code == 503 and scraped.content.startswith(b"Redis is unreachable: ")
+    health_file = tmp_path / "h.json"
+    health_file.write_text("{}")
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    plain = subprocess.run([sys.executable, "-m", "queuecore.core.healthcheck", str(health_file), "--redis-url", url,
+                            "--timeout", "0.5"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 1 and plain.stderr.startswith("unhealthy: ") and len(plain.stderr.splitlines()) == 1
+    with pytest.raises(SystemExit) as exited:
+        call_command("queuecore_healthcheck", "--health-file", str(health_file), "--timeout", "0.5")
+    assert exited.value.code == 1
+    worker = subprocess.Popen([sys.executable, "manage.py", "runworker", "--redis-url", url], cwd=ROOT,
+                              env={**os.environ, "QUEUECORE_REDIS_URL": url}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        line = wait_until(lambda: next((x for x in [worker.stdout.readline()] if "unreachable" in x or not x), None),
+                          timeout=30, message="runworker's line")
+        assert "Redis is unreachable" in line and "the worker starts once it answers" in line
+        assert worker.poll() is None  # it waits for Redis
+        worker.send_signal(signal.SIGINT)
+        assert worker.wait(15) == 0 and "Traceback" not in worker.stdout.read()
+    finally:
+        worker.kill()
+        worker.wait(10)

@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from queuecore.conf import get_config, setting_message
-from queuecore.core.errors import ConfigurationError
+from queuecore.core.errors import ConfigurationError, RedisUnavailable
 from queuecore.core.healthcheck import check_max_age
 from queuecore.core.liveness import check_health
 
@@ -47,7 +47,11 @@ class Command(BaseCommand):
         except ConfigurationError as exc:
             option = {"redis_url": "--redis-url", "socket_timeout": "--timeout", "connect_timeout": "--timeout"}
             raise CommandError(f"{option.get(exc.field or '', 'option')}: {exc}") from None
-        client = connection.connect()
+        try:
+            client = connection.connect()  # a cluster client reads the slot map here
+        except RedisUnavailable as exc:
+            self.stderr.write(f"unhealthy: {exc}")
+            sys.exit(1)
         try:
             report = check_health(path, client, max_age=max_age)
         finally:

@@ -5,18 +5,22 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.management.base import BaseCommand, CommandError
 
 from queuecore.checks import check_settings
 from queuecore.conf import get_config, import_task_modules, setting_message
 from queuecore.core.config import parse_queues
-from queuecore.core.errors import ConfigurationError
+from queuecore.core.errors import ConfigurationError, RedisUnavailable
 from queuecore.core.registry import default_registry
 from queuecore.core.supervisor import EX_CONFIG, Supervisor, SupervisorLink, run_worker
 from queuecore.core.worker import Worker
+
+T = TypeVar("T")
 
 
 class Command(BaseCommand):
@@ -105,8 +109,9 @@ class Command(BaseCommand):
         else:
             self.stdout.write(registered)
         try:
-            worker = Worker(worker_config, connection=connection, registry=default_registry,
-                            periodic=config.periodic_entries(), alerts=config.alert_settings())
+            worker = once_redis_answers(lambda: Worker(worker_config, connection=connection, registry=default_registry,
+                                                       periodic=config.periodic_entries(),
+                                                       alerts=config.alert_settings()), "the worker")
         except ConfigurationError as exc:
             raise CommandError(str(exc), returncode=error_code) from None
         # A supervised child never serves metrics: its supervisor does, once (the setting's port too).
@@ -182,9 +187,34 @@ class Command(BaseCommand):
 
         addr = settings.get("ADDR") or "127.0.0.1"
         try:
-            server = serve(int(port), Inspector(connection=connection), addr=addr,
-                           namespace=settings.get("NAMESPACE") or "queuecore")
+            inspector = once_redis_answers(lambda: Inspector(connection=connection), "the metrics server")
+            server = serve(int(port), inspector, addr=addr, namespace=settings.get("NAMESPACE") or "queuecore")
         except (OSError, OverflowError) as exc:
             raise CommandError(f"cannot serve metrics on {addr}:{port}: {exc}") from None
         self.stdout.write(f"metrics on http://{addr}:{server.server_port}/metrics")
         return server
+
+
+def once_redis_answers(build: Callable[[], T], what: str) -> T:
+    """``build()``, made again every few seconds while Redis does not answer: a cluster client reads
+    the slot map when it is made, so a worker started while no node answers waits for Redis (as a
+    running worker, or one on a single Redis, rides an outage out) instead of exiting with a traceback.
+    Logged once at ERROR, and once when Redis answers; Ctrl-C meanwhile ends the command quietly."""
+    log = logging.getLogger("queuecore.worker")
+    delay, told = 0.5, False
+    while True:
+        try:
+            built = build()
+        except RedisUnavailable as exc:
+            if not told:
+                log.error("Redis is unreachable (%s): %s starts once it answers", exc, what)
+                told = True
+            try:
+                time.sleep(delay)
+            except KeyboardInterrupt:
+                raise SystemExit(0) from None  # it held nothing
+            delay = min(delay * 2, 5.0)
+            continue
+        if told:
+            log.info("Redis answers: %s starts", what)
+        return built
