@@ -54,3 +54,18 @@ def test_a_queues_types_and_one_type(viewer: DjangoClient, make_worker, registry
     every = inspector.type_reports("default")  # the list pages: limits and failures read once for all types
     assert [(r.stats.type, r.stats.processed, r.stats.failed, len(r.failures.groups)) for r in every] == [
         ("t.flaky", 4, 2, 1), ("t.ok", 6, 0, 0)]
+
+
+def test_a_refresh_keeps_the_window_shown(viewer: DjangoClient, make_worker, registry, client,
+                                          inspector: Inspector) -> None:
+    """A review: both pages polled their URL without ``?window=``, so the 24 h view became the 1 h one
+    at its first refresh."""
+    import re
+
+    run_some(make_worker, registry, client, inspector)
+    for url in ("/queues/default/types/", "/queues/default/types/t.ok/"):
+        page = viewer.get(url + "?window=24h").content.decode()
+        polled = htmllib.unescape(re.search(r'<section id="qc-task-types?"[^>]*hx-get="([^"]*)"', page).group(1))
+        assert polled == url + "?window=24h"
+        refreshed = viewer.get(polled, headers=HX).content.decode()
+        assert 'aria-current="page" data-qc-window="24h"' in refreshed, url
