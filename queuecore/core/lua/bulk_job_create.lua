@@ -23,7 +23,7 @@ if redis.call("ZCARD", KEYS[2]) >= tonumber(ARGV[3]) then
     -- could never end (the first 1,000 are looked at: the set holds ARGV[3] ids unless tampered with)
     for _, id in ipairs(redis.call("ZRANGE", KEYS[2], 0, 999)) do
         local job = ARGV[5] .. id
-        if redis.call("TYPE", job)["ok"] ~= "hash" or redis.call("HEXISTS", job, "action") == 0 then
+        if qc_check_type(job, "hash") or redis.call("HEXISTS", job, "action") == 0 then
             redis.call("ZREM", KEYS[2], id)
         end
     end

@@ -43,7 +43,7 @@ end
 if ARGV[1] == "1" and #fields > 0 then
     local state = redis.call("HGET", KEYS[1], "state")
     if state ~= "completed" and state ~= "archived" then
-        if redis.call("TYPE", KEYS[2])["ok"] == "list" then
+        if not qc_check_type(KEYS[2], "list") then  -- absent or a list: a key of another type is left
             redis.call("DEL", KEYS[2])  -- first: frees memory
         end
         redis.pcall("HSET", KEYS[1], "watch", "1")
