@@ -684,11 +684,12 @@ def _local_url(request: HtmxHttpRequest, url: str | None) -> str | None:
 
 
 def _back_url(request: HtmxHttpRequest, qname: str) -> str | None:
-    """The list of ``qname`` the operator opened the task from (``?next=``, else the Referer), so that
-    deleting the task returns there; None when unknown (the task's own state list is used). Only a
-    state list of the queue counts: ``<queue>/`` alone may be another page (a queue named ``servers``)."""
+    """The list of ``qname`` the operator opened the task from (``?next=``, an action form's ``next``,
+    else the Referer), so that deleting the task returns there; None when unknown (the task's own state
+    list is used). Only a state list of the queue counts: ``<queue>/`` alone may be another page (a
+    queue named ``servers``)."""
     lists = {reverse("queuecore_dashboard:queue_state", args=[qname, state]) for state in STATES}
-    for candidate in (request.GET.get("next"), request.headers.get("Referer")):
+    for candidate in (request.GET.get("next"), request.POST.get("next"), request.headers.get("Referer")):
         url = _local_url(request, candidate)
         if url and url.split("?")[0] in lists:
             return url

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html as htmllib
 import re
 import time
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.test import Client as DjangoClient
@@ -362,6 +364,25 @@ def test_delete_from_a_task_page_opened_directly_goes_to_its_state_list(
     other = client.enqueue("x", queue=qname)
     page = operator.get(f"/queues/{qname}/tasks/{other.id}/", headers={"Referer": f"http://testserver/queues/{qname}/"})
     assert re.search(r'name="next" value="([^"]+)"', html(page)).group(1) == f"/queues/{qname}/pending/"
+
+
+def test_an_action_on_a_task_page_keeps_the_list_it_was_opened_from(operator: DjangoClient, client: Client,
+                                                                    inspector: Inspector) -> None:
+    """A review: after Run now (htmx), the swapped-in panel's Delete and refresh went to the task's state
+    list, not the filtered list the page was opened from (the action's Referer is the task page)."""
+    came_from = "/queues/default/archived/?search=needle&page=1"
+    client.enqueue("x", {"needle": 1}, task_id="t1")
+    inspector.archive_task("default", "t1")
+    page = html(operator.get("/queues/default/tasks/t1/", headers={"Referer": "http://testserver" + came_from}))
+    nexts = {htmllib.unescape(v) for v in re.findall(r'name="next" value="([^"]+)"', page)}
+    assert nexts == {came_from}  # Run now's form and Delete's
+    r = operator.post("/queues/default/tasks/t1/run/", {"next": came_from},
+                      headers={**HX, "Referer": "http://testserver/queues/default/tasks/t1/"})
+    panel = html(r)
+    assert inspector.get_task("default", "t1").state.value == "pending"
+    assert {htmllib.unescape(v) for v in re.findall(r'name="next" value="([^"]+)"', panel)} == {came_from}
+    polled = htmllib.unescape(re.search(r'hx-get="([^"]+)"', panel).group(1))
+    assert polled == "/queues/default/tasks/t1/?" + urlencode({"next": came_from})
 
 
 def test_cancel_a_running_task(operator: DjangoClient, client: Client, make_worker: Any, registry: Any,
