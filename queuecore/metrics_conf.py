@@ -22,6 +22,9 @@ def metrics_setting_errors(value: Any) -> list[str]:
     token = value.get("TOKEN")
     if token is not None and not (isinstance(token, str) and token.strip()):
         errors.append("TOKEN must be a non-empty string or None")
+    elif isinstance(token, str) and token != token.strip():  # an HTTP header cannot carry it: never matched
+        errors.append("TOKEN has white space around it (a secret file's newline?): strip it, e.g. "
+                      "open(path).read().strip()")
     permission = value.get("PERMISSION")
     if permission is not None and not (isinstance(permission, str) and permission.count(".") == 1):
         errors.append("PERMISSION must be '<app_label>.<codename>' or None")

@@ -95,7 +95,8 @@ def test_runworker_log_format_json(redis_url, key_prefix, tmp_path):
 
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings", QUEUECORE_REDIS_URL=redis_url,
                QUEUECORE_KEY_PREFIX=key_prefix, QUEUECORE_VAR_DIR=str(tmp_path), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "manage.py", "runworker", "--log-format", "json", "-v", "2"],
+    proc = subprocess.Popen([sys.executable, "manage.py", "runworker", "--log-format", "json", "-v", "2",
+                             "--metrics-port", "0"],  # its "metrics on ..." line was plain text on stdout
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
@@ -105,6 +106,8 @@ def test_runworker_log_format_json(redis_url, key_prefix, tmp_path):
                 break
         assert lines[-1]["logger"] == "queuecore.worker" and lines[-1]["level"] == "INFO"
         (types,) = [line for line in lines if "task_types" in line]
+        assert [line["logger"] for line in lines if line["message"].startswith("metrics on http://")] == [
+            "queuecore.worker"]
         assert "demo.echo" in types["task_types"] and types["message"].startswith("registered task types: ")
     finally:
         proc.terminate()

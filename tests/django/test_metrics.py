@@ -336,3 +336,7 @@ def test_metrics_settings_are_checked(settings):
         "QUEUECORE['METRICS']: ADDR must be an address to listen on, e.g. '127.0.0.1' or '0.0.0.0'.",
         "QUEUECORE['METRICS']: NAMESPACE must be a Prometheus name: letters, digits and _, not starting with a digit.",
     ]
+    for token in ("s3cret\n", " s3cret"):  # read from a secret file: a header can never carry it (a 403 for ever)
+        settings.QUEUECORE = {"METRICS": {"TOKEN": token}}
+        [message] = check_settings()
+        assert message.id == "queuecore.E020" and "TOKEN has white space around it" in message.msg

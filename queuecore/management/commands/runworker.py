@@ -191,7 +191,8 @@ class Command(BaseCommand):
             server = serve(int(port), inspector, addr=addr, namespace=settings.get("NAMESPACE") or "queuecore")
         except (OSError, OverflowError) as exc:
             raise CommandError(f"cannot serve metrics on {addr}:{port}: {exc}") from None
-        self.stdout.write(f"metrics on http://{addr}:{server.server_port}/metrics")
+        # through the log, as the worker's lines: one JSON object with --log-format json
+        logging.getLogger("queuecore.worker").info("metrics on http://%s:%s/metrics", addr, server.server_port)
         return server
 
 
