@@ -15,10 +15,13 @@ The rules, in one place:
 - **Stopped on request.** A child that exits 0 while the supervisor is not stopping was asked to stop
   (``adminctl server stop``, the dashboard's Stop, a SIGTERM sent to it alone): its slot stays empty,
   with a WARNING saying how many are left. When every slot is empty so, the supervisor exits 0.
-- **Give up.** A slot is given up, with an ERROR line, when its child exits ``max_crashes`` times (5)
-  within ``crash_window`` seconds (60 s), or exits with ``EX_CONFIG`` (78: a configuration error that
-  a restart cannot fix). The other children keep running; when every slot has given up the
-  supervisor exits with 1.
+- **Give up.** A slot is given up, with an ERROR line, when its child fails to start ``max_crashes``
+  times (5) within ``crash_window`` seconds (60 s: it exits before it says it is ready), or exits with
+  ``EX_CONFIG`` (78: a configuration error that a restart cannot fix). The other children keep
+  running; when every slot has given up the supervisor exits with 1. A child that exits after it was
+  ready (a task that kills its process, say) is always started again, with the back-off; as many exits
+  within the window are an ERROR line, not the end of the slot: the task uses up its attempts (each
+  lost lease counts as one) and is archived, while the other children go on.
 - **Signals.** SIGTERM/SIGINT (and SIGHUP, as SIGTERM) are forwarded to every child (a graceful drain; a second one is
   forwarded too and makes the children hand their running tasks back at once); nothing is restarted
   from then on, and the supervisor waits for every child and exits 0 when they all exited 0. SIGTSTP
@@ -173,20 +176,23 @@ class Decision:
 
 
 def decide(policy: RestartPolicy, history: SlotHistory, started_at: float, exited_at: float,
-           returncode: int) -> Decision:
-    """The one decision about a child that exited unexpectedly; updates ``history``."""
+           returncode: int, *, was_ready: bool = False) -> Decision:
+    """The one decision about a child that exited unexpectedly; updates ``history``. ``was_ready``: it
+    had said it is ready (then a crash loop is reported in ``reason`` and the child restarted anyway)."""
     if returncode == EX_CONFIG:
         return Decision(False, reason=f"configuration error (exit code {EX_CONFIG})")
     history.exits.append(exited_at)
     while history.exits and history.exits[0] <= exited_at - policy.crash_window:
         history.exits.popleft()
-    if len(history.exits) >= policy.max_crashes:
+    looping = len(history.exits) >= policy.max_crashes
+    if looping and not was_ready:
         return Decision(False, reason=f"crash loop: {len(history.exits)} exits within {policy.crash_window:g} s")
     if exited_at - started_at >= policy.stable_after:
         history.quick_exits = 0
     history.quick_exits += 1
     delay = min(policy.initial_delay * 2 ** (history.quick_exits - 1), policy.max_delay)
-    return Decision(True, delay=delay)
+    return Decision(True, delay=delay, reason=f"crash loop: {len(history.exits)} exits within "
+                    f"{policy.crash_window:g} s after it was ready (a task that kills its process?)" if looping else "")
 
 
 def describe_exit(returncode: int) -> str:
@@ -404,11 +410,13 @@ class Supervisor:
             logger.warning("%s stopped on request (exit code 0): not restarted; %d of %d worker processes left",
                            label, left, self.processes)
             return
-        decision = decide(self.policy, child.history, child.started_at if started else now, now, code)
+        decision = decide(self.policy, child.history, child.started_at if started else now, now, code,
+                          was_ready=child.ready)
         if decision.restart:
             child.restart_at = now + decision.delay
-            logger.warning("%s exited unexpectedly: %s; restarting in %.1f s", label, describe_exit(code),
-                           decision.delay)
+            log = logger.error if decision.reason else logger.warning
+            log("%s exited unexpectedly: %s; restarting in %.1f s%s", label, describe_exit(code), decision.delay,
+                f" ({decision.reason})" if decision.reason else "")
         else:
             child.gave_up, child.restart_at = True, None
             logger.error("%s exited: %s; not restarted: %s", label, describe_exit(code), decision.reason)

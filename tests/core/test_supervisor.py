@@ -61,6 +61,18 @@ def test_five_exits_within_sixty_seconds_give_up_but_the_same_exits_spread_out_d
         assert decide(policy, spread, t, t + 10, -signal.SIGKILL).restart
 
 
+def test_exits_after_the_child_was_ready_never_give_the_slot_up() -> None:
+    """A review: one task that kills its process (every attempt) ended every slot in 25 s, and with them
+    the workers, the task still active; such exits are restarted with the back-off, said at ERROR."""
+    policy = RestartPolicy()
+    history = SlotHistory()
+    outcomes = [decide(policy, history, t, t + 0.5, -signal.SIGKILL, was_ready=True) for t in range(0, 40, 2)]
+    assert all(d.restart for d in outcomes)
+    assert [bool(d.reason) for d in outcomes[:6]] == [False, False, False, False, True, True]
+    assert outcomes[4].reason.startswith("crash loop: 5 exits within 60 s after it was ready")
+    assert outcomes[-1].delay == policy.max_delay
+
+
 def test_a_configuration_error_gives_up_at_once() -> None:
     decision = decide(RestartPolicy(), SlotHistory(), 0, 0.1, EX_CONFIG)
     assert not decision.restart and decision.reason == "configuration error (exit code 78)"
@@ -261,6 +273,25 @@ def test_a_crash_loop_gives_up_that_slot_and_when_every_slot_gave_up_the_supervi
     assert any("worker process 2" in m and "not restarted: configuration error (exit code 78)" in m for m in errors)
     assert any("worker process 1" in m and "not restarted: crash loop" in m for m in errors)
     assert "supervisor: every worker process has given up; exiting" in errors
+
+
+def test_a_child_killed_by_its_task_again_and_again_is_restarted_for_good(fake, caplog) -> None:
+    sup, spawner, timer = fake
+    caplog.set_level(logging.INFO, "queuecore.supervisor")
+    sup.start()
+    for _ in range(7):  # each new child of slot 1 says it is ready, then a task kills it
+        proc = sup.children[0].proc
+        proc.say_ready("a")  # type: ignore[union-attr]
+        sup.step()
+        timer.now += 1
+        proc.exit(-signal.SIGKILL)  # type: ignore[union-attr]
+        sup.step()
+        assert not sup.children[0].gave_up and sup.children[0].restart_at is not None
+        timer.now = sup.children[0].restart_at
+        assert sup.step()
+    assert [p.argv[1] for p in spawner.procs].count("--slot=1") == 8
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 2 and all("crash loop: " in m and "after it was ready" in m for m in errors)
 
 
 def test_a_child_stopped_on_request_is_not_restarted_and_when_all_are_the_supervisor_exits_0(fake, caplog) -> None:
