@@ -112,6 +112,31 @@ class LivenessFile:
             pass
 
 
+def remove_left_files(path: str | os.PathLike[str], processes: int, host: str) -> list[str]:
+    """Before ``runworker --processes N`` starts its children: remove ``path`` and ``path.K`` for K
+    above N that earlier runs left (a bare file hides the children's files from the check, and a slot
+    beyond N would be found stale for ever); returns those removed. A file whose writer still runs on
+    this host is another worker's, and is left."""
+    path = os.fspath(path)
+    removed = []
+    for candidate in (path, *(f"{path}.{k}" for k in range(processes + 1, MAX_PROCESSES + 1))):
+        try:
+            with open(candidate, encoding="utf-8") as f:
+                info = json.load(f)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            info = None
+        if isinstance(info, dict) and info.get("host") == host and _alive(info.get("pid")):
+            continue
+        try:
+            os.unlink(candidate)
+        except FileNotFoundError:
+            continue
+        removed.append(candidate)
+    return removed
+
+
 def _alive(pid: Any) -> bool:
     """Whether a process with this pid runs on this host (any pid we may not signal counts as alive)."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:

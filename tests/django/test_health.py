@@ -365,3 +365,21 @@ def test_a_cluster_no_node_answers_gives_each_surface_its_own_answer_not_a_trace
     finally:
         worker.kill()
         worker.wait(10)
+
+
+def test_files_left_by_earlier_runs_go_but_a_live_workers_file_stays(tmp_path):
+    """``remove_left_files``, run by ``runworker --processes N`` before its children start."""
+    import socket
+
+    from queuecore.core.liveness import remove_left_files
+
+    host, path = socket.gethostname(), tmp_path / "h.json"
+    files = {name: tmp_path / name for name in ("h.json", "h.json.2", "h.json.3", "h.json.4", "h.json.5")}
+    for name, pid in (("h.json", 2**22 + 7), ("h.json.2", 2**22 + 7), ("h.json.3", os.getpid()),
+                      ("h.json.4", 2**22 + 7)):
+        files[name].write_text(json.dumps({"server_id": name, "pid": pid, "host": host}))
+    files["h.json.5"].write_text("not json")
+    removed = remove_left_files(path, 2, host)
+    assert sorted(removed) == sorted(str(files[n]) for n in ("h.json", "h.json.4", "h.json.5"))
+    assert files["h.json.2"].exists()  # a slot the new run has: its child rewrites it
+    assert files["h.json.3"].exists()  # its writer runs here: another worker's

@@ -241,14 +241,26 @@ def test_processes_out_of_range_is_refused(runworker, value: str) -> None:
 
 def test_the_health_file_setting_gives_each_child_a_file_of_its_own(runworker, inspector: Inspector,
                                                                      tmp_path: Path) -> None:
+    import socket
+
+    from queuecore.core.liveness import check_health
+
     health = tmp_path / "health.json"  # QUEUECORE["HEALTH_FILE"], as --health-file would be
+    # Left by earlier runs killed -9 (a single worker's, a third child's): a review found the check
+    # unhealthy for good, the bare file hiding the children's files, the third slot stale.
+    dead = {"server_id": "gone", "pid": 2**22 + 7, "host": socket.gethostname(), "key_prefix": "x",
+            "heartbeat_interval": 0.3, "status": "active", "heartbeat_at": 1.0}
+    for left in (health, tmp_path / "health.json.3"):
+        left.write_text(json.dumps(dead))
     sup = runworker("--processes", "2", QC_TEST_HEALTH_FILE=str(health))
     servers = wait_servers(inspector, sup, 2)
     files = [tmp_path / "health.json.1", tmp_path / "health.json.2"]
     wait_until(lambda: all(f.exists() for f in files), 20, message="a health file per worker process")
     written = {json.loads(f.read_text())["server_id"] for f in files}
     assert written == {s.id for s in servers}  # one file each, not one file both rewrite
-    assert not health.exists()
+    assert not health.exists() and not (tmp_path / "health.json.3").exists()
+    report = check_health(health, inspector.redis, max_age=30)
+    assert report.ok and report.reason.startswith("2 worker processes"), report
     sup.proc.send_signal(signal.SIGTERM)
     assert sup.wait_exit() == 0
     assert not any(f.exists() for f in files)  # each removed by its own worker on a clean stop

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from queuecore.checks import check_settings
 from queuecore.conf import get_config, import_task_modules, setting_message
 from queuecore.core.config import parse_queues
 from queuecore.core.errors import ConfigurationError, RedisUnavailable
+from queuecore.core.liveness import remove_left_files
 from queuecore.core.registry import default_registry
 from queuecore.core.supervisor import EX_CONFIG, Supervisor, SupervisorLink, run_worker
 from queuecore.core.worker import Worker
@@ -132,6 +134,10 @@ class Command(BaseCommand):
         env = dict(os.environ)
         if getattr(settings, "SETTINGS_MODULE", None) and not options.get("settings"):
             env["DJANGO_SETTINGS_MODULE"] = settings.SETTINGS_MODULE
+        if options.get("health_file"):  # what earlier runs left would keep the check unhealthy
+            for path in remove_left_files(options["health_file"], processes, socket.gethostname()):
+                logging.getLogger("queuecore.supervisor").info("removed the health file %s an earlier run left",
+                                                               path)
         supervisor = Supervisor(lambda slot: self.child_argv(options, slot), processes, env=env)
         metrics_server = self._serve_metrics(config, connection, options.get("metrics_port"))
         try:
