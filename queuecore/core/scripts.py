@@ -578,7 +578,7 @@ class Scripts:
         args = [task_id, lease, now_ms, error, day, minute, max_archive_size, archive_cutoff_ms,
                 1 if count_failure else 0, q.task_prefix, attempt, "" if started_ms is None else started_ms,
                 ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES, WAKE_TTL_MS, *self._ts_context(q, now_ms),
-                type_name if self.type_stats else "", -1 if duration_ms is None else duration_ms]
+                type_name if self.type_stats else "", -1 if duration_ms is None else duration_ms, q.base]
         reply: int = self._call("archive", keys, args)
         return reply == OK
 
@@ -658,7 +658,8 @@ class Scripts:
         """Delete up to ``limit`` completed tasks past retention, and as many archived tasks past the age
         limit, and as many of the oldest archived beyond ``max_archive_size``; how many of each."""
         completed, aged, over_size = self._call("janitor", [q.completed, q.archived],
-                                                [now_ms, archive_cutoff_ms, limit, q.task_prefix, max_archive_size])
+                                                [now_ms, archive_cutoff_ms, limit, q.task_prefix, max_archive_size,
+                                                 q.base])
         return int(completed), int(aged), int(over_size)
 
     def repair(self, q: QueueKeys, *, now_ms: int, cursor: str = "0", count: int = 1000,

@@ -357,6 +357,23 @@ def test_archive_trims_the_oldest_over_the_size_limit_and_deletes_their_hashes(r
                "a": {**without(ha, "started_at"), "state": "archived", "error": "e", "failed_at": str(NOW)}})
 
 
+def test_a_task_trimmed_from_the_archive_or_expired_by_the_janitor_releases_its_unique_lock(
+        r, q, scripts: Scripts) -> None:
+    """A review: a unique task deleted by the archive's trim or by the janitor kept its lock (up to its
+    unique_for), so an identical task was refused as a duplicate of one that no longer existed, and no
+    operator action could clear it. A lock another task took since stays."""
+    locks = {name: q.unique("test.task", name * 32) for name in "abcd"}
+    for n, (task_id, lock) in enumerate(locks.items()):
+        seed_task(r, q, task_id, "archived", score=NOW - 1000 + n, unique=lock)
+        r.set(lock, task_id if task_id != "b" else "newer", px=3_600_000)
+    seed_active(r, q, "x", lease=1)
+    assert scripts.archive(q, "x", 1, now_ms=NOW, error="e", day=DAY, minute=MINUTE, max_archive_size=3,
+                           archive_cutoff_ms=0) is True  # trims "a" and "b"
+    assert [r.get(locks[k]) for k in "abcd"] == [None, "newer", "c", "d"]
+    assert scripts.janitor(q, now_ms=NOW, archive_cutoff_ms=NOW - 995, max_archive_size=10, limit=10) == (0, 2, 0)
+    assert [r.get(locks[k]) for k in "abcd"] == [None, "newer", None, None]  # "c" and "d" were too old
+
+
 def test_archive_trims_at_most_ten_per_call(r, q, scripts: Scripts) -> None:
     old = seed_archived(r, q, 15, NOW - 1000)
     seed_active(r, q, "a", lease=1)

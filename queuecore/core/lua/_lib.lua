@@ -101,6 +101,16 @@ local function qc_own_lock(key, base)
     end
 end
 
+-- A task deleted for good by a trim or an expiry releases the unique lock it holds, as an operator's
+-- deletion does: its own lock (see qc_own_lock) is deleted when it still names the task (id). Reads
+-- are pcalls: a key of another type is passed over, never an error after a write.
+local function qc_release_own_lock(key, base, id)
+    local lock = redis.pcall("HGET", key, "unique")
+    if type(lock) == "string" and string.sub(lock, 1, #base) == base and redis.pcall("GET", lock) == id then
+        redis.call("DEL", lock)
+    end
+end
+
 -- qc_check_type(<task hash>, "hash") for each of ids: the first refusal, or nil.
 local function qc_check_task_hashes(task_prefix, ids)
     for _, id in ipairs(ids) do

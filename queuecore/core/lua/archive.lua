@@ -23,9 +23,12 @@
 -- ARGV[16..22] per-type statistics context (typestats.context); an empty prefix = statistics off, nothing written
 -- ARGV[23] the task's type
 -- ARGV[24] its handler's duration, ms ("-1" = not known)
+-- ARGV[25] the queue's key start, <prefix>:{<q>}: (a trimmed task's unique lock is released only when
+--          it starts so: the same slot)
 -- Cluster note: the per-type statistics HASHes are built from ARGV[16], same {<q>} tag (typestats.py).
 -- Cluster note: hashes of archived tasks trimmed over the limits (<prefix>:{<q>}:t:<id>) are built
--- here from ARGV[10], in the same {<q>} slot. At most 10 are trimmed per call.
+-- here from ARGV[10], in the same {<q>} slot, as the unique locks they name that start with ARGV[25].
+-- At most 10 are trimmed per call.
 -- Returns 1 archived, 0 the lease was lost.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
@@ -48,6 +51,7 @@ redis.call("ZADD", KEYS[3], ARGV[3], ARGV[1])
 local task_prefix = ARGV[10]
 local old = redis.call("ZRANGEBYSCORE", KEYS[3], "-inf", "(" .. ARGV[8], "LIMIT", 0, 10)
 for _, id in ipairs(old) do
+    qc_release_own_lock(qc_task_key(task_prefix, id), ARGV[25], id)
     redis.call("DEL", qc_task_key(task_prefix, id))
     redis.call("ZREM", KEYS[3], id)
 end
@@ -55,6 +59,7 @@ local excess = redis.call("ZCARD", KEYS[3]) - tonumber(ARGV[7])
 if excess > 0 then
     local ids = redis.call("ZRANGE", KEYS[3], 0, math.min(excess, 10) - 1)
     for _, id in ipairs(ids) do
+        qc_release_own_lock(qc_task_key(task_prefix, id), ARGV[25], id)
         redis.call("DEL", qc_task_key(task_prefix, id))
         redis.call("ZREM", KEYS[3], id)
     end
