@@ -47,16 +47,23 @@ class Forwarder(Periodic):
         self.next_due = None  # until a round completes: no early wake-up after an error
         with self._noted_lock:
             self._noted = None  # this round sees every task told of so far
+        failed: Exception | None = None  # one queue (a corrupt key, a cluster master away) holds up no other
         for q in self._queues:
             for source in DUE_STATES:
-                while True:
-                    n, due_ms = self._scripts.forward(q, source, now_ms=now_ms, limit=BATCH)
-                    moved += n
-                    if n < BATCH:
-                        break
+                try:
+                    while True:
+                        n, due_ms = self._scripts.forward(q, source, now_ms=now_ms, limit=BATCH)
+                        moved += n
+                        if n < BATCH:
+                            break
+                except Exception as exc:
+                    failed = failed or exc
+                    continue
                 if due_ms is not None and (next_due_ms is None or due_ms < next_due_ms):
                     next_due_ms = due_ms
         self.next_due = None if next_due_ms is None else next_due_ms / 1000
+        if failed is not None:
+            raise failed  # reported (and the round counted as failed) once the others have moved theirs
         return moved
 
     def note_due(self, due: float) -> None:

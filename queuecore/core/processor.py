@@ -36,6 +36,7 @@ from queuecore.core.outcome import Outcome, abandoned, classify
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR, SHUTDOWN
 from queuecore.core.reasons import LEASE_LOST as LEASE_LOST_REASON
 from queuecore.core.recorder import Recorder
+from queuecore.core.redis_errors import is_connection_error
 from queuecore.core.registry import TaskRegistry
 from queuecore.core.runner import Runner, deadline_passed
 from queuecore.core.running import HeldTasks, Running
@@ -43,6 +44,8 @@ from queuecore.core.scripts import LEASE_CANCEL_REQUESTED, LEASE_LOST, Scripts
 from queuecore.core.slots import Slots
 
 logger = logging.getLogger("queuecore.worker")
+
+QUEUE_SET_ASIDE = 5.0  # seconds a queue whose dequeue failed is not asked again (the others are)
 
 
 class Processor:
@@ -98,6 +101,7 @@ class Processor:
         self._running = 0
         self.threads: list[threading.Thread] = []
         self._drained = False  # the last fetch asked every queue and got less than it asked for
+        self._set_aside: dict[str, tuple[float, str]] = {}  # queue -> (asked again from (monotonic s), why)
         self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health, worker_id, on_due)
         self._acker = Acker(scripts.dedicated(), clock, queue_keys, self.recorder.with_retries, self._acknowledged)
         # Concurrency and rate limits of the task types that have them (flow.py); idle otherwise.
@@ -301,16 +305,29 @@ class Processor:
         got = 0
         order = self.queue_order()
         self._drained = False
+        failed: list[tuple[str, Exception]] = []
+        answered = False
         for tried, name in enumerate(order, 1):
+            if self._set_aside.get(name, (0.0, ""))[0] > time.monotonic():
+                self._drained = tried == len(order) and got < free
+                continue  # it failed a moment ago: the other queues go first
             with self._fetch_lock:
                 if got >= free or self._quiet.is_set():
                     break
                 now = self.clock.now()
-                items = self._fetch_scripts.dequeue(self.queue_keys[name], now_ms=to_ms(now),
-                                                    lease_until_ms=to_ms(now + self.config.lease_duration),
-                                                    count=free - got,
-                                                    idle_entry=self._idle_entry if self._idle() else "",
-                                                    idle_until_ms=to_ms(now + self._idle_for))
+                try:
+                    items = self._fetch_scripts.dequeue(self.queue_keys[name], now_ms=to_ms(now),
+                                                        lease_until_ms=to_ms(now + self.config.lease_duration),
+                                                        count=free - got,
+                                                        idle_entry=self._idle_entry if self._idle() else "",
+                                                        idle_until_ms=to_ms(now + self._idle_for))
+                except Exception as exc:  # this queue (a corrupt key, a cluster master away) holds up no other
+                    failed.append((name, exc))
+                    self._drained = tried == len(order) and got < free
+                    continue
+            answered = True
+            if name in self._set_aside and self._set_aside.pop(name)[1]:  # its error was logged: say it ended
+                logger.warning("queue %s: its tasks are fetched again", name)
             self._drained = tried == len(order) and got + len(items) < free and not items.cut
             for item in items:
                 if item.msg is None:
@@ -323,7 +340,23 @@ class Processor:
                 break  # this queue has more (its fetch stopped at the byte budget): the next round starts over
             if got and not self.config.strict_priority:
                 break  # one queue per round keeps the weighted order fair
+        if failed and not answered:
+            raise failed[0][1]  # no queue answered (Redis away, say): the fetcher reports it and backs off
+        for name, error in failed:
+            self._set_queue_aside(name, error)
         return got
+
+    def _set_queue_aside(self, name: str, exc: Exception) -> None:
+        """A queue whose dequeue failed while another answered is not asked again for ``QUEUE_SET_ASIDE``
+        seconds; an error that is not an outage (a corrupt key) is logged once while it lasts."""
+        text = "" if is_connection_error(exc) else f"{type(exc).__name__}: {exc}"  # "": said by the health
+        seen = self._set_aside.get(name, (0.0, ""))[1]
+        self._set_aside[name] = (time.monotonic() + QUEUE_SET_ASIDE, text)
+        if text and text != seen:
+            logger.error("queue %s: its tasks cannot be fetched (%s); asked again every %gs, the other queues "
+                         "go on", name, text, QUEUE_SET_ASIDE)
+        elif not text:
+            self.health.report_error(f"fetch from queue {name}", exc)
 
     # -- dispatching ------------------------------------------------------------------------------
 

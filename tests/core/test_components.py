@@ -227,6 +227,22 @@ def test_forwarder_moves_due_scheduled_and_retry_tasks(
     assert forwarder.run_once() == 1
 
 
+def test_forwarder_moves_the_other_queues_tasks_when_one_queue_cannot_be_read(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, connection: ConnectionConfig,
+        health: RedisHealth) -> None:
+    """A review: a queue whose ``retry`` key held a string ended every round there, so a task falling
+    due in a healthy queue listed after it stayed scheduled for good."""
+    alpha, beta = connection.keys.queue("alpha"), connection.keys.queue("beta")
+    redis_client.set(alpha.retry, "not a zset")
+    seed_task(redis_client, beta, "due", "scheduled", score=to_ms(fake_clock.now() - 1))
+    seed_task(redis_client, beta, "soon", "retry", score=to_ms(fake_clock.now() + 0.2))
+    forwarder = Forwarder(scripts, fake_clock, [alpha, beta], 0.5, health)
+    with pytest.raises(WrongKeyType, match="retry"):  # the round is reported as failed
+        forwarder.run_once()
+    assert read_pending(redis_client, beta) == ["due"]
+    assert forwarder.next_wait() == pytest.approx(0.2)  # beta's next task still wakes it in time
+
+
 def test_forwarder_sleeps_until_the_earliest_due_task_when_it_is_sooner_than_its_interval(
         redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys, health: RedisHealth) -> None:
     now = fake_clock.now()

@@ -141,3 +141,28 @@ def test_strict_priority_holds_when_a_fetch_is_cut_short_by_its_byte_budget(make
     wait_until(lambda: len(low_saw) == 5, SOON, message="every low task run")
     assert sorted(high_started) == list(range(20))
     assert low_saw == [20] * 5  # each low task started after every high one
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["strict", "weighted"])
+def test_a_queue_that_cannot_be_read_holds_up_no_other(make_worker, client, registry, redis_client, connection,
+                                                        inspector, caplog, strict: bool) -> None:
+    """A review: a queue whose pending key held a string stopped every fetch round there; with strict
+    priority a healthy queue after it ran nothing, weighted it slowed to the error backoff. The queue
+    is set aside a few seconds at a time, said once at ERROR; the others are fetched as usual."""
+    import logging
+
+    ran: list[int] = []
+
+    @task(name="t.hello", registry=registry)
+    def hello(i: int) -> None:
+        ran.append(i)
+
+    redis_client.set(connection.keys.queue("alpha").pending, "not a list")
+    caplog.set_level(logging.INFO, logger="queuecore.worker")
+    make_worker(queues={"alpha": 2, "beta": 1}, strict_priority=strict)
+    for i in range(20):
+        client.enqueue("t.hello", {"i": i}, queue="beta")
+    wait_until(lambda: len(ran) == 20, 10, message="beta's 20 tasks to run")
+    said = [r.getMessage() for r in caplog.records if "queue alpha: its tasks cannot be fetched" in r.getMessage()]
+    assert len(said) == 1 and "WrongKeyType" in said[0] and "holds a string, expected a list" in said[0]
+    assert inspector.count("beta", "pending") == 0
