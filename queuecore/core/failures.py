@@ -37,7 +37,7 @@ _OWN_FRAME = re.compile(r"/queuecore/(?:core/[^/]+|[^/]+\.py)$")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>.+)$', re.MULTILINE)
 # Order matters: the specific shapes first, then what is left of them.
 _VARYING = [
-    (re.compile(r"'[^'\n]*'"), "'…'"),
+    (re.compile(r"(?<!\w)'[^'\n]*'(?!\w)"), "'…'"),  # a quoted value, not the apostrophe of "can't"
     (re.compile(r'"[^"\n]*"'), '"…"'),
     (re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"), "<uuid>"),
     (re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b"), "<address>"),

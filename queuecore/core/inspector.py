@@ -6,6 +6,7 @@ The dashboard and ``adminctl`` call this and nothing else.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import random
 import threading
@@ -217,13 +218,17 @@ def _strip_json_space(text: str, in_string: bool) -> str:
 
 
 def search_needles(search: str) -> tuple[str, ...]:
-    """The forms of a search text that are looked for, lower-cased: the text as typed, and the text
+    """The forms of a search text that are looked for, lower-cased: the text as typed, as a JSON string
+    holds it (a ``\\`` or a ``"`` in a payload's value is escaped there), and the text
     with the whitespace JSON ignores taken out (read as starting outside a string literal, and as
     starting inside one). Payloads are shown with spaces and line breaks (``"user_id": 5005``, the
     indented detail view) but stored compact (``"user_id":5005``): a fragment pasted from the screen
     then finds the task."""
     text = search.lower()
     forms = [text]
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1]  # as a payload's string holds it: C:\\data, \"hi\"
+    if escaped != text:
+        forms.append(escaped)
     if not any(ch in text for ch in '":,{}[]'):  # plain words: looked for as typed, spaces and all
         return tuple(forms)
     for in_string in (False, True):

@@ -28,6 +28,15 @@ def test_what_varies_between_occurrences_is_taken_out() -> None:
     assert normalise_message('bad key "a b"\n   next line') == 'bad key "…" next line'
 
 
+def test_an_apostrophe_is_no_quote() -> None:
+    """A review: the apostrophe of "can't" was paired with the next quote, so the quoted value stayed
+    in the message and each occurrence made a group of its own."""
+    forms = {normalise_message(f"can't multiply sequence by non-int of type '{t}'") for t in ("float", "str")}
+    assert forms == {"can't multiply sequence by non-int of type '…'"}
+    assert normalise_message("couldn't find user 'ann' (tried 3 times)") == "couldn't find user '…' (tried <n> times)"
+    assert normalise_message("'NoneType' object has no attribute 'id'") == "'…' object has no attribute '…'"
+
+
 def test_one_kind_of_failure_has_one_fingerprint_and_the_handler_frame_tells_kinds_apart() -> None:
     one = fingerprint(TRACE.format(head="ConnectionError: timeout to 10.0.0.7:5432", file="pay.py", line=40,
                                    func="charge_task"))
