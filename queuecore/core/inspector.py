@@ -240,6 +240,7 @@ def search_needles(search: str) -> tuple[str, ...]:
 
 MEMORY_SAMPLE = 20  # task hashes measured per queue for its memory estimate, over all its states
 STATES_BY_KEY = ("pending", *ZSET_STATES)  # the order of the sizes _queue_infos reads
+LIVE_STATES = frozenset(STATES_BY_KEY) - {TaskState.COMPLETED.value}  # a task there is work (QueueInfo.size)
 
 
 def memory_sample_plan(sizes: dict[str, int], sample: int, offset: float = 0.0) -> dict[str, list[int]]:
@@ -627,17 +628,34 @@ class Inspector:
             raise QueueNotEmpty(f"queue {name!r} holds {info.size} task(s); use force to delete them too")
         deleted = tasks = 0
         watched: list[str] = []
+        states = {q.state_key(state) for state in LIVE_STATES}
         for batch in self._scan_batches(q.all_pattern):
-            watched += self._watched_task_ids(q, batch)
             task_keys = [key for key in batch if key.startswith(q.task_prefix)]
             others = [key for key in batch if not key.startswith(q.task_prefix)]
+            if not force:  # what is enqueued meanwhile stays: its task, and the state holding it (an empty
+                task_keys = self._finished_only(task_keys)  # state is no key: one found holds such a task)
+                others = [key for key in others if key not in states]
+            watched += self._watched_task_ids(q, task_keys)
             removed = int(self.redis.unlink(*task_keys)) if task_keys else 0  # a key SCAN gave twice, once
             tasks += removed
             deleted += removed + (int(self.redis.unlink(*others)) if others else 0)
         self._end_waits(q, watched)
+        if not force and (arrived := self._queue_infos([q])[0].size):
+            raise QueueNotEmpty(f"queue {name!r}: {arrived} task(s) were enqueued while it was "
+                                f"being removed; they are kept, and so is the queue ({tasks} finished task(s) and "
+                                f"{deleted - tasks} other key(s) were deleted)")
         self.redis.srem(self.keys.queues, name)
         self._audit(f"queue.{QueueAction.REMOVE}", name, count=tasks)
         return QueueRemoval(deleted, tasks)
+
+    def _finished_only(self, task_keys: list[str]) -> list[str]:
+        """Of ``task_keys``, those of tasks in no live state (completed: all a queue removed without
+        ``force`` holds); a task enqueued since the queue was found empty is left out."""
+        pipe = self.redis.pipeline(transaction=False)
+        for key in task_keys:
+            pipe.hget(key, "state")
+        states = pipe.execute(raise_on_error=False) if task_keys else []
+        return [key for key, state in zip(task_keys, states, strict=True) if state not in LIVE_STATES]
 
     def _watched_task_ids(self, q: QueueKeys, keys: list[str]) -> list[str]:
         """The ids of the tasks among ``keys`` whose outcome a caller waits for (results.py)."""

@@ -538,6 +538,34 @@ def test_remove_an_empty_queue(fi: Inspector, redis_client, connection) -> None:
     assert queue_key_names(redis_client, q) == set()
 
 
+def test_a_task_enqueued_while_a_queue_is_removed_is_kept_and_so_is_the_queue(fi: Inspector, client: Client,
+                                                                              redis_client, connection,
+                                                                              monkeypatch) -> None:
+    """A review: the queue was found empty once, then every key was scanned and deleted, so a task
+    enqueued in between was deleted (or kept in a queue no surface listed). Without force, only the
+    finished tasks and the queue's other keys go; a task enqueued meanwhile stays, with its queue."""
+    q = queue(redis_client, connection, "q")
+    for n in range(3):
+        seed_task(redis_client, q, f"c{n}", "completed", score=NOW_MS)
+    redis_client.hset(q.stats, "processed", 3)
+    scan = Inspector._scan_batches
+    late: list[str] = []
+
+    def producer_meanwhile(self: Inspector, pattern: str, *args: Any, **kwargs: Any) -> Any:
+        late.append(client.enqueue("t", {"late": True}, queue="q").id)  # right after the check found it empty
+        yield from scan(self, pattern, *args, **kwargs)
+
+    monkeypatch.setattr(Inspector, "_scan_batches", producer_meanwhile)
+    with pytest.raises(QueueNotEmpty, match=r"1 task\(s\) were enqueued while it was being removed; they are kept"):
+        fi.remove_queue("q")
+    assert fi.queues() == ["q"] and [t.id for t in fi.list_tasks("q", "pending").tasks] == late
+    assert fi.queue_info("q").completed == 0 and not redis_client.exists(q.stats)  # the rest went
+    monkeypatch.setattr(Inspector, "_scan_batches", scan)
+    fi.delete_task("q", late[0])
+    fi.remove_queue("q")
+    assert fi.queues() == [] and queue_key_names(redis_client, q) == set()
+
+
 # -- servers and workers ------------------------------------------------------------------------
 
 
