@@ -32,8 +32,10 @@ def export(app: App, queue_name: str, state: str, fmt: str, type_name: str | Non
 
     Streams any number of tasks, read 500 at a time; with --type or --search
     only the matching ones (every task is looked at, not only the first
-    20,000). The list may change while it is read: a task that moves
-    meanwhile can be missed or come twice. In CSV, a cell a spreadsheet
+    20,000). The tasks in STATE when it starts are read, each once, as they
+    are when read (a copy of their ids is taken first; with Redis full, the
+    state itself is read, and a task that moves meanwhile can be missed or
+    come twice). In CSV, a cell a spreadsheet
     would run as a formula starts with a quote. --json is --format jsonl.
 
     \b

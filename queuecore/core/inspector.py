@@ -5,11 +5,13 @@ The dashboard and ``adminctl`` call this and nothing else.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import math
 import random
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -36,6 +38,7 @@ from queuecore.core.errors import (
     QueuecoreError,
     QueueNotEmpty,
     QueueNotFound,
+    RedisFull,
     ServerNotFound,
     TaskDecodeError,
     TaskNotFound,
@@ -1439,8 +1442,11 @@ class Inspector:
                    ) -> Iterator[TaskInfo]:
         """Every task of ``queue`` in ``state`` that matches ``type`` and ``search`` (as ``list_tasks``,
         without its scan limit), in ``order``, read 500 at a time (for exports: ``export.py``); at most
-        ``limit``. The list is read page by page while it may change: a task that moves meanwhile can
-        be missed or come twice."""
+        ``limit``. They are read from a copy of the state's ids taken when the reading begins (workers
+        taking tasks from the list would shift the pages past the reader): each task in the state then
+        comes once, as it is when it is read (a task deleted since is left out); one that enters the
+        state later does not. With Redis full (no room for the copy), the state itself is read: a task
+        that moves meanwhile can then be missed or come twice."""
         state = self._check_state(state)
         newest = (default_order(state) if order is None else _one_of(order, ORDERS, "order")) == "newest"
         if limit is not None:  # a negative one gave nothing, silently
@@ -1451,20 +1457,36 @@ class Inspector:
 
     def _iter_tasks(self, q: QueueKeys, state: str, newest: bool, keep: Callable[[TaskInfo], bool] | None,
                     limit: int | None) -> Iterator[TaskInfo]:
-        start, sent = 0, 0
-        while limit is None or sent < limit:
+        copy: str | None = None
+        try:
             with broker_errors():
-                ids = self._ids(q, state, start, start + 499, newest)
-                infos = [info for info in self._infos(q, state, ids) if keep is None or keep(info)]
-                infos = self._with_results(q, infos if limit is None else infos[:limit - sent])
-            if not ids:
-                return
-            start += len(ids)
-            for info in infos:
-                yield info
-                sent += 1
-                if limit is not None and sent >= limit:
+                copy_id = f"export{uuid.uuid4().hex[:16]}"
+                if not self.scripts.bulk_snapshot(q, state, copy_id, ttl_ms=SNAPSHOT_TTL_MS):
+                    return  # the state is empty
+                copy = q.bulk_snapshot(copy_id)
+        except RedisFull:
+            copy = None  # no room for a copy: the state itself is read
+        try:
+            start, sent = 0, 0
+            while limit is None or sent < limit:
+                with broker_errors():
+                    if copy is not None:
+                        self.redis.pexpire(copy, SNAPSHOT_TTL_MS)  # kept while it is read
+                    ids = self._ids(q, state, start, start + 499, newest, copy)
+                    infos = [info for info in self._infos(q, state, ids) if keep is None or keep(info)]
+                    infos = self._with_results(q, infos if limit is None else infos[:limit - sent])
+                if not ids:
                     return
+                start += len(ids)
+                for info in infos:
+                    yield info
+                    sent += 1
+                    if limit is not None and sent >= limit:
+                        return
+        finally:
+            if copy is not None:
+                with contextlib.suppress(redis.RedisError):  # it expires by itself
+                    self.redis.delete(copy)
 
     # -- failures grouped by error (failures.py) -----------------------------------------------------
 

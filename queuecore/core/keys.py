@@ -200,7 +200,8 @@ class QueueKeys:
 
     def bulk_snapshot(self, job_id: str) -> str:
         """LIST or ZSET: a copy of one state's ids, taken when a filtered bulk job starts finding its
-        tasks (``bulk_snapshot.lua``), read by place while the state itself moves; it expires by itself."""
+        tasks, or an export starts reading them (``bulk_snapshot.lua``), read by place while the state
+        itself moves; it expires by itself."""
         return f"{self.base}bulk:{job_id}"
 
     def state_key(self, state: str) -> str:

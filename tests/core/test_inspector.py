@@ -807,3 +807,28 @@ def test_iter_tasks_refuses_a_limit_out_of_range(fi: Inspector, client: Client, 
     with pytest.raises(ConfigurationError, match="limit"):
         fi.iter_tasks("q", "pending", limit=limit)
     assert [t.queue for t in fi.iter_tasks("q", "pending", limit=1)] == ["q"]
+
+
+def test_an_export_reads_each_task_once_while_workers_move_tasks(fi: Inspector, client: Client, redis_client,
+                                                                  connection, scripts) -> None:
+    """A review: exports read by offset, so tasks taken from the head shifted the pages past the
+    reader (100 pending tasks that never moved were left out) and tasks archived meanwhile pushed
+    earlier ones onto the next page again (100 rows twice). Now they read a copy of the state's ids."""
+    q = queue(redis_client, connection, "q")
+    ids = [h.id for h in client.enqueue_many([("t", {"n": n}) for n in range(1_500)], queue="q")]
+    seen: list[str] = []
+    for info in fi.iter_tasks("q", "pending"):
+        seen.append(info.id)
+        if len(seen) == 500:  # a worker takes 100 from the head while the export runs
+            scripts.dequeue(q, now_ms=NOW_MS, lease_until_ms=NOW_MS + 60_000, count=100)
+    assert sorted(seen) == sorted(ids) and len(seen) == len(set(seen))
+    for n in range(1_000):
+        seed_task(redis_client, q, f"a{n}", "archived", score=NOW_MS + n)
+    exported: list[str] = []
+    for info in fi.iter_tasks("q", "archived"):  # newest first
+        exported.append(info.id)
+        if len(exported) == 500:
+            for n in range(100):  # archived meanwhile, newer than all
+                seed_task(redis_client, q, f"new{n}", "archived", score=NOW_MS + 10_000 + n)
+    assert exported == [f"a{n}" for n in reversed(range(1_000))]
+    assert not [key for key in redis_client.scan_iter(match=q.bulk_snapshot("*"))]  # the copies are gone
