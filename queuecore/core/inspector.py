@@ -1344,22 +1344,27 @@ class Inspector:
 
     @translate
     def pause_periodic(self, name: str) -> bool:
-        """Pause a periodic entry: its fires are skipped until it is resumed. False when already paused."""
-        queue, changed = self._periodic().set_paused(name, True, self.actor, to_ms(self.clock.now()))
-        self._audit("periodic.pause", queue, state=name)
+        """Pause a periodic entry (in every queue it is declared in: a deploy that moves it to another
+        queue leaves two copies a while): its fires are skipped until it is resumed. False when already
+        paused."""
+        queues, changed = self._periodic().set_paused(name, True, self.actor, to_ms(self.clock.now()))
+        for queue in queues:
+            self._audit("periodic.pause", queue, state=name)
         return changed
 
     @translate
     def resume_periodic(self, name: str) -> bool:
         """Resume a paused periodic entry from its next fire (the paused ones are not run). False when
         it was not paused."""
-        queue, changed = self._periodic().set_paused(name, False, self.actor, to_ms(self.clock.now()))
-        self._audit("periodic.resume", queue, state=name)
+        queues, changed = self._periodic().set_paused(name, False, self.actor, to_ms(self.clock.now()))
+        for queue in queues:
+            self._audit("periodic.resume", queue, state=name)
         return changed
 
     @translate
     def run_periodic(self, name: str) -> str:
-        """Enqueue a periodic entry's task now, outside its schedule; returns the task id."""
+        """Enqueue a periodic entry's task now, outside its schedule (in the queue it was declared in
+        last); returns the task id."""
         queue, task_id = self._periodic().run(name, self.clock.now())
         self._audit("periodic.run", queue, task_ids=[task_id], state=name)
         return task_id

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -22,6 +22,9 @@ from queuecore.core.scheduler import FIRED, NO_ENTRY, RECENT_FIRES, Prepare
 from queuecore.core.scripts import Scripts
 
 RECENT_SHOWN = 10
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _when(ms: Any) -> datetime | None:
@@ -130,11 +133,17 @@ class PeriodicAdmin:
                 for (q, task_id), state in zip(unique, pipe.execute(), strict=True)}
 
     def entry(self, name: str, now_ms: int) -> PeriodicEntryInfo:
-        """One entry by name; ``PeriodicEntryNotFound`` when no live worker declares it."""
-        for info in self.entries(now_ms):
-            if info.name == name:
-                return info
-        raise PeriodicEntryNotFound(f"no periodic entry named {name!r} (declared by a live worker)")
+        """One entry by name (of its copies in several queues, the one declared last: a rolling deploy
+        that moved it to another queue leaves both a while); ``PeriodicEntryNotFound`` when no live
+        worker declares it."""
+        return max(self.copies(name, now_ms), key=lambda info: info.declared_at or _EPOCH)
+
+    def copies(self, name: str, now_ms: int) -> list[PeriodicEntryInfo]:
+        """The entry ``name`` in each queue live workers declare it in (one, but for a deploy under way)."""
+        found = [info for info in self.entries(now_ms) if info.name == name]
+        if not found:
+            raise PeriodicEntryNotFound(f"no periodic entry named {name!r} (declared by a live worker)")
+        return found
 
     @staticmethod
     def _info(name: str, queue: str, h: dict[str, str], fires: list[str],
@@ -164,14 +173,19 @@ class PeriodicAdmin:
             declared_at=_when(h.get("declared")), recent=recent,
             fires={k.removeprefix("fires_"): int(v) for k, v in h.items() if k.startswith("fires_")})
 
-    def set_paused(self, name: str, pause: bool, actor: str, now_ms: int) -> tuple[str, bool]:
-        """Pause or resume; returns (queue, changed)."""
-        info = self.entry(name, now_ms)
-        code = self.scripts.admin_periodic_pause(self.keys.queue(info.queue), name, pause=pause, actor=actor,
-                                                 now_ms=now_ms)
-        if code == NO_ENTRY:
+    def set_paused(self, name: str, pause: bool, actor: str, now_ms: int) -> tuple[list[str], bool]:
+        """Pause or resume the entry in every queue it is declared in; returns (those queues, whether
+        any changed)."""
+        queues, changed = [], False
+        for info in self.copies(name, now_ms):
+            code = self.scripts.admin_periodic_pause(self.keys.queue(info.queue), name, pause=pause, actor=actor,
+                                                     now_ms=now_ms)
+            if code != NO_ENTRY:  # forgotten meanwhile: nothing to pause there
+                queues.append(info.queue)
+                changed = changed or code == 1
+        if not queues:
             raise PeriodicEntryNotFound(f"no periodic entry named {name!r}")
-        return info.queue, code == 1
+        return queues, changed
 
     def run(self, name: str, now: float) -> tuple[str, str]:
         """Enqueue the entry's task now (the mark and schedule are left alone); returns (queue, task id)."""

@@ -77,6 +77,25 @@ def test_pause_and_resume(redis_client, connection, inspector: Inspector) -> Non
     assert actions[:4] == [("alice", "periodic.resume", "ping")] * 2 + [("alice", "periodic.pause", "ping")] * 2
 
 
+def test_an_entry_declared_in_two_queues_is_paused_in_both_and_run_once(redis_client, connection,
+                                                                         inspector: Inspector) -> None:
+    """A review: a deploy that moves an entry to another queue leaves two copies a while; pause reached
+    the first only (the other kept firing), and a second pause said "already paused"."""
+    declare(redis_client, connection, {"report": {"task": "reports.build", "every": 3600}})
+    declare(redis_client, connection, {"report": {"task": "reports.build", "every": 3600, "queue": "low"}})
+    redis_client.hset(connection.keys.queue("low").periodic("report"), "declared", 2**41)  # the newer deploy's
+    assert sorted(e.queue for e in inspector.periodic_entries()) == ["default", "low"]
+    assert inspector.pause_periodic("report") is True
+    assert all(e.paused for e in inspector.periodic_entries())
+    assert inspector.pause_periodic("report") is False
+    assert [(a.action, a.queue) for a in inspector.audit_log()[2:4]] == [("periodic.pause", "low"),
+                                                                         ("periodic.pause", "default")]
+    assert inspector.resume_periodic("report") is True and not any(e.paused for e in inspector.periodic_entries())
+    task_id = inspector.run_periodic("report")  # once, in the queue declared last
+    assert inspector.get_task("low", task_id).state == "pending" and inspector.count("default", "pending") == 0
+    assert inspector.periodic_entry("report").queue == "low"
+
+
 @pytest.mark.parametrize("method", ["periodic_entry", "pause_periodic", "resume_periodic", "run_periodic"])
 def test_unknown_entries_are_not_found(redis_client, connection, inspector: Inspector, method: str) -> None:
     declare(redis_client, connection)
