@@ -65,9 +65,19 @@ def _check_name(value: object, what: str) -> str:
     return value  # type: ignore[return-value]  # is_valid_name checked it is a str
 
 
+LIMIT_TAG_START = "lim:"  # the hash tag of a task type's limit keys starts so (LimitKeys): no queue's may
+
+
 def validate_queue_name(name: object) -> str:
-    """Return ``name`` if it is a valid queue name, else raise ``ConfigurationError``."""
-    return _check_name(name, "queue name")
+    """Return ``name`` if it is a valid queue name, else raise ``ConfigurationError`` (a name starting
+    with ``lim:`` too: its keys would be a task type's limit keys, ``{lim:<type>}``)."""
+    checked = _check_name(name, "queue name")
+    if checked.startswith(LIMIT_TAG_START):
+        from queuecore.core.errors import ConfigurationError
+
+        raise ConfigurationError(f"invalid queue name {name!r}: a queue name may not start with "
+                                 f"{LIMIT_TAG_START!r} (the keys of task types' limits do)")
+    return checked
 
 
 def validate_prefix(prefix: object) -> str:
@@ -257,7 +267,7 @@ class LimitKeys:
     @property
     def base(self) -> str:
         """``<prefix>:{lim:<type>}:``, the start of every key of this limit."""
-        return f"{self.prefix}:{{lim:{self.type}}}:"
+        return f"{self.prefix}:{{{LIMIT_TAG_START}{self.type}}}:"
 
     def _suffixed(self, name: str, key: str) -> str:
         return self.base + name + (":" + key if key else "")

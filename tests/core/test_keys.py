@@ -107,6 +107,17 @@ def test_queue_scan_pattern_matches_only_that_queue(redis_client, key_prefix: st
 
 # -- validation ---------------------------------------------------------------------------------
 
+def test_no_queue_name_reaches_a_limits_keys() -> None:
+    """A review: removing a queue named ``lim:<type>`` deleted that type's limit state (its pattern is
+    the limit's keys), and its tasks ran past the limit. Such a name is refused; ``lim`` and ``limx`` are not."""
+    k = Keys("qc")
+    limit = k.limit("t.x")
+    with pytest.raises(ConfigurationError, match="may not start with 'lim:'"):
+        k.queue("lim:t.x")
+    for name in ("lim", "limx", "lim-t.x", "x:lim:t.x"):
+        assert not limit.base.startswith(k.queue(name).base), name  # a queue's keys all start with its base
+
+
 BAD_NAMES = ["", "has space", "tab\there", "new\nline", "trailing\n", "\nleading", "br{ace", "br}ace", "{q}",
              " lead", None, 42, b"bytes"]
 
