@@ -740,8 +740,15 @@ class SenderThread:
                 logger.exception("alert sender %r failed for %s %s", self.sender, event.alert.id, event.action)
 
     def close(self, timeout: float = 5.0) -> None:
-        self._queue.put(None)
+        """Let the queued events go out within ``timeout`` seconds; never blocks past it (a receiver that
+        does not answer, with the queue full, blocked a worker's shutdown for good)."""
+        try:
+            self._queue.put_nowait(None)
+        except queue.Full:
+            pass  # the thread is a daemon: it ends with the process
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            logger.warning("alert sender %r: %d event(s) not sent by shutdown", self.sender, self._queue.qsize())
 
 
 class Dispatcher:

@@ -566,6 +566,26 @@ def test_a_slow_sender_never_blocks_the_evaluator(scripts, fake_clock) -> None:
     assert [e.action for e in got] == ["fired", "resolved"]
 
 
+def test_closing_never_waits_past_its_timeout_on_a_receiver_that_does_not_answer(caplog) -> None:
+    """A review: with the sender's queue full behind a receiver that does not answer, ``close`` blocked
+    on putting its end mark, and the worker's shutdown with it, for good."""
+    from queuecore.core.alerts import SenderThread
+
+    stuck = threading.Event()
+    sender = SenderThread(lambda event: stuck.wait(60))
+    alert = Alert(id="r/q", rule="r", kind="backlog", subject="q", severity="warning", message="m", value=None,
+                  threshold=None, since=0.0)
+    for _ in range(10_001):  # one taken by the stuck send, 10,000 queued: full
+        sender.put(AlertEvent("fired", alert, 0.0))
+    assert sender._queue.full()
+    closed = threading.Thread(target=sender.close, kwargs={"timeout": 0.2})
+    closed.start()
+    closed.join(5)
+    assert not closed.is_alive()  # it gave up after its timeout, saying how many were not sent
+    assert "10000 event(s) not sent by shutdown" in caplog.text
+    stuck.set()
+
+
 def lease_rounds(redis_client: redis.Redis, connection: ConnectionConfig, rounds: int) -> None:
     """Wait until the evaluator lease was renewed ``rounds`` more times (rounds ran)."""
     seen: list[str | None] = [redis_client.hget(connection.keys.alerts, "lease_until")]
