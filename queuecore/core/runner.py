@@ -102,6 +102,8 @@ class Runner:
         if limits is None or running.finalized or running.ctx.cancelled:
             return True
         message = running.message
+        if message.deadline is not None and self._clock.now() >= message.deadline:
+            return True  # it will not run (_check_start archives it): it takes no slot nor a rate place
         try:
             hold, wait, why = self._limits.acquire(limits, message.type, running.queue, running.id, message.payload)
         except Exception as exc:  # Redis away or a corrupt limit key: try again in a second

@@ -174,6 +174,26 @@ def test_a_rate_limit_spaces_the_starts_and_uses_no_attempt(make_worker, client,
     assert (limit.rate_limit, limit.rate_window, limit.rate_text) == (10, 1.0, "10/1s")
 
 
+def test_a_task_past_its_deadline_takes_no_rate_place(make_worker, client, inspector, registry, redis_client,
+                                                        connection):
+    """A review: a held-back task whose deadline passed took a start of its window (the limits were
+    taken before the deadline was checked), then was archived without running."""
+    ran: dict[str, float] = {}
+
+    @task(name="t.rated", registry=registry, rate_limit="1/2s", max_retry=0)
+    def rated(tag: str) -> None:
+        ran[tag] = time.time()
+
+    make_worker(queues={"q": 1}, concurrency=3)
+    client.enqueue(rated, {"tag": "a"}, queue="q", retention=60)
+    wait_until(lambda: "a" in ran, 10, message="the first task to run")
+    late = client.enqueue(rated, {"tag": "b"}, queue="q", retention=60, deadline=time.time() + 0.5)
+    archived = wait_state(inspector, "q", late.id, "archived", timeout=10)
+    assert archived.last_error.startswith("DeadlinePassed: ") and "b" not in ran
+    starts = redis_client.zrange(connection.keys.limit("t.rated").rate(), 0, -1)
+    assert not [member for member in starts if late.id in member]  # the window's starts: the first task's only
+
+
 def test_async_handlers_keep_the_limit_too(make_worker, client, registry):
     gauge = Gauge()
 
