@@ -157,21 +157,24 @@ class LimitGate:
     # -- in a handler's thread ---------------------------------------------------------------------
 
     def acquire(self, limits: TaskLimits, type_name: str, queue: str, task_id: str,
-                payload: dict[str, Any]) -> tuple[LimitHold | None, float, str]:
+                payload: dict[str, Any], lease: int = 0) -> tuple[LimitHold | None, float, str]:
         """Try to start: ``(hold, 0, "")`` when it may run now (``hold`` None without a concurrency
-        limit), else ``(None, seconds to wait at most, why)``."""
+        limit), else ``(None, seconds to wait at most, why)``. The slot is the attempt's (``lease``,
+        its fencing token): a stale attempt that ends after its task was taken back and started again
+        frees only its own slot, never the new attempt's."""
         lim = self._keys.limit(type_name)
         key = limits.key_for(payload)
         member = f"{queue} {task_id}"
+        slot = f"{member} {lease}"
         now = self._clock.now()
         ok, kind, when_ms, ahead = self._scripts.limit_acquire(
-            lim, member, key=key, now_ms=to_ms(now), expires_ms=to_ms(now + self._lease_duration),
+            lim, member, slot=slot, key=key, now_ms=to_ms(now), expires_ms=to_ms(now + self._lease_duration),
             concurrency=limits.concurrency, rate=limits.rate, window_ms=max(1, to_ms(limits.window)))
         label = type_name + (f" [{key}]" if key else "")
         if ok:
             if not limits.concurrency:
                 return None, 0.0, ""
-            hold = LimitHold(lim, key, member, limits.concurrency)
+            hold = LimitHold(lim, key, slot, limits.concurrency)
             with self._cond:
                 self._held[id(hold)] = hold
             self._ensure_thread()

@@ -273,7 +273,8 @@ class LimitKeys:
         return self.base + name + (":" + key if key else "")
 
     def running(self, key: str = "") -> str:
-        """ZSET of the tasks holding a concurrency slot, ``"<queue> <id>"`` scored by slot expiry (ms)."""
+        """ZSET of the attempts holding a concurrency slot, ``"<queue> <id> <lease>"`` scored by slot
+        expiry (ms)."""
         return self._suffixed("running", key)
 
     def waiting(self, key: str = "") -> str:

@@ -105,7 +105,8 @@ class Runner:
         if message.deadline is not None and self._clock.now() >= message.deadline:
             return True  # it will not run (_check_start archives it): it takes no slot nor a rate place
         try:
-            hold, wait, why = self._limits.acquire(limits, message.type, running.queue, running.id, message.payload)
+            hold, wait, why = self._limits.acquire(limits, message.type, running.queue, running.id, message.payload,
+                                                   running.lease)
         except Exception as exc:  # Redis away or a corrupt limit key: try again in a second
             logger.warning("could not check the limits of task %s (%s): %s", running.id, message.type, exc)
             hold, wait, why = None, 1.0, f"limits of {message.type} unavailable"

@@ -906,13 +906,15 @@ class Scripts:
         self._call("admin_pause", [q.paused], [until_ms])
 
     def limit_acquire(self, lim: LimitKeys, member: str, *, key: str, now_ms: int, expires_ms: int,
-                      concurrency: int, rate: int, window_ms: int) -> tuple[bool, str, int, int]:
-        """Take a concurrency slot and a rate-window place for ``member`` (``"<queue> <id>"``):
+                      concurrency: int, rate: int, window_ms: int, slot: str = "") -> tuple[bool, str, int, int]:
+        """Take a concurrency slot (named ``slot``, ``"<queue> <id> <lease>"``: the attempt's; ``member``
+        when empty) and a rate-window place for ``member`` (``"<queue> <id>"``):
         ``(True, "", 0, 0)``, or ``(False, "concurrency", earliest slot expiry ms, tasks waiting ahead of
         it)``, or
         ``(False, "rate", when the window has room for this task ms, 0)``."""
         keys = [lim.running(key), lim.waiting(key), lim.rate(key), lim.cursor, lim.keys]
-        reply = self._call("limit_acquire", keys, [member, now_ms, expires_ms, concurrency, rate, window_ms, key])
+        reply = self._call("limit_acquire", keys,
+                           [member, now_ms, expires_ms, concurrency, rate, window_ms, key, slot or member])
         if int(reply[0]) == OK:
             return True, "", 0, 0
         kind = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])

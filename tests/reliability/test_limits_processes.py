@@ -128,3 +128,44 @@ def test_a_rate_of_20_per_second_holds_over_100_tasks(spawn, client, ops):
     assert 4.0 <= took <= 9.0  # 100 at 20/s: the first 20 at once, then 4 more windows
     assert all(e["attempt"] == 0 for e in task_events(log, "end"))
     print(f"100 tasks at 20/s over 3 processes: {took:.2f}s, at most {max_in_window(starts, 1.0)} in any 1 s")
+
+
+def test_a_stale_attempt_frees_only_its_own_slot(spawn, client, ops, tmp_path):
+    """A review: worker A, stopped past its lease, lost T1 to worker B, which took a fresh slot for it;
+    resumed, A's stale attempt ended and its release freed the slot by the task's name, B's, so the
+    held-back T2 ran beside T1 under a limit of 1. Each slot is now its attempt's ("<queue> <id>
+    <lease>")."""
+    import signal
+
+    from tests.core.test_processes import wait_heartbeats
+
+    gate_first, gate_second = tmp_path / "first.open", tmp_path / "second.open"
+    gate_second.touch()
+    a = spawn(**LIMIT_SETTINGS)
+    wait_registered(ops, a)
+    log = a.log
+    first = client.enqueue("proc.limited_gate", {"path": str(gate_first), "tag": "gate"}, queue=Q).id
+    wait_until(lambda: task_events(log, "start", task_id=first), 10, message="T1 to start on A")
+    b = spawn(**LIMIT_SETTINGS)
+    wait_registered(ops, b)
+    a.signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: [e for e in task_events(log, "start", task_id=first) if e["pid"] == b.pid], 15,
+                   message="T1 taken back and started on B")
+        second = client.enqueue("proc.limited_gate", {"path": str(gate_second), "tag": "gate"}, queue=Q).id
+        wait_until(lambda: (ops.get_task(Q, second).waiting or "").startswith("concurrency limit"), 10,
+                   message="T2 held back")
+    finally:
+        a.signal(signal.SIGCONT)
+    wait_until(lambda: [e for e in read_events(log) if e.get("id") == first and e["pid"] == a.pid
+                        and e["event"] != "start"], 15, message="A's stale attempt of T1 to end")
+    wait_heartbeats(ops, a.pid, beats=3)  # A has run on since: its release went out
+    wait_heartbeats(ops, b.pid, beats=3)
+    assert not task_events(log, "start", task_id=second)  # still held back: B's T1 keeps the one slot
+    (limit,) = [lim for lim in ops.limits() if lim.type == "proc.limited_gate"]
+    assert [(u.running, u.waiting) for u in limit.usage] == [(1, 1)]
+    gate_first.touch()
+    wait_until(lambda: ops.queue_info(Q).size == 0, 15, message="both tasks to complete")
+    (t1_end,) = [e["t"] for e in task_events(log, "end", task_id=first) if e["pid"] == b.pid]
+    (t2_start,) = [e["t"] for e in task_events(log, "start", task_id=second)]
+    assert t2_start >= t1_end  # T2 took the slot only once B's T1 gave it back

@@ -1,7 +1,7 @@
 -- limit_acquire: may a task of a limited type start now? Takes a concurrency slot and a place in the
 -- rate window together, or neither (flow.py). All keys of one limit share the hash tag {lim:<type>}.
 --
--- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id>" -> slot expiry (unix ms)
+-- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id> <lease>" -> slot expiry (unix ms)
 -- KEYS[2] <prefix>:{lim:<type>}:waiting[:<key>]  ZSET  "<queue> <id>" -> since (unix ms), held back
 -- KEYS[3] <prefix>:{lim:<type>}:rate[:<key>]     ZSET  "<queue> <id> <ms>" -> start (unix ms)
 -- KEYS[4] <prefix>:{lim:<type>}:cursor           HASH  <key> -> the next rate place to hand out (ms);
@@ -15,6 +15,8 @@
 -- ARGV[5] rate limit: starts per window (0 = none)
 -- ARGV[6] rate window, ms
 -- ARGV[7] the limit key ("" = the type's one limit)
+-- ARGV[8] the slot's name in KEYS[1], "<queue> <id> <lease>": the attempt's own, so that an attempt
+--         that ends after its task was taken back and started again frees only its own slot
 -- Expired slots (a killed worker's) are dropped first: a slot is never leaked past its expiry.
 -- Returns {1} taken; {0, "concurrency", earliest slot expiry ms, tasks waiting ahead of this one (its
 -- place in KEYS[2], or all of them for a task not listed there yet)}: all slots busy;
@@ -24,11 +26,11 @@
 -- to a full window (clock jitter) waits for the next free moment without losing its place.
 -- Error reply "QCWRONGTYPE ..." when a key has the wrong Redis type; checked before any write.
 local err = qc_check_types(KEYS, {"zset", "zset", "zset", "hash", "zset"}) if err then return err end
-local member, now = ARGV[1], tonumber(ARGV[2])
+local member, now, slot = ARGV[1], tonumber(ARGV[2]), ARGV[8]
 local conc, rate, window = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if conc > 0 then
     redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", now)
-    if not redis.call("ZSCORE", KEYS[1], member) and redis.call("ZCARD", KEYS[1]) >= conc then
+    if not redis.call("ZSCORE", KEYS[1], slot) and redis.call("ZCARD", KEYS[1]) >= conc then
         local first = redis.call("ZRANGE", KEYS[1], 0, 0, "WITHSCORES")
         local ahead = redis.call("ZRANK", KEYS[2], member) or redis.call("ZCARD", KEYS[2])
         return {0, "concurrency", tonumber(first[2]), ahead}
@@ -67,7 +69,7 @@ if rate > 0 then
     redis.call("PEXPIRE", KEYS[3], window + 1000)
 end
 if conc > 0 then
-    redis.call("ZADD", KEYS[1], ARGV[3], member)
+    redis.call("ZADD", KEYS[1], ARGV[3], slot)
     redis.call("ZREM", KEYS[2], member)
 end
 redis.call("ZADD", KEYS[5], now, ARGV[7])

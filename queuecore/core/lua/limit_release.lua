@@ -1,12 +1,12 @@
 -- limit_release: tasks of a limited type ended; free their slots and hand each free slot to the
 -- task that waited longest.
 --
--- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id>" -> slot expiry (unix ms)
+-- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id> <lease>" -> slot expiry (unix ms)
 -- KEYS[2] <prefix>:{lim:<type>}:waiting[:<key>]  ZSET  "<queue> <id>" -> since (unix ms)
 -- ARGV[1] now, unix ms
 -- ARGV[2] concurrency limit
 -- ARGV[3] the most waiting members to take (0: one per free slot)
--- ARGV[4..] members, "<queue> <id>"
+-- ARGV[4..] slots, "<queue> <id> <lease>" (limit_acquire's ARGV[8])
 -- Returns the members taken off the waiting list, oldest first (one per free slot, at most ARGV[3]):
 -- the caller wakes them (limit_wake, in their queue's slot), and takes more for those it could not
 -- wake (deleted meanwhile): the slots they were handed are still free.

@@ -1,6 +1,6 @@
 -- limit_wait: a task the concurrency limit held back (and that park put aside) waits for a slot.
 --
--- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id>" -> slot expiry (unix ms)
+-- KEYS[1] <prefix>:{lim:<type>}:running[:<key>]  ZSET  "<queue> <id> <lease>" -> slot expiry (unix ms)
 -- KEYS[2] <prefix>:{lim:<type>}:waiting[:<key>]  ZSET  "<queue> <id>" -> since (unix ms)
 -- ARGV[1] member, "<queue> <id>"
 -- ARGV[2] now, unix ms
