@@ -272,8 +272,14 @@ class LimitGate:
         for hold in holds:
             groups[(hold.keys, hold.key)].append(hold.member)
         expires = to_ms(self._clock.now() + self._lease_duration)
+        failed: Exception | None = None  # one limit (a key of another type, a cluster master away) holds up no other
         for (lim, key), members in groups.items():
-            self._scripts.limit_extend(lim, members, key=key, expires_ms=expires)
+            try:
+                self._scripts.limit_extend(lim, members, key=key, expires_ms=expires)
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def stop(self) -> None:
         """Write the releases still queued, then stop (held slots expire with their leases)."""

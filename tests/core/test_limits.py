@@ -266,6 +266,30 @@ def test_a_long_line_for_a_slot_comes_back_by_itself_later_the_further_back_it_w
     gate.stop()
 
 
+def test_one_limit_that_cannot_be_renewed_holds_up_no_other(scripts, connection, redis_client) -> None:
+    """A review: a key of another type in one limit's slots ended the renewal round there, so the
+    other limits' slots ran out under their running tasks."""
+    from queuecore.core.clock import FakeClock
+    from queuecore.core.errors import WrongKeyType
+    from queuecore.core.flow import LimitGate
+
+    clock = FakeClock(1_800_000_000.0)
+    gate = LimitGate(scripts, connection.keys, {}, clock, lease_duration=10.0, renew_interval=5.0)
+    limits = TaskLimits.build(concurrency_limit=1)
+    assert limits is not None
+    a = gate.acquire(limits, "t.a", "q", "a1", {}, 1)[0]
+    b = gate.acquire(limits, "t.b", "q", "b1", {}, 1)[0]
+    assert a is not None and b is not None
+    broken = connection.keys.limit("t.a").running()
+    redis_client.delete(broken)
+    redis_client.set(broken, "garbage")
+    clock.advance(8)
+    with pytest.raises(WrongKeyType):
+        gate._renew()
+    assert redis_client.zscore(connection.keys.limit("t.b").running(), b.member) == (clock.now() + 10) * 1000
+    gate.stop()
+
+
 def test_an_attempt_ended_while_its_slot_was_being_taken_gives_the_slot_back(make_worker, client, inspector, registry,
                                                                               redis_client):
     """The attempt is finalized (abandoned, cancelled, its lease lost) while Redis is slow to answer its
