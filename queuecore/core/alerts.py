@@ -15,6 +15,7 @@ queue (``SenderThread``), so a slow webhook never blocks the worker's other comp
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import queue
@@ -703,8 +704,8 @@ class WebhookSender:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:  # nosec B310
                     if 200 <= response.status < 300:
                         return
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                error: object = exc
+            except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
+                error: object = exc  # HTTPException: a receiver's bad status line or headers, tried again
             else:  # pragma: no cover - urlopen raises HTTPError for statuses >= 400
                 error = f"status {response.status}"
             if attempt < self.retries:

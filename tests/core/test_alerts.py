@@ -547,6 +547,36 @@ def test_the_webhook_sender_retries_a_failed_delivery(fake_clock) -> None:
         h.close()
 
 
+def test_the_webhook_sender_retries_after_a_malformed_reply(fake_clock) -> None:
+    """A receiver (or proxy) answering a bad status line raised http.client's BadStatusLine, which the
+    sender did not catch: that event was not tried again."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    replies = [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"]
+
+    def serve() -> None:
+        for reply in replies:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                conn.sendall(reply)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    waits: list[float] = []
+    try:
+        sender = WebhookSender(f"http://127.0.0.1:{server.getsockname()[1]}/hook", timeout=5, retries=1, backoff=0.1,
+                               wait=waits.append)
+        alert = Alert(id="r/q", rule="r", kind="backlog", subject="q", severity="warning", message="m", value=None,
+                      threshold=None, since=fake_clock.now())
+        sender(AlertEvent("fired", alert, fake_clock.now()))  # the second try is answered 200
+        assert waits == [0.1]
+    finally:
+        thread.join(5)
+        server.close()
+
+
 def test_a_slow_sender_never_blocks_the_evaluator(scripts, fake_clock) -> None:
     gate = threading.Event()
     got: list[AlertEvent] = []
