@@ -225,7 +225,7 @@ class QueueKeys:
 
     @cached_property
     def idle(self) -> str:
-        """ZSET of the workers waiting for this queue's next task, ``"<lease ms> <worker id>"`` -> when
+        """ZSET of the workers waiting for this queue's next task, ``"<lease ms>+ <worker id>"`` -> when
         the listing lapses (unix ms): a worker with no handler running whose dequeue found the queue
         empty is listed (``dequeue.lua``); an enqueue that finds the queue empty leases the task to one
         of them and publishes it on that worker's push channel (``enqueue.lua``), taking it off the list."""

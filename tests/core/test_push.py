@@ -62,8 +62,11 @@ def redis_ms(r: redis.Redis) -> int:
     return seconds * 1000 + micros // 1000
 
 
-def list_worker(r: redis.Redis, q: QueueKeys, worker_id: str = "w1", lapses_in_ms: int = 60_000) -> str:
-    entry = f"{LEASE_MS} {worker_id}"
+def list_worker(r: redis.Redis, q: QueueKeys, worker_id: str = "w1", lapses_in_ms: int = 60_000,
+                numbered: bool = False) -> str:
+    """List a worker as waiting: as this version does (``numbered``: the push carries the lease's
+    number), or as an earlier version did (lease 1)."""
+    entry = f"{LEASE_MS}{'+' if numbered else ''} {worker_id}"
     r.zadd(q.idle, {entry: redis_ms(r) + lapses_in_ms})
     return entry
 
@@ -85,6 +88,20 @@ def test_an_enqueue_into_the_empty_queue_leases_the_task_to_a_listed_subscribed_
     expiry = redis_client.zscore(q.active, "a")
     assert before + LEASE_MS <= expiry <= after + LEASE_MS  # the worker's lease, on Redis's clock
     assert redis_client.zcard(q.idle) == 0  # taken: the worker lists itself again when it waits again
+
+
+def test_a_push_to_a_worker_of_this_version_carries_a_lease_number_no_earlier_holder_had(
+        scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
+    """Lease 1 for every push let a worker paused past its lease acknowledge a new task enqueued under
+    the same id (a review): a worker listed with "<ms>+" gets Redis's time in ms as the number."""
+    list_worker(redis_client, q, numbered=True)
+    before = redis_ms(redis_client)
+    assert enqueue(scripts, q, "a") == [1]
+    after = redis_ms(redis_client)
+    [(channel, data)] = listener.messages()
+    task_id, lease, msg = data.split(" ", 2)
+    assert (channel, task_id, msg) == (q.push_channel("w1"), "a", make_msg("a", q.queue))
+    assert before <= int(lease) <= after and redis_client.hget(q.task("a"), "lease") == lease
 
 
 def test_a_listed_worker_no_longer_subscribed_is_dropped_and_the_task_is_pending(
@@ -209,6 +226,14 @@ def test_an_idle_worker_gets_each_task_pushed_and_lists_itself_again(
     assert worker.processor.pushed == 3  # none went through pending
     info = inspector.get_task("default", handle.id)
     assert info.retried == 0
+    # A push in the format of an earlier version ("<id> <message>", lease 1) is still taken.
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself again")
+    redis_client.delete(q.idle)
+    list_worker(redis_client, q, worker.server_id)
+    handle = client.enqueue("push.note", {"tag": "old"}, retention=60)
+    wait_until(lambda: inspector.get_task("default", handle.id).state is TaskState.COMPLETED, 10,
+               message="the task pushed the old way to complete")
+    assert ran[-1] == "old" and worker.processor.pushed == 4
 
 
 def test_a_worker_is_listed_only_while_no_handler_runs(

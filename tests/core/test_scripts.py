@@ -200,15 +200,34 @@ def test_enqueue_refused_while_unique_lock_is_held(r, q, scripts: Scripts) -> No
 
 def test_dequeue_moves_oldest_pending_to_active_under_new_leases(r, q, scripts: Scripts) -> None:
     ha = seed_task(r, q, "a", "pending", pending_since=NOW - 3)
-    hb = seed_task(r, q, "b", "pending", pending_since=NOW - 2, retried=3, lease=4, error="old")
+    hb = seed_task(r, q, "b", "pending", pending_since=NOW - 2, retried=3, lease=NOW + 4, error="old")
     hc = seed_task(r, q, "c", "pending", pending_since=NOW - 1)
     got = scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=2)
-    assert got == [Dequeued("a", ha["msg"], 1, 0), Dequeued("b", hb["msg"], 5, 3)]
+    # The lease's number: the dequeue's time (ms), or one more than the last when that is later.
+    assert got == [Dequeued("a", ha["msg"], NOW, 0), Dequeued("b", hb["msg"], NOW + 5, 3)]
     assert read_queue_state(r, q) == empty_state(
         pending=["c"], active={"a": LEASE_UNTIL, "b": LEASE_UNTIL},
-        tasks={"a": {**ha, "state": "active", "started_at": str(NOW), "lease": "1"},
-               "b": {**hb, "state": "active", "started_at": str(NOW), "lease": "5"},
+        tasks={"a": {**ha, "state": "active", "started_at": str(NOW), "lease": str(NOW)},
+               "b": {**hb, "state": "active", "started_at": str(NOW), "lease": str(NOW + 5)},
                "c": hc})
+
+
+def test_a_task_id_enqueued_again_never_gets_a_lease_number_an_earlier_holder_had(r, q, scripts: Scripts) -> None:
+    """A review: the numbers lived in the task's hash, so they started again at 1 when a task id was
+    reused; a worker paused past its lease then acknowledged the new task as its own (marked done while
+    it ran). The number is now the dequeue's time, which no earlier holder of the id can have had."""
+    scripts.enqueue(q, "order-1", '{"type":"t","payload":{}}', now_ms=NOW)
+    (stale,) = scripts.dequeue(q, now_ms=NOW, lease_until_ms=NOW + 1_500, count=1)  # worker A, then paused
+    assert scripts.recover(q, now_ms=NOW + 2_000, limit=10, day=DAY, minute=MINUTE).counts == (1, 0, 0)
+    (taken_back,) = scripts.dequeue(q, now_ms=NOW + 2_001, lease_until_ms=NOW + 30_000, count=1)  # worker B
+    assert scripts.done(q, "order-1", taken_back.lease, now_ms=NOW + 2_002, retention_ms=0, result="",
+                        day=DAY, minute=MINUTE) is True  # completed, and deleted: the id is free
+    scripts.enqueue(q, "order-1", '{"type":"t","payload":{"n":2}}', now_ms=NOW + 2_003)
+    (new,) = scripts.dequeue(q, now_ms=NOW + 2_004, lease_until_ms=NOW + 30_000, count=1)  # worker C
+    assert len({stale.lease, taken_back.lease, new.lease}) == 3
+    assert scripts.done(q, "order-1", stale.lease, now_ms=NOW + 2_005, retention_ms=0, result="",
+                        day=DAY, minute=MINUTE) is False  # A, resumed: refused
+    assert r.hget(q.task("order-1"), "state") == "active"  # C's task runs on, still its own
 
 
 def test_dequeue_stops_after_4_mb_of_messages_and_says_so(r, q, scripts: Scripts) -> None:
@@ -227,9 +246,9 @@ def test_dequeue_stops_after_4_mb_of_messages_and_says_so(r, q, scripts: Scripts
 def test_dequeue_count_larger_than_pending(r, q, scripts: Scripts) -> None:
     ha = seed_task(r, q, "a", "pending")
     got = scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=10)
-    assert got == [Dequeued("a", ha["msg"], 1, 0)]
+    assert got == [Dequeued("a", ha["msg"], NOW, 0)]
     assert read_queue_state(r, q) == empty_state(
-        active={"a": LEASE_UNTIL}, tasks={"a": {**ha, "state": "active", "started_at": str(NOW), "lease": "1"}})
+        active={"a": LEASE_UNTIL}, tasks={"a": {**ha, "state": "active", "started_at": str(NOW), "lease": str(NOW)}})
 
 
 def test_dequeue_empty_queue(r, q, scripts: Scripts) -> None:
@@ -250,9 +269,9 @@ def test_dequeue_of_an_id_whose_hash_is_gone(r, q, scripts: Scripts) -> None:
     add_id(r, q, "pending", "ghost")
     hb = seed_task(r, q, "b", "pending")
     got = scripts.dequeue(q, now_ms=NOW, lease_until_ms=LEASE_UNTIL, count=2)
-    assert got == [Dequeued("ghost", None, 0, 0), Dequeued("b", hb["msg"], 1, 0)]
+    assert got == [Dequeued("ghost", None, 0, 0), Dequeued("b", hb["msg"], NOW, 0)]
     assert read_queue_state(r, q) == empty_state(  # the ghost is dropped, and no hash is invented for it
-        active={"b": LEASE_UNTIL}, tasks={"b": {**hb, "state": "active", "started_at": str(NOW), "lease": "1"}})
+        active={"b": LEASE_UNTIL}, tasks={"b": {**hb, "state": "active", "started_at": str(NOW), "lease": str(NOW)}})
 
 
 # == done / retry / archive / requeue ===========================================================

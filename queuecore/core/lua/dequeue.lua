@@ -3,7 +3,7 @@
 -- KEYS[1] <prefix>:{<q>}:pending   LIST
 -- KEYS[2] <prefix>:{<q>}:active    ZSET  id -> lease expiry (unix ms)
 -- KEYS[3] <prefix>:{<q>}:paused    STRING
--- KEYS[4] <prefix>:{<q>}:idle      ZSET  "<lease ms> <worker id>" -> listing lapses (unix ms)
+-- KEYS[4] <prefix>:{<q>}:idle      ZSET  "<lease ms>+ <worker id>" -> listing lapses (unix ms)
 -- ARGV[1] now, unix ms
 -- ARGV[2] lease expiry, unix ms
 -- ARGV[3] at most this many tasks
@@ -70,7 +70,10 @@ for i = k, 1, -1 do
         local msg = fields[1]
         if msg then
             read = read + #msg
-            local lease = tonumber(fields[3] or "0") + 1  -- never reset: each dequeue gets a new number
+            -- A number no earlier holder of this id had, even of a task deleted and enqueued again
+            -- under the same id (its hash, and the count in it, start afresh): the time of this
+            -- dequeue (ms), or one more than the last number when that is later.
+            local lease = math.max(tonumber(fields[3] or "0") + 1, tonumber(ARGV[1]))
             zadd[#zadd + 1] = ARGV[2]
             zadd[#zadd + 1] = id
             live[#live + 1] = id

@@ -5,7 +5,7 @@
 -- KEYS[2]    <prefix>:{<q>}:scheduled       ZSET  id -> due (unix ms)
 -- KEYS[3]    <prefix>:{<q>}:active          ZSET  id -> lease expiry (unix ms)
 -- KEYS[4]    <prefix>:{<q>}:paused          STRING
--- KEYS[5]    <prefix>:{<q>}:idle            ZSET  "<lease ms> <worker id>" -> listing lapses (unix ms)
+-- KEYS[5]    <prefix>:{<q>}:idle            ZSET  "<lease ms>[+] <worker id>" -> listing lapses (unix ms)
 -- KEYS[6..]  <prefix>:{<q>}:t:<id>          task HASH of each task, in ARGV order; then the
 --            <prefix>:{<q>}:unique:<t>:<d>  STRING uniqueness locks that ARGV points at
 -- ARGV[1] now, unix ms
@@ -15,8 +15,10 @@
 -- ARGV[3] n, the number of tasks
 -- ARGV[4] push target ("[S]PUBLISH <prefix>:{<q>}:push:", to which a worker id is appended; "" = never
 --         push): when the queue is empty and not paused, the task that would be taken first goes
---         straight to a worker listed in KEYS[5], under a lease (1) on Redis's clock, published as
---         "<id> <message>" on its push channel; a worker no longer subscribed (no one got the message)
+--         straight to a worker listed in KEYS[5], under a lease on Redis's clock, published on its
+--         push channel as "<id> <lease> <message>" to a worker listed with "<lease ms>+" (the lease's
+--         number is Redis's time in ms: no earlier holder of the id had it), else as "<id> <message>"
+--         under lease 1 (a worker of an earlier version); a worker no longer subscribed (no one got the message)
 --         is taken off the list and the next is tried (at most 3), else the task is pending as usual
 -- ARGV[5 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
 --         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and its flags, the
@@ -151,11 +153,17 @@ if may_push and taken_first then
     for _, member in ipairs(redis.call("ZRANGE", KEYS[5], 0, 2)) do
         redis.call("ZREM", KEYS[5], member)  -- taken: a worker lists itself again once it waits again
         local space = string.find(member, " ", 1, true)
-        local lease_ms = space and tonumber(string.sub(member, 1, space - 1))
+        local lease_text = space and string.sub(member, 1, space - 1) or ""
+        -- "<ms>+": the worker takes the lease's number with the push (now, unique to this task's
+        -- incarnation); a bare "<ms>" (a worker of an earlier version) takes lease 1 and no number
+        local numbered = string.sub(lease_text, -1) == "+"
+        local lease_ms = tonumber(numbered and string.sub(lease_text, 1, -2) or lease_text)
+        local lease = numbered and string.format("%.0f", now) or "1"
+        local head_text = numbered and (taken_first .. " " .. lease) or taken_first
         if lease_ms and qc_publish(ARGV[4] .. string.sub(member, space + 1),
-                taken_first .. " " .. ARGV[5 + 6 * (i - 1) + 1]) > 0 then
+                head_text .. " " .. ARGV[5 + 6 * (i - 1) + 1]) > 0 then
             redis.call("ZADD", KEYS[3], now + lease_ms, taken_first)
-            redis.call("HSET", KEYS[5 + i], "state", "active", "started_at", now, "lease", 1)
+            redis.call("HSET", KEYS[5 + i], "state", "active", "started_at", now, "lease", lease)
             if head[#head] == taken_first then
                 head[#head] = nil
             else
