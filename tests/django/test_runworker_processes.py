@@ -38,7 +38,7 @@ def parent_of(pid: int) -> int | None:
     """The parent pid of ``pid`` (from /proc), or None when it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone, or going while its stat was read
         return None
     return int(stat.rsplit(")", 1)[1].split()[1])
 
@@ -47,7 +47,7 @@ def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
