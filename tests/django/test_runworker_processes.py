@@ -356,7 +356,7 @@ def test_sigterm_to_every_process_of_the_service_drains_and_a_second_to_the_supe
     SIGTERM to every process of the service; each child got it twice (systemd's and the supervisor's
     copy) and took the second as "hand running tasks back now". A repeated stop signal is now no
     force for a supervised child: the supervisor forces with SIGUSR1, on its own second signal."""
-    sup = runworker("--processes", "2", "--concurrency", "1")
+    sup = runworker("--processes", "2", "--concurrency", "2")  # one child may take both (fetched ahead)
     servers = wait_servers(inspector, sup, 2)
     gate = tmp_path / "gate"
     held = [client.enqueue("proc.gate", {"path": str(gate), "tag": f"g{i}"}, retention=60).id for i in range(2)]
@@ -368,8 +368,7 @@ def test_sigterm_to_every_process_of_the_service_drains_and_a_second_to_the_supe
     for s in servers:  # a copy the supervisor forwarded may come after systemd's: still a drain
         os.kill(s.pid, signal.SIGTERM)
     for s in servers:  # each child has beaten twice since: the signals were handled, and nothing was forced
-        info = wait_heartbeats(inspector, s.pid, beats=2)
-        assert info.status == "stopping" and len(info.workers) == 1
+        assert wait_heartbeats(inspector, s.pid, beats=2).status == "stopping"
     assert sorted(w.task_id for x in inspector.servers() for w in x.workers) == sorted(held)
     assert not events(log, "abort")
     sup.proc.send_signal(signal.SIGTERM)  # the operator means it: the supervisor forces, with SIGUSR1
