@@ -142,13 +142,17 @@ def _action_command(action: str) -> click.Command:
     @click.pass_obj
     def command(app: App, key: str, queue_name: str | None, background: bool, yes: bool) -> None:
         ins, term = app.inspector, app.terminal
-        group = ins.failure_groups(queue_name).group(key)
+        report = ins.failure_groups(queue_name)
+        group = report.group(key)
         if group is None:
             term.error(f"no failure group {escape(key)} (see `adminctl failures ls`)")
             raise click.exceptions.Exit(1)
         if not yes:  # with --json too, as every action that deletes or moves many tasks
             term.info(f"This will {action} {human_count(group.acted_on(action))} task(s) failing with "
-                      f"{escape(group.example)} in {escape(', '.join(group.queues))}.")
+                      f"{escape(group.example)} in {escape(', '.join(group.queues))}."
+                      + ("" if report.scanned_all else
+                         f" Only the newest {human_count(report.scanned)} failed tasks were read: older ones "
+                         "failing the same way are left alone."))
             if not term.confirm("Continue?"):
                 term.error("aborted: nothing was changed")
                 raise click.exceptions.Exit(1)

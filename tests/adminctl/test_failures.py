@@ -70,3 +70,24 @@ def test_show_then_delete_a_group_and_unknown_groups(adminctl, redis_client, con
     gone = adminctl("failures", "run", key, "--yes")
     assert gone.code == 1 and f"no failure group {key}" in gone.stderr
     assert adminctl("failures", "show", "nope").code == 1
+
+
+def test_a_group_action_after_a_partial_read_says_it_takes_the_tasks_read(
+        adminctl, redis_client, connection, client: Client, monkeypatch) -> None:
+    """A review: with a list longer than the scan, the confirmation gave the count read as if it were the
+    group's; the action takes only those, and now says so."""
+    import queuecore.core.inspector as inspector_module
+    from queuecore.core.failures import read_failures
+
+    seed_failures(redis_client, connection, client)
+    monkeypatch.setattr(inspector_module, "read_failures",  # a list of 4 archived tasks is longer than 3
+                        lambda redis, keys, queues, limit: read_failures(redis, keys, queues, 3))
+    report = adminctl("failures", "ls", "--json").json()
+    assert report["scanned_all"] is False
+    key = report["groups"][0]["key"]
+    refused = adminctl("failures", "delete", key, input="n\n")
+    assert refused.code == 1
+    assert f"Only the newest {report['scanned']} failed tasks were read" in refused.stderr
+    monkeypatch.undo()  # every task read: no such note
+    full = adminctl("failures", "delete", key, input="n\n")
+    assert full.code == 1 and "This will delete" in full.stderr and "Only the newest" not in full.stderr

@@ -85,3 +85,21 @@ def test_archive_is_offered_for_and_takes_only_a_groups_tasks_still_to_be_retrie
     job = inspector.act_on_failure_group(card, "archive")
     assert (job.status, job.total, job.done, job.skipped) == ("done", 1, 1, 0)
     assert (inspector.count("mail", "retry"), inspector.count("mail", "archived")) == (0, 2)
+
+
+def test_a_partial_read_is_said_on_the_page_and_in_each_actions_confirmation(
+        operator: DjangoClient, redis_client, connection, client: Client, monkeypatch) -> None:
+    """A review: the confirmation gave the count read as the group's; the action takes those only."""
+    import queuecore.core.inspector as inspector_module
+    from queuecore.core.failures import read_failures
+
+    seed_failures(redis_client, connection, client)
+    monkeypatch.setattr(inspector_module, "read_failures",  # a list of 4 archived tasks is longer than 3
+                        lambda redis, keys, queues, limit: read_failures(redis, keys, queues, 3))
+    page = htmllib.unescape(operator.get(URL).content.decode())
+    assert "a group's actions take those only" in page
+    confirms = re.findall(r'data-confirm="([^"]*)"', page)
+    assert confirms and all("Only the newest 5 failed tasks were read" in c for c in confirms)
+    monkeypatch.undo()
+    page = htmllib.unescape(operator.get(URL).content.decode())
+    assert "Only the newest" not in page and "a group's actions" not in page
