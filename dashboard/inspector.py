@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -44,18 +45,27 @@ class KeyCount:
 
 # The last count per connection, in this process. Counting SCANs the whole database (about 1.4 s at a
 # million keys), so the Redis page counts only when asked ("Count keys") and shows this count, with
-# its age, on every other visit.
+# its age, on every other visit. One count runs at a time, and a count younger than RECOUNT_AFTER
+# seconds is shown again instead of scanning: pressing the button again and again, or many visitors
+# pressing it at once, costs Redis one SCAN per RECOUNT_AFTER per web process.
+RECOUNT_AFTER = 10.0
 _key_counts: dict[ConnectionConfig, KeyCount] = {}
+_counting = threading.Lock()
 
 
 def redis_info_for(request: HttpRequest, *, count_keys: bool = False) -> tuple[RedisInfo, KeyCount | None]:
-    """``Inspector.redis_info`` without a key count (no SCAN), unless ``count_keys``; and the last
-    count made in this process (the one just made, with ``count_keys``), None when there was none."""
+    """``Inspector.redis_info`` without a key count (no SCAN), unless ``count_keys`` and the last count
+    is older than ``RECOUNT_AFTER``; and the last count made in this process, None when there was none."""
     connection = get_config().connection
-    info = inspector_for(request).redis_info(count_keys=count_keys)
-    if count_keys and info.key_count is not None:
-        _key_counts[connection] = KeyCount(info.key_count, redis_now())
-    return info, _key_counts.get(connection)
+    if count_keys:
+        with _counting:
+            last = _key_counts.get(connection)
+            if last is None or (redis_now() - last.at).total_seconds() >= RECOUNT_AFTER:
+                info = inspector_for(request).redis_info(count_keys=True)
+                if info.key_count is not None:
+                    _key_counts[connection] = KeyCount(info.key_count, redis_now())
+                return info, _key_counts.get(connection)
+    return inspector_for(request).redis_info(count_keys=False), _key_counts.get(connection)
 
 
 @receiver(setting_changed)

@@ -47,3 +47,24 @@ def test_a_visit_does_not_scan_and_the_count_is_made_on_demand(viewer: DjangoCli
     finally:
         client.close()
         r.close()
+
+
+def test_counting_again_within_ten_seconds_shows_the_last_count_without_a_scan(
+        viewer: DjangoClient, settings: Any, private_redis: PrivateRedis, monkeypatch: Any) -> None:
+    """A review: every press of "Count keys" (any viewer, any number of times) SCANned the whole database."""
+    import queuecore_dashboard.inspector
+
+    r = redis.Redis.from_url(private_redis.url)
+    try:
+        settings.QUEUECORE = {"REDIS_URL": private_redis.url, "KEY_PREFIX": "qct-rc"}
+        viewer.get("/queues/redis/?count=1", headers=HX)
+        after_first = scans(r)
+        r.set("qct-rc:new", "1")
+        again = viewer.get("/queues/redis/?count=1", headers=HX).content.decode()
+        assert scans(r) == after_first  # the count just made is shown again
+        assert 'data-qc-stat="keys">0<' in again
+        monkeypatch.setattr(queuecore_dashboard.inspector, "RECOUNT_AFTER", 0.0)  # as 10 s later
+        later = viewer.get("/queues/redis/?count=1", headers=HX).content.decode()
+        assert scans(r) > after_first and 'data-qc-stat="keys">1<' in later
+    finally:
+        r.close()
