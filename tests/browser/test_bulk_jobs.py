@@ -63,3 +63,41 @@ def test_a_bulk_job_shows_its_progress_and_stops_when_cancelled(operator_page: A
     listed = page.locator("[data-qc-bulk-job]").first
     expect(listed).to_have_attribute("data-qc-bulk-status", "cancelled")
     expect(listed).to_contain_text("started by dashboard:")
+
+
+def test_a_bulk_jobs_panel_waits_while_live_refresh_is_paused(operator_page: Any, client: Client,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review: the panel refreshed itself every second (htmx "every 1s") whatever Live said, and in a
+    hidden tab; it is now one of the panels dashboard.js's timer refreshes."""
+    from tests.browser.test_console import wait_ticks
+
+    page = operator_page
+    client.enqueue_many([("browser.noop", {"n": n}) for n in range(1_000)], queue="big", process_in=3600)
+    first_done, release = threading.Event(), threading.Event()
+    chunk = InspectorBulkOperations.state_chunk
+
+    def held_after_the_first(self: InspectorBulkOperations, *args: Any) -> int:
+        if first_done.is_set():
+            assert release.wait(30), "the test never released the job"
+        first_done.set()
+        return chunk(self, *args)
+
+    monkeypatch.setattr(InspectorBulkOperations, "state_chunk", held_after_the_first)
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.goto("/queues/big/scheduled/")
+    page.locator("#qc-task-table [data-qc-select-all]").check()
+    page.locator("#qc-task-table").get_by_role("button", name="Delete").click()
+    panel = page.locator("#qc-bulk-jobs [data-qc-bulk-job]")
+    expect(panel.locator("[data-qc-bulk-progress]")).to_contain_text("500 of ~1,000")
+    job_url = f"bulk/_/{panel.get_attribute('data-qc-bulk-job')}/"
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url) if job_url in request.url else None)
+    page.locator("[data-qc-live-toggle]").click()
+    expect(page.locator("[data-qc-live-toggle]")).to_have_attribute("aria-pressed", "false")
+    asked.clear()
+    wait_ticks(page, 12)  # three seconds of the refresh timer
+    assert asked == []
+    release.set()
+    page.locator("[data-qc-live-toggle]").click()  # resumed: the panel catches up
+    expect(panel).to_have_attribute("data-qc-bulk-status", "done")
+    assert asked
