@@ -675,7 +675,7 @@ class Scripts:
         """
         keys = [q.pending, q.scheduled, q.retry, q.archived, q.completed, q.active, q.repair]
         args = [now_ms, cursor, count, self._wake(q), turn_ms, q.task_prefix, REPAIR_NO_MESSAGE,
-                REPAIR_UNKNOWN_STATE]
+                REPAIR_UNKNOWN_STATE, q.done_prefix, WAKE_TTL_MS]
         cursor, repaired, archived, seen, complete = self._call("repair", keys, args)
         return RepairStep(str(cursor), int(repaired), int(archived), int(seen), bool(int(complete)))
 

@@ -282,6 +282,20 @@ def test_recover_wakes_a_watched_task_it_archives(scripts: Scripts, redis_client
     assert redis_client.exists(q.done("again")) == 0
 
 
+def test_repair_wakes_a_watched_task_it_archives(scripts: Scripts, redis_client, connection) -> None:
+    """A review: a watched hash in no list, with a state no script knows, was archived by repair with no
+    wake-up, so its waiter saw it only at its next look, up to 10 s later."""
+    q = connection.keys.queue("default")
+    seed_task(redis_client, q, "w", "weird", index=False, watch=1)
+    seed_task(redis_client, q, "quiet", "weird", index=False)
+    from tests.core.test_scripts import run_repair
+
+    assert run_repair(scripts, q)[1] == 2  # a whole pass: the shared Redis holds other keys
+    assert redis_client.hget(q.task("w"), "state") == "archived"
+    assert wake_state(redis_client, q.done("w")) == (["1"], True)
+    assert redis_client.exists(q.done("quiet")) == 0
+
+
 def test_operator_archive_and_delete_wake_watched_tasks(scripts: Scripts, redis_client, connection) -> None:
     q = connection.keys.queue("default")
     for task_id in ("a1", "d1", "a2", "d2", "quiet"):

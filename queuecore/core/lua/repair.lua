@@ -28,6 +28,8 @@
 -- ARGV[7] error of a hash archived without a message (reasons.REPAIR_NO_MESSAGE)
 -- ARGV[8] error of a hash archived with an unknown or missing state (reasons.REPAIR_UNKNOWN_STATE),
 --         followed here by " (<state>)"
+-- ARGV[9] wake-key prefix, <prefix>:{<q>}:done: (a watched task archived here wakes its waiters)
+-- ARGV[10] how long a wake token is kept, ms
 -- Cluster note: the task HASHes (<prefix>:{<q>}:t:<id>) are found with SCAN MATCH on a pattern
 -- built from ARGV[6] (same {<q>} tag as KEYS, so the same slot; on a cluster node SCAN sees that
 -- node's keys, which hold the whole slot). Their ids are not known before the scan.
@@ -147,6 +149,7 @@ for _, key in ipairs(scan[2]) do
                     redis.call("HSET", key, "msg", "")
                 end
                 redis.call("ZADD", KEYS[4], now, id)
+                qc_wake_if_watched(key, qc_done_key(ARGV[9], id), ARGV[10])
                 archived = archived + 1
             end
         end
