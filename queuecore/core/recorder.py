@@ -155,7 +155,7 @@ class Recorder:
             return
         try:
             hook(running.ctx, error)
-        except Exception:
+        except BaseException:  # SystemExit too: the outcome is written all the same
             logger.exception("error_handler raised for task %s", running.id)
 
     @staticmethod
