@@ -19,6 +19,7 @@ import http.client
 import json
 import logging
 import queue
+import socket
 import threading
 import time
 import urllib.error
@@ -678,9 +679,54 @@ def alert_state(scripts: Scripts) -> tuple[dict[str, Alert], dict[str, float], d
 # -- senders ---------------------------------------------------------------------------------------
 
 
+class _TryDeadline:
+    """Ends one try at its deadline: shuts down the sockets of the connections it made, so that a
+    receiver sending its reply a byte at a time cannot hold the try past ``timeout`` (urllib's timeout
+    bounds each read, not the whole try)."""
+
+    def __init__(self) -> None:
+        self._connections: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self.expired = False
+
+    def track(self, connection_class: type[http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
+        def make(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
+            connection = connection_class(*args, **kwargs)
+            with self._lock:
+                self._connections.append(connection)
+            return connection
+        return make
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for connection in self._connections:
+                if connection.sock is not None:
+                    try:
+                        connection.sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+
+    def opener(self) -> urllib.request.OpenerDirector:
+        """An opener as ``urlopen``'s (proxies from the environment included) whose connections this tracks."""
+        deadline = self
+
+        class HTTPHandler(urllib.request.HTTPHandler):
+            def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(deadline.track(http.client.HTTPConnection), req)
+
+        class HTTPSHandler(urllib.request.HTTPSHandler):
+            def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(deadline.track(http.client.HTTPSConnection), req,
+                                    context=self._context)  # type: ignore[attr-defined]
+
+        return urllib.request.build_opener(HTTPHandler(), HTTPSHandler())
+
+
 class WebhookSender:
     """POSTs each event as JSON to ``url``; retries ``retries`` times with exponential backoff
-    (``backoff``, 2x, ...), each try within ``timeout`` seconds. Runs on its ``SenderThread``."""
+    (``backoff``, 2x, ...), each try within ``timeout`` seconds, the whole try (connecting, sending,
+    the reply). Runs on its ``SenderThread``."""
 
     def __init__(self, url: str, *, timeout: float = 5.0, retries: int = 3, backoff: float = 1.0,
                  headers: Mapping[str, str] | None = None, wait: Callable[[float], object] | None = None) -> None:
@@ -699,15 +745,22 @@ class WebhookSender:
         body = json.dumps(event.to_dict()).encode()
         for attempt in range(self.retries + 1):
             request = urllib.request.Request(self.url, data=body, headers=self.headers, method="POST")
+            deadline = _TryDeadline()
+            timer = threading.Timer(self.timeout, deadline.expire)
+            timer.daemon = True
+            timer.start()
             try:
                 # The URL was checked to be http(s) in __init__ (bandit B310: no file:// or custom schemes).
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:  # nosec B310
+                with deadline.opener().open(request, timeout=self.timeout) as response:  # nosec B310
                     if 200 <= response.status < 300:
                         return
             except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
-                error: object = exc  # HTTPException: a receiver's bad status line or headers, tried again
-            else:  # pragma: no cover - urlopen raises HTTPError for statuses >= 400
+                # HTTPException: a receiver's bad status line or headers, tried again
+                error: object = f"no reply within {self.timeout:g}s" if deadline.expired else exc
+            else:  # pragma: no cover - the opener raises HTTPError for statuses >= 400
                 error = f"status {response.status}"
+            finally:
+                timer.cancel()
             if attempt < self.retries:
                 logger.info("alert webhook %s: attempt %d failed (%s); retrying", self.url, attempt + 1, error)
                 self._wait(self.backoff * (2 ** attempt))

@@ -664,3 +664,46 @@ def test_two_worker_processes_fire_and_resolve_once_across_a_kill(
     lease_rounds(redis_client, connection, 5)
     assert hook.events() == [("fired", "big/unserved"), ("resolved", "big/unserved")]
     assert redis_client.hget(connection.keys.alerts, "lease") not in (None, holder)
+
+
+def test_a_webhook_try_ends_at_its_timeout_however_slowly_the_receiver_answers(fake_clock) -> None:
+    """A review: urllib's timeout bounds each read, so a receiver sending its reply a byte at a time held
+    a try (and the sender's thread) for as long as it went on."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def trickle() -> None:  # a status line that never ends: one byte every 50 ms, until the test is over
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            while not stop.wait(0.05):
+                try:
+                    conn.sendall(b"H")
+                except OSError:
+                    return
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    outcome: list[BaseException] = []
+
+    def send() -> None:
+        sender = WebhookSender(f"http://127.0.0.1:{server.getsockname()[1]}/hook", timeout=0.5, retries=0)
+        alert = Alert(id="r/q", rule="r", kind="backlog", subject="q", severity="warning", message="m", value=None,
+                      threshold=None, since=fake_clock.now())
+        try:
+            sender(AlertEvent("fired", alert, fake_clock.now()))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    try:
+        sending = threading.Thread(target=send, daemon=True)
+        sending.start()
+        sending.join(30)  # without the deadline it never ends
+        assert not sending.is_alive(), "the try outlasted its timeout"
+        assert len(outcome) == 1 and "no reply within 0.5s" in str(outcome[0])
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
