@@ -635,10 +635,12 @@ class Inspector:
         for batch in self._scan_batches(q.all_pattern):
             task_keys = [key for key in batch if key.startswith(q.task_prefix)]
             others = [key for key in batch if not key.startswith(q.task_prefix)]
-            if not force:  # what is enqueued meanwhile stays: its task, and the state holding it (an empty
-                task_keys = self._finished_only(task_keys)  # state is no key: one found holds such a task)
+            # Without force, what is enqueued meanwhile stays: its task, and the state holding it (an
+            # empty state is no key: one found holds such a task).
+            task_keys, waited = self._tasks_to_delete(q, task_keys, keep_live=not force)
+            watched += waited
+            if not force:
                 others = [key for key in others if key not in states]
-            watched += self._watched_task_ids(q, task_keys)
             removed = int(self.redis.unlink(*task_keys)) if task_keys else 0  # a key SCAN gave twice, once
             tasks += removed
             deleted += removed + (int(self.redis.unlink(*others)) if others else 0)
@@ -651,24 +653,25 @@ class Inspector:
         self._audit(f"queue.{QueueAction.REMOVE}", name, count=tasks)
         return QueueRemoval(deleted, tasks)
 
-    def _finished_only(self, task_keys: list[str]) -> list[str]:
-        """Of ``task_keys``, those of tasks in no live state (completed: all a queue removed without
-        ``force`` holds); a task enqueued since the queue was found empty is left out."""
+    def _tasks_to_delete(self, q: QueueKeys, task_keys: list[str], *, keep_live: bool) -> tuple[list[str], list[str]]:
+        """Of ``task_keys``: the keys to delete (with ``keep_live``, those of tasks in no live state:
+        completed, all a queue removed without ``force`` holds; a task enqueued since the queue was
+        found empty is kept), and the ids among them whose outcome a caller waits for (results.py).
+        One HMGET per task, in one pipeline (a key of another type is deleted, and no one waits on it)."""
         pipe = self.redis.pipeline(transaction=False)
         for key in task_keys:
-            pipe.hget(key, "state")
-        states = pipe.execute(raise_on_error=False) if task_keys else []
-        return [key for key, state in zip(task_keys, states, strict=True) if state not in LIVE_STATES]
-
-    def _watched_task_ids(self, q: QueueKeys, keys: list[str]) -> list[str]:
-        """The ids of the tasks among ``keys`` whose outcome a caller waits for (results.py)."""
-        task_keys = [key for key in keys if key.startswith(q.task_prefix)]
-        pipe = self.redis.pipeline(transaction=False)
-        for key in task_keys:
-            pipe.hget(key, "watch")
-        marks = pipe.execute(raise_on_error=False) if task_keys else []
-        return [key[len(q.task_prefix):] for key, mark in zip(task_keys, marks, strict=True)
-                if isinstance(mark, str) and mark]
+            pipe.hmget(key, ("state", "watch"))
+        rows = pipe.execute(raise_on_error=False) if task_keys else []
+        doomed: list[str] = []
+        watched: list[str] = []
+        for key, row in zip(task_keys, rows, strict=True):
+            state, mark = row if isinstance(row, list) else (None, None)
+            if keep_live and state in LIVE_STATES:
+                continue
+            doomed.append(key)
+            if isinstance(mark, str) and mark:
+                watched.append(key[len(q.task_prefix):])
+        return doomed, watched
 
     def _end_waits(self, q: QueueKeys, task_ids: list[str]) -> None:
         """Wake the callers blocked on tasks deleted with their queue (they then find no task), and take
