@@ -252,12 +252,13 @@ def _capacity(servers: list[Any]) -> dict[str, Any]:
 def _chart(ins: Inspector, range_name: str, queue: str | None = None) -> dict[str, Any]:
     """The chart of processed/failed for one queue (or all summed), with its URLs for htmx."""
     if queue:
-        series = [_history(ins, queue, range_name)]
+        series = [_history(ins, queue, range_name, ins.clock.now())]
     else:  # every queue: one removed since they were listed is left out, not a 404 for the whole chart
         series = []
+        until = ins.clock.now()  # one reading for every queue: at a minute's edge their buckets still line up
         for name in ins.queues():
             try:
-                series.append(_history(ins, name, range_name))
+                series.append(_history(ins, name, range_name, until))
             except QueueNotFound:
                 continue
     base = reverse("queuecore_dashboard:chart")
@@ -269,8 +270,10 @@ def _chart(ins: Inspector, range_name: str, queue: str | None = None) -> dict[st
             "chart_ranges": [(key, label, url(key), key == range_name) for key, label in RANGES.items()]}
 
 
-def _history(ins: Inspector, queue: str, range_name: str) -> Any:
-    return ins.history(queue, days=30) if range_name == "month" else ins.minute_history(queue, minutes=60)
+def _history(ins: Inspector, queue: str, range_name: str, until: float) -> Any:
+    if range_name == "month":
+        return ins.history(queue, days=30, until=until)
+    return ins.minute_history(queue, minutes=60, until=until)
 
 
 def _state_url(qname: str, state: str, **query: Any) -> str:

@@ -104,6 +104,7 @@ AUDIT_MAX_ENTRIES = 10_000
 # The ranges of the reads' numeric arguments (checked where they enter, as ConfigurationError).
 HISTORY_DAYS = Range(1, 90, whole=True, unit="days")
 HISTORY_MINUTES = Range(1, 180, whole=True, unit="minutes")
+HISTORY_UNTIL = Range(0, 253_402_300_799, note="(unix seconds, up to the year 9999)")
 PAGE_SIZE = Range(1, 1000, whole=True, unit="tasks")
 BULK_JOBS_LISTED = Range(1, 1000, whole=True, unit="jobs")
 AUDIT_LIMIT = Range(1, AUDIT_MAX_ENTRIES, whole=True, unit="entries")
@@ -535,20 +536,23 @@ class Inspector:
         return out
 
     @translate
-    def history(self, name: str, days: int = 7) -> list[DailyStats]:
-        """Processed and failed per UTC day, oldest first, for the last ``days`` days."""
+    def history(self, name: str, days: int = 7, *, until: float | None = None) -> list[DailyStats]:
+        """Processed and failed per UTC day, oldest first, for the last ``days`` days (up to ``until``,
+        unix s: give several queues' series one reading of the clock; default now)."""
         days = int(HISTORY_DAYS.check(days, "days"))
         q = self._require_queue(name)
-        today = datetime.fromtimestamp(self.clock.now(), tz=UTC).date()
+        until = self.clock.now() if until is None else HISTORY_UNTIL.check(until, "until")
+        today = datetime.fromtimestamp(until, tz=UTC).date()
         dates = [(today - timedelta(days=n)).isoformat() for n in range(days - 1, -1, -1)]
         return self._series(q, dates)
 
     @translate
-    def minute_history(self, name: str, minutes: int = 60) -> list[DailyStats]:
-        """Processed and failed per UTC minute, oldest first, for the last ``minutes`` minutes."""
+    def minute_history(self, name: str, minutes: int = 60, *, until: float | None = None) -> list[DailyStats]:
+        """Processed and failed per UTC minute, oldest first, for the last ``minutes`` minutes (up to
+        ``until``, unix s: give several queues' series one reading of the clock; default now)."""
         minutes = int(HISTORY_MINUTES.check(minutes, "minutes"))
         q = self._require_queue(name)
-        now = self.clock.now()
+        now = self.clock.now() if until is None else HISTORY_UNTIL.check(until, "until")
         stamps = [stats_minute(now - 60 * n) for n in range(minutes - 1, -1, -1)]
         return self._series(q, stamps)
 

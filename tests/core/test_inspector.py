@@ -209,6 +209,15 @@ def test_minute_history_oldest_first(fi: Inspector, redis_client, connection) ->
     for bad in (0, 181):
         with pytest.raises(ConfigurationError):
             fi.minute_history("default", minutes=bad)
+    # several queues' series share one clock reading (the dashboard's all-queues chart)
+    assert fi.minute_history("default", minutes=3, until=T0 + 60) == [
+        DailyStats("default", minute[1], 0, 0), DailyStats("default", minute[0], 3, 2),
+        DailyStats("default", stats_minute(T0 + 60), 0, 0)]
+    for bad_until in (float("nan"), float("inf"), -1, "now", 10**20):
+        with pytest.raises(ConfigurationError, match="until"):
+            fi.minute_history("default", until=bad_until)
+        with pytest.raises(ConfigurationError, match="until"):
+            fi.history("default", until=bad_until)
 
 
 # -- listing tasks ------------------------------------------------------------------------------

@@ -124,3 +124,31 @@ def test_one_inspector_is_shared_and_replaced_when_settings_change(settings: Any
     settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix + "-other"}
     third = inspector_for(request)
     assert third.redis is not first.redis and third.keys.prefix == key_prefix + "-other"
+
+
+def test_the_all_queues_chart_lines_up_every_queues_minutes(viewer: Any, client: Any, redis_client: Any,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A review: each queue's minutes were read with a clock reading of its own, so at a minute's edge one
+    queue's series was a minute off the other's and the sum added unlike minutes. Here the clock moves a
+    minute at every reading, the worst case."""
+    from queuecore.core.keys import stats_minute
+
+    class Ticking:
+        def __init__(self, start: float) -> None:
+            self.at = start
+
+        def now(self) -> float:
+            self.at += 60
+            return self.at
+
+    shared = shared_inspector(get_config().connection)
+    start = shared.clock.now()
+    monkeypatch.setattr(shared, "clock", Ticking(start))
+    for name in ("a", "b"):
+        client.enqueue("t", queue=name)
+        # the oldest minute the chart shows, whichever of the first readings it ends at
+        for minute in {stats_minute(start + 60 * n - 59 * 60) for n in range(1, 4)}:
+            redis_client.hset(get_config().connection.keys.queue(name).stats, f"processed:{minute}", 1)
+    chart = viewer.get("/queues/_/chart/?range=hour").context["chart"]
+    counts = [bar.processed for bar in chart.bars]
+    assert 2 in counts and set(counts) <= {0, 2}  # each minute holds both queues' counts, never one of them
