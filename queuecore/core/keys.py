@@ -291,6 +291,11 @@ class LimitKeys:
         return self.base + "cursor"
 
     @property
+    def places(self) -> str:
+        """ZSET: ``"<key>|<queue> <id>"`` -> the rate-window place given to a held-back task (ms)."""
+        return self.base + "places"
+
+    @property
     def keys(self) -> str:
         """ZSET of the limit keys in use, scored by last use (ms): what operator tools list."""
         return self.base + "keys"

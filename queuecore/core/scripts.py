@@ -912,7 +912,7 @@ class Scripts:
         ``(True, "", 0, 0)``, or ``(False, "concurrency", earliest slot expiry ms, tasks waiting ahead of
         it)``, or
         ``(False, "rate", when the window has room for this task ms, 0)``."""
-        keys = [lim.running(key), lim.waiting(key), lim.rate(key), lim.cursor, lim.keys]
+        keys = [lim.running(key), lim.waiting(key), lim.rate(key), lim.cursor, lim.keys, lim.places]
         reply = self._call("limit_acquire", keys,
                            [member, now_ms, expires_ms, concurrency, rate, window_ms, key, slot or member])
         if int(reply[0]) == OK:

@@ -238,6 +238,42 @@ def test_rate_places_keep_their_turn_and_newcomers_queue_behind(scripts, connect
     assert take("f", t0 + 2500) == (True, "", 0)
 
 
+def test_the_place_of_a_task_deleted_while_held_back_is_dropped_an_hour_later(scripts, connection,
+                                                                              redis_client) -> None:
+    """A review: a held-back task's place was a field of the cursor HASH, which expires only when the
+    type goes quiet; a task deleted while held back never came back to take its place, so under steady
+    use the HASH grew by one field per such task for good. Places now sit in a ZSET trimmed by time."""
+    lim = connection.keys.limit("t.gone")
+
+    def take(member: str, now: int) -> bool:
+        return scripts.limit_acquire(lim, f"q {member}", key="", now_ms=now, expires_ms=now + 30_000,
+                                     concurrency=0, rate=1, window_ms=1000)[0]
+
+    t0 = 1_800_000_000_000
+    assert take("a", t0)
+    held = [f"gone{n}" for n in range(20)]
+    assert not any(take(member, t0) for member in held)  # each given a place; then all deleted
+    assert redis_client.zcard(lim.places) == 20
+    later = t0 + 20_000 + 1000 + 3_600_000 + 1  # an hour and a window after the last place
+    assert take("b", later)
+    assert redis_client.zcard(lim.places) == 0
+    assert redis_client.hkeys(lim.cursor) == [""]  # the next place to hand out, and nothing else
+
+
+def test_a_place_an_earlier_version_gave_is_still_taken_once(scripts, connection, redis_client) -> None:
+    lim = connection.keys.limit("t.legacy")
+    t0 = 1_800_000_000_000
+    assert scripts.limit_acquire(lim, "q a", key="", now_ms=t0, expires_ms=t0 + 30_000, concurrency=0, rate=1,
+                                 window_ms=1000)[0]
+    redis_client.hset(lim.cursor, mapping={"": t0 + 5000, "|q old": t0 + 1000})  # as an earlier version kept it
+    # the window has room again at t0 + 1000; a newcomer waits behind the cursor, the old place does not
+    assert scripts.limit_acquire(lim, "q new", key="", now_ms=t0 + 1000, expires_ms=t0 + 30_000, concurrency=0,
+                                 rate=1, window_ms=1000)[:2] == (False, "rate")
+    assert scripts.limit_acquire(lim, "q old", key="", now_ms=t0 + 1000, expires_ms=t0 + 30_000, concurrency=0,
+                                 rate=1, window_ms=1000)[0]
+    assert redis_client.hget(lim.cursor, "|q old") is None
+
+
 def test_a_long_line_for_a_slot_comes_back_by_itself_later_the_further_back_it_waits(scripts, connection) -> None:
     """Behind many others, a held-back task's backstop (should no freed slot be handed to it) is spread
     out: limit_acquire says how many wait ahead of it, and the gate waits up to BACKSTOP_SPREAD times longer."""
