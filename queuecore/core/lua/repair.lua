@@ -32,7 +32,8 @@
 -- ARGV[10] how long a wake token is kept, ms
 -- Cluster note: the task HASHes (<prefix>:{<q>}:t:<id>) are found with SCAN MATCH on a pattern
 -- built from ARGV[6] (same {<q>} tag as KEYS, so the same slot; on a cluster node SCAN sees that
--- node's keys, which hold the whole slot). Their ids are not known before the scan.
+-- node's keys, which hold the whole slot). Their ids are not known before the scan. The wake LIST
+-- of a watched task it archives (<prefix>:{<q>}:done:<id>) is built from ARGV[9], same slot.
 -- A call stops once it has read 4 MB of messages (180 orphans of 500 KB held Redis 0.69 s in one call)
 -- and then gives back the cursor it started from: the next call looks at the same keys again, and
 -- those repaired are indexed by then.
