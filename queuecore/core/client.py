@@ -336,7 +336,14 @@ class Client:
         queues or chunks), the tasks of a refused call get its error in place of a reply.
         """
         register = self._queues_to_register([p.message.queue for p in prepared])
-        if not register and len(prepared) == 1:  # the common case: one task, one script call
+        if register:  # a round trip of its own (once per queue every few seconds), before any task is stored:
+            with broker_errors():  # refused (an ACL, a key of another type), it stores nothing
+                try:
+                    self.broker.register_queues(register)
+                except BaseException:
+                    self._forget_registration(register)
+                    raise
+        if len(prepared) == 1:  # the common case: one task, one script call
             with broker_errors():
                 try:
                     return [self._enqueue_call(prepared[0].message.queue, prepared, to_ms(now), None)[0]]
@@ -352,7 +359,7 @@ class Client:
         now_ms = to_ms(now)
         with broker_errors():
             try:
-                if not register and len(calls) == 1:  # the common case: one call, no pipeline
+                if len(calls) == 1:  # the common case: one call, no pipeline
                     queue, indexes = calls[0]
                     try:
                         groups = [self._enqueue_call(queue, [prepared[i] for i in indexes], now_ms, None)]
@@ -360,14 +367,9 @@ class Client:
                         raise _enqueue_error(exc) from exc
                 else:
                     pipe = self.broker.pipeline()
-                    if register:
-                        self.broker.register_queues(register, client=pipe)
                     for queue, indexes in calls:
                         self._enqueue_call(queue, [prepared[i] for i in indexes], now_ms, pipe)
-                    results = pipe.execute(raise_on_error=False)
-                    if register and isinstance(results[0], Exception):
-                        raise results[0]
-                    groups = results[1 if register else 0:]
+                    groups = pipe.execute(raise_on_error=False)
                     refused = [g for g in groups if isinstance(g, Exception)]
                     if refused and len(refused) == len(groups):  # nothing was stored
                         raise _enqueue_error(refused[0]) from refused[0]

@@ -28,6 +28,7 @@ from queuecore import (
     TaskRegistry,
     TaskRequest,
     TaskState,
+    WrongKeyType,
     get_default_client,
     set_default_client_factory,
     task,
@@ -469,7 +470,8 @@ def test_enqueue_many_sends_one_batch_across_queues(registry, client: Client, re
         double.request(5),
         ("c.t", None),
     ], max_retry=7)  # batch options apply to every request that does not set its own
-    assert (len(pipelines), direct) == (1, [])
+    # the new queues registered first, on their own (a refused registration stores nothing), then one pipeline
+    assert (len(pipelines), [command[0] for command in direct]) == (1, ["SADD"])
     assert [(i.type, i.queue, i.payload, i.max_retry, i.state) for i in infos] == [
         ("a.t", "q1", {"x": 1}, 1, TaskState.PENDING), ("b.t", "default", {"y": 2}, 7, TaskState.PENDING),
         ("math.double", "math", {"n": 5}, 7, TaskState.PENDING), ("c.t", "default", {}, 7, TaskState.PENDING)]
@@ -712,7 +714,7 @@ def test_threads_enqueue_at_once_each_on_a_connection_of_its_own(client: Client,
 
 def test_a_dropped_connection_is_made_again_on_the_next_enqueue(client: Client, redis_client) -> None:
     needs_per_thread_connections(client)
-    client.enqueue("t.registers")  # the first enqueue to a queue registers it in a pipeline
+    client.enqueue("t.registers")  # the first enqueue to a queue registers it first
     client.enqueue("t.first")
     own = client.scripts._local.connection  # type: ignore[attr-defined]
     import socket
@@ -730,7 +732,7 @@ def test_after_a_fork_the_child_enqueues_on_a_new_connection_and_the_parent_stil
 
     needs_per_thread_connections(client)
 
-    client.enqueue("t.registers")  # the first enqueue to a queue registers it in a pipeline
+    client.enqueue("t.registers")  # the first enqueue to a queue registers it first
     client.enqueue("t.before")
     parent_connection = client.scripts._local.connection  # type: ignore[attr-defined]
     pid = os.fork()
@@ -772,3 +774,19 @@ def test_results_are_stored_alike_with_or_without_orjson(client: Client, make_wo
                    "when": "datetime.datetime(2026, 1, 2, 0, 0, tzinfo=datetime.timezone.utc)"}
     kept_repr = [r for r in caplog.records if "returned a value that is not JSON" in r.getMessage()]
     assert {r.getMessage().split()[1] for r in kept_repr} == {handles["nan"].id, handles["when"].id}
+
+
+def test_a_refused_registration_stores_nothing(client: Client, redis_client, connection, key_prefix) -> None:
+    """A review: the queue's registration went in one pipeline with the enqueue scripts, so when Redis
+    refused it (a key of another type; an ACL without the global keys) the caller got the error while
+    the tasks were stored, and each retry stored another copy."""
+    redis_client.set(connection.keys.queues, "not a set")
+    for attempt in range(2):
+        with pytest.raises(WrongKeyType, match="nothing was written"):
+            client.enqueue("t", {"n": attempt}, queue="fresh")
+        with pytest.raises(WrongKeyType, match="nothing was written"):
+            client.enqueue_many([("t", {"n": attempt}), ("t", {"n": attempt + 10})], queue="fresh")
+    assert all_keys(redis_client, key_prefix) == {connection.keys.queues}  # not one task stored
+    redis_client.delete(connection.keys.queues)
+    assert client.enqueue("t", queue="fresh").id  # registered at the next try
+    assert redis_client.smembers(connection.keys.queues) == {"fresh"}
