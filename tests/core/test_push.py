@@ -114,6 +114,23 @@ def test_a_listed_worker_no_longer_subscribed_is_dropped_and_the_task_is_pending
     assert listener.messages() == [(q.wake_channel, "1")]
 
 
+def test_a_message_over_a_megabyte_is_never_pushed(scripts: Scripts, redis_client: redis.Redis, q: QueueKeys,
+                                                    listener: Listener) -> None:
+    """A review: a message past Redis's pub/sub output-buffer limit (32 MB by default) cut the worker's
+    subscriber off after PUBLISH had counted it received, so the task was leased to a worker that
+    never got it (and lost an attempt at the lease's end). Over 1 MB, a task waits for a fetch."""
+    list_worker(redis_client, q, numbered=True)
+    big = make_msg("big", q.queue, payload={"blob": "x" * 1_048_576})
+    assert scripts.enqueue_many(q, [EnqueueItem("big", big)], now_ms=redis_ms(redis_client), client=None) == [1]
+    assert redis_client.lrange(q.pending, 0, -1) == ["big"] and redis_client.hget(q.task("big"), "state") == "pending"
+    assert listener.messages() == [(q.wake_channel, "1")]  # a wake-up for a fetch, no push
+    assert redis_client.zcard(q.idle) == 1  # the worker stays listed for the next small task
+    small = make_msg("small", q.queue, payload={"blob": "x" * 1_000_000})  # just under: pushed as ever
+    redis_client.delete(q.pending)
+    assert scripts.enqueue_many(q, [EnqueueItem("small", small)], now_ms=redis_ms(redis_client), client=None) == [1]
+    assert [c for c, _ in listener.messages()] == [q.push_channel("w1")]
+
+
 def test_after_a_gone_worker_the_next_listed_one_gets_the_task(
         scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
     redis_client.zadd(q.idle, {f"{LEASE_MS} gone": redis_ms(redis_client) + 1_000,

@@ -19,7 +19,10 @@
 --         push channel as "<id> <lease> <message>" to a worker listed with "<lease ms>+" (the lease's
 --         number is Redis's time in ms: no earlier holder of the id had it), else as "<id> <message>"
 --         under lease 1 (a worker of an earlier version); a worker no longer subscribed (no one got the message)
---         is taken off the list and the next is tried (at most 3), else the task is pending as usual
+--         is taken off the list and the next is tried (at most 3), else the task is pending as usual;
+--         a message over PUSH_MAX_BYTES (1 MB) is never pushed (a message past Redis's pub/sub
+--         output-buffer limit cuts the subscriber off after PUBLISH counted it received: the task
+--         was leased to a worker that never got it), it waits in pending for a fetch
 -- ARGV[5 + 6(i-1) ...] for task i: id, encoded message (JSON), process at (unix ms; 0 = pending now),
 --         uniqueness TTL in ms, index into KEYS of its unique lock (0 = not unique), and its flags, the
 --         sum of: 1 when the id was chosen by the caller (an existing task with it is a conflict,
@@ -145,7 +148,8 @@ for j = 1, math.floor(#head / 2) do  -- pushed last to first: the batch's first 
     head[j], head[#head + 1 - j] = head[#head + 1 - j], head[j]
 end
 local taken_first = head[#head] or push[1]  -- what a worker would take first (head: pushed last to first)
-if may_push and taken_first then
+local PUSH_MAX_BYTES = 1048576
+if may_push and taken_first and #ARGV[5 + 6 * (ready[taken_first] - 1) + 1] <= PUSH_MAX_BYTES then
     local i = ready[taken_first]
     local now = redis.call("TIME")
     now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
