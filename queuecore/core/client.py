@@ -30,6 +30,7 @@ from queuecore.core.errors import (
     QueuecoreError,
     RedisFull,
     RedisUnavailable,
+    TaskIdConflict,
     WrongKeyType,
 )
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
@@ -55,7 +56,7 @@ from queuecore.core.redis_errors import (
     unreachable_message,
     wrong_type_message,
 )
-from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry
+from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry, given
 from queuecore.core.results import Results, TaskHandle
 from queuecore.core.scripts import EnqueueItem, Scripts
 from queuecore.core.states import TaskState
@@ -240,7 +241,7 @@ class Client:
         handler = task if isinstance(task, Handler) else self.registry.get(self._valid_name(task, "type"))
         type_name = task.name if isinstance(task, Handler) else task
         if handler is not None and handler.options:
-            options = {**handler.options, **options}
+            options = {**handler.options, **given(options)}
         queue = self._valid_name(DEFAULT_QUEUE if options.get("queue") is None else options["queue"], "queue")
         task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else None
         max_retry = options.get("max_retry")
@@ -474,7 +475,7 @@ class Client:
                 else:
                     raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {req!r}")
                 if own:
-                    prepared.append(self._prepare(task, payload, {**options, **own}, now))
+                    prepared.append(self._prepare(task, payload, {**options, **given(own)}, now))
                     continue
                 key = task if isinstance(task, str) else id(task)
                 known = shared.get(key)
@@ -488,7 +489,7 @@ class Client:
             raise
         if not prepared:
             return []
-        replies = (self._send if self._tracing is None else self._send_traced)(prepared, now)
+        replies = self._send_unrepeated(prepared, now)
         enqueued: list[TaskHandle] = []
         errors: dict[int, QueuecoreError] = {}
         for index, (p, reply) in enumerate(zip(prepared, replies, strict=True)):
@@ -502,6 +503,29 @@ class Client:
         if errors:
             raise BatchEnqueueError(enqueued, errors)
         return enqueued
+
+    def _send_unrepeated(self, prepared: list[_Prepared], now: float) -> list[Any]:
+        """Send a batch; a caller-chosen id given again in it (in the same queue) is not sent: its reply
+        is ``TaskIdConflict`` (the script takes a task holding this very message for the retry of a
+        call whose reply was lost, so the second of two identical requests came back as stored)."""
+        send = self._send if self._tracing is None else self._send_traced
+        seen: set[tuple[str, str]] = set()
+        repeated: dict[int, QueuecoreError] = {}
+        for index, p in enumerate(prepared):
+            if p.chosen_id:
+                where = (p.message.queue, p.message.id)
+                if where in seen:
+                    repeated[index] = TaskIdConflict(f"task id {p.message.id!r} is given twice in the batch "
+                                                     f"(queue {p.message.queue!r})")
+                seen.add(where)
+        if not repeated:
+            return send(prepared, now)
+        if self._tracing is not None:
+            for index, error in repeated.items():
+                self._tracing.end_send(prepared[index].span, error)
+        rest = [p for index, p in enumerate(prepared) if index not in repeated]
+        sent = iter(send(rest, now) if rest else [])
+        return [repeated[index] if index in repeated else next(sent) for index in range(len(prepared))]
 
     def _forget_registration(self, queues: list[str]) -> None:
         with self._lock:

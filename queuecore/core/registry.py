@@ -25,6 +25,12 @@ def check_options(options: dict[str, Any], allowed: frozenset[str] = ENQUEUE_OPT
             f"unknown option(s) {', '.join(sorted(unknown))}; allowed: {', '.join(sorted(allowed))}")
 
 
+def given(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` without those set to None: an option given as None counts as not given, so the
+    level below (the batch's, the task's own, the client's default) decides it."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
 @dataclass(frozen=True)
 class TaskRequest:
     """A task to enqueue: a type name, its payload (argument names to values) and options."""

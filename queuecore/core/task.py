@@ -8,7 +8,15 @@ from typing import Any
 from queuecore.core.client import Client, check_default_values, get_default_client
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.flow import TaskLimits
-from queuecore.core.registry import DEFAULT_OPTIONS, Handler, TaskRegistry, TaskRequest, check_options, default_registry
+from queuecore.core.registry import (
+    DEFAULT_OPTIONS,
+    Handler,
+    TaskRegistry,
+    TaskRequest,
+    check_options,
+    default_registry,
+    given,
+)
 from queuecore.core.results import TaskHandle
 
 
@@ -35,7 +43,7 @@ class _Bound:
 
     def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
         check_options(options)
-        return _Bound(self.task, {**self.options, **options}, client or self.client)
+        return _Bound(self.task, {**self.options, **given(options)}, client or self.client)
 
     def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
         """A ``TaskRequest`` carrying the overridden options (they win over the batch's)."""

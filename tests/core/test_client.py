@@ -539,6 +539,37 @@ def test_enqueue_many_reports_refused_items_and_enqueues_the_rest(client: Client
     assert original.payload == {"first": True}  # the conflicting item did not overwrite it
 
 
+def test_a_task_id_given_twice_in_a_batch_is_a_conflict_even_for_the_same_payload(client: Client, redis_client,
+                                                                                 connection) -> None:
+    """A review: two identical requests with one chosen id came back as two stored tasks (the script
+    took the second for the retry of a call whose reply was lost); one task was stored."""
+    same = TaskRequest("x.y", {"a": 1}, {"task_id": "dup"})
+    with pytest.raises(BatchEnqueueError) as caught:
+        client.enqueue_many([same, TaskRequest("x.y", {"a": 2}), same,
+                             TaskRequest("x.y", {"a": 1}, {"task_id": "dup", "queue": "other"})])
+    err = caught.value
+    assert list(err.errors) == [2] and isinstance(err.errors[2], TaskIdConflict)
+    assert "given twice in the batch" in str(err.errors[2])
+    assert [(i.id, i.queue) for i in err.enqueued if i.id == "dup"] == [("dup", "default"), ("dup", "other")]
+    assert redis_client.lrange(connection.keys.queue("default").pending, 0, -1).count("dup") == 1
+
+
+def test_an_option_given_as_none_counts_as_not_given(registry, client: Client) -> None:
+    """A review: None passed for an option threw the task's own default away (queue=None sent the task
+    to "default", where no worker of the task's queue looked; max_retry=None gave 25)."""
+    @task(name="mail.send", registry=registry, queue="mail", max_retry=3, unique_for=60)
+    def send(n: int) -> None: ...
+
+    bound = send.using(client=client, queue=None, max_retry=None).enqueue(1)
+    direct = client.enqueue(send, {"n": 2}, queue=None, max_retry=None, unique_for=None)
+    assert [(i.queue, i.max_retry) for i in (bound, direct)] == [("mail", 3), ("mail", 3)]
+    with pytest.raises(DuplicateTask):  # unique_for=None kept the task's uniqueness
+        client.enqueue(send, {"n": 2}, unique_for=None)
+    batch = client.enqueue_many([TaskRequest("mail.send", {"n": 3}, {"queue": None}, handler=send)], queue="batch")
+    assert batch[0].queue == "batch"  # the batch's option, under the request's None
+    assert send.using(client=client, queue="low").using(queue=None).enqueue(4).queue == "low"  # the earlier using's
+
+
 @pytest.mark.parametrize("bad", [("t", ["not", "a", "dict"]), "just-a-string", ("t",), ("t", {}, {}),
                                  TaskRequest("t", {"x": object()}), TaskRequest("bad name", {}),
                                  TaskRequest("t", {}, {"queue": "bad queue"})])
