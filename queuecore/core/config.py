@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, cast
 
 import redis
@@ -59,6 +59,12 @@ class ConnectionConfig:
                               ("max_payload_bytes", limits.MAX_PAYLOAD_BYTES),
                               ("default_max_retry", limits.MAX_RETRY), ("default_retention", limits.RETENTION)):
             object.__setattr__(self, name, allowed.check(getattr(self, name), name))
+
+    def __repr__(self) -> str:  # the URL without its password (a traceback's locals, a debug log)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["redis_url"] = redact_url(self.redis_url)
+        shown = ", ".join(f"{name}={value!r}" for name, value in values.items())
+        return f"ConnectionConfig({shown})"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ConnectionConfig:

@@ -70,23 +70,61 @@ class RedisTarget:
     def is_cluster(self) -> bool:
         return self.kind == "cluster"
 
+    def __repr__(self) -> str:  # the URL without its password (a traceback's locals, a debug log)
+        return (f"RedisTarget(kind={self.kind!r}, url={redact_url(self.url)!r}, nodes={self.nodes!r}, "
+                f"service={self.service!r}, db={self.db!r}, username={self.username!r}, tls={self.tls!r})")
+
+
+# What may follow the "@" that ends a URL's credentials: a host list, up to the path, query or end.
+_HOSTS_AFTER = re.compile(r"[A-Za-z0-9.\-_:,\[\]%]*(?=[/?#]|$)")
+
+
+def _credentials_end(rest: str) -> int:
+    """In a URL after its "://", the index of the "@" that ends its credentials (-1: none): the last "@"
+    followed by a host list, so that a password holding "/", "?", "#" or "@" unencoded is found whole."""
+    at = -1
+    for i, char in enumerate(rest):
+        if char == "@" and _HOSTS_AFTER.match(rest, i + 1):
+            at = i
+    return at
+
+
+def _without_option_passwords(rest: str) -> str:
+    """``password=`` and ``sentinel_password=`` options' values as ``***`` (an "@" in one is no
+    credentials' end)."""
+    return re.sub(r"(?i)((?:sentinel_)?password=)[^&]*", r"\1***", rest)
+
+
+def _unencoded_credentials(url: str) -> bool:
+    """Whether the URL's user name or password holds "/", "?", "#" or "@" not percent-encoded."""
+    rest = _without_option_passwords(url.partition("://")[2])
+    at = _credentials_end(rest)
+    special = re.search(r"[/?#@]", rest)
+    return at >= 0 and special is not None and special.start() < at
+
 
 def redact_url(url: str) -> str:
-    """The Redis URL with any password replaced by ``***``, safe to print or log."""
+    """The Redis URL with any password replaced by ``***``, safe to print or log (a password holding
+    "/", "?", "#" or "@" unencoded too: then the whole user part is hidden)."""
     if not isinstance(url, str):
         return "<not a Redis URL>"
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    netloc, slash, tail = rest.partition("/")
-    userinfo, at, hosts = netloc.rpartition("@")
-    if at and ":" in userinfo:
-        netloc = userinfo.split(":", 1)[0] + ":***@" + hosts
-    tail = re.sub(r"(?i)((?:sentinel_)?password=)[^&]*", r"\1***", tail)
-    return f"{scheme}://{netloc}{slash}{tail}"
+    rest = _without_option_passwords(rest)
+    at = _credentials_end(rest)
+    shown = ""
+    if at >= 0:
+        userinfo, rest = rest[:at], rest[at + 1:]
+        user, colon, _ = userinfo.partition(":")
+        shown = "***@" if re.search(r"[/?#@]", userinfo) else f"{user}:***@" if colon else f"{userinfo}@"
+    return f"{scheme}://{shown}{rest}"
 
 
 def _refuse(url: str, why: str) -> ConfigurationError:
+    if _unencoded_credentials(url):  # what a parser says of such a URL may quote a piece of the password
+        why = ("its user name or password holds '/', '?', '#' or '@': percent-encode them (%2F, %3F, %23, "
+               "%40)")
     return ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {why}", field="redis_url")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from queuecore.core.config import ConnectionConfig
@@ -80,3 +82,30 @@ def test_passwords_never_reach_an_error_or_a_log_line() -> None:
         "redis+sentinel://:***@s:1,s:2/m?sentinel_password=***"
     assert redact_url("redis://u:pw@h:6379/0") == "redis://u:***@h:6379/0"
     assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
+
+
+@pytest.mark.parametrize("url", [
+    "redis://:se/cret@db.example:6379/0", "redis://:pa#ss@db.example:6379/0", "redis://u:p?ss@db.example:6379/0",
+    "redis+cluster://:se/cret@db.example:7000", "redis+cluster://user:pa?ss@db:7000",
+    "redis+sentinel://:se/cret@s:26379/m", "redis://:/123@host:6379/0"])
+def test_a_password_holding_unencoded_specials_reaches_no_error_whole_or_in_part(url: str) -> None:
+    """A review: a "/", "?" or "#" in a password made the URL's parts come out wrong, and the error (ours,
+    or urllib's port error) quoted a piece of the password."""
+    secret_pieces = {"se", "cret", "pa", "ss", "p", "123"}
+    with pytest.raises(ConfigurationError) as refused:
+        ConnectionConfig(redis_url=url)
+    message = str(refused.value)
+    assert "percent-encode them" in message
+    quoted = message.split("'")[1]  # the URL as shown
+    assert "***@" in quoted and not secret_pieces & set(re.split(r"[^A-Za-z0-9]+", quoted.split("@")[0]))
+    assert "cast to integer" not in message and "is not host:port" not in message
+
+
+def test_reprs_hide_the_password() -> None:
+    """A review: repr() of a connection (a traceback's locals, Django's debug page) showed the URL whole."""
+    config = ConnectionConfig(redis_url="redis://:hunter2@127.0.0.1:6379/0")
+    assert "hunter2" not in repr(config) and "redis://:***@127.0.0.1:6379/0" in repr(config)
+    target = parse_redis_url("redis+sentinel://u:hunter2@s:26379/m?sentinel_password=hunter3")
+    assert "hunter" not in repr(target) and "u:***@s:26379" in repr(target)
+    assert redact_url("redis+sentinel://s:26379/m?sentinel_password=p@ss") == \
+        "redis+sentinel://s:26379/m?sentinel_password=***"  # an "@" in an option's password ends no credentials
