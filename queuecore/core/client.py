@@ -32,6 +32,7 @@ from queuecore.core.errors import (
     RedisUnavailable,
     TaskIdConflict,
     WrongKeyType,
+    shown,
 )
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id, validate_type_name
 from queuecore.core.limits import (
@@ -70,7 +71,7 @@ def _seconds(value: Any, name: str, allowed: Range) -> float:
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidOption(f"{name} must be a number of seconds or a timedelta, got {value!r}", field=name)
+        raise InvalidOption(f"{name} must be a number of seconds or a timedelta, got {shown(value)}", field=name)
     return allowed.check(value, name, InvalidOption)
 
 
@@ -96,16 +97,16 @@ def _timestamp(value: Any, name: str, now: float) -> float:
         try:
             seconds = value.timestamp()
         except (OverflowError, ValueError, OSError):  # e.g. a naive datetime(1, 1, 1) in local time
-            raise InvalidOption(f"{name} is out of range: got {value!r}; allowed: {allowed}", field=name) from None
+            raise InvalidOption(f"{name} is out of range: got {shown(value)}; allowed: {allowed}", field=name) from None
     elif isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidOption(f"{name} must be a datetime, got {value!r}", field=name)
+        raise InvalidOption(f"{name} must be a datetime, got {shown(value)}", field=name)
     else:
         try:
             seconds = float(value)
         except OverflowError:
             seconds = math.inf
     if not math.isfinite(seconds) or not 0 <= seconds <= now + MAX_DURATION:
-        raise InvalidOption(f"{name} is out of range: got {value!r}; allowed: {allowed}", field=name)
+        raise InvalidOption(f"{name} is out of range: got {shown(value)}; allowed: {allowed}", field=name)
     return seconds
 
 

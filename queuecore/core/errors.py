@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+SHOWN_CHARS = 200  # of a rejected value, in an error message
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message, bounded: a long text is cut to ``SHOWN_CHARS``, and an
+    integer past Python's 4,300-digit repr limit is named by its size (its repr raises ValueError)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 640:
+        return f"<an integer of about {int(value.bit_length() * 0.30103):,} digits>"
+    try:
+        text = repr(value)
+    except Exception:  # a repr that fails: say what it is
+        return f"<{type(value).__name__} object>"
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
+
 
 class QueuecoreError(Exception):
     """Base class of every error queuecore raises on purpose."""

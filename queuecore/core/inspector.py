@@ -44,6 +44,7 @@ from queuecore.core.errors import (
     TaskNotFound,
     TaskTypeNotFound,
     WrongKeyType,
+    shown,
 )
 from queuecore.core.failures import GROUP_ACTIONS, FailureReport, read_failures
 from queuecore.core.failures import SCAN_LIMIT as FAILURE_SCAN_LIMIT
@@ -325,7 +326,7 @@ def _one_of(value: str, choices: tuple[str, ...], what: str) -> str:
     """``value`` as a plain string when it is one of ``choices``, else ``ConfigurationError``."""
     text = str(value)
     if text not in choices:
-        raise ConfigurationError(f"invalid {what} {value!r}: choose from {', '.join(choices)}")
+        raise ConfigurationError(f"invalid {what} {shown(value)}: choose from {', '.join(choices)}")
     return text
 
 

@@ -49,19 +49,19 @@ def is_valid_name(name: object) -> bool:
 
 
 def _check(pattern: re.Pattern[str], value: object, what: str, rule: str) -> str:
-    from queuecore.core.errors import ConfigurationError
+    from queuecore.core.errors import ConfigurationError, shown
 
     # fullmatch, not match: "$" would also accept a trailing newline ("default\n").
     if not isinstance(value, str) or not pattern.fullmatch(value):
-        raise ConfigurationError(f"invalid {what} {value!r}: {rule}")
+        raise ConfigurationError(f"invalid {what} {shown(value)}: {rule}")
     return value
 
 
 def _check_name(value: object, what: str) -> str:
     if not is_valid_name(value):
-        from queuecore.core.errors import ConfigurationError
+        from queuecore.core.errors import ConfigurationError, shown
 
-        raise ConfigurationError(f"invalid {what} {value!r}: {_NAME_RULE}")
+        raise ConfigurationError(f"invalid {what} {shown(value)}: {_NAME_RULE}")
     return value  # type: ignore[return-value]  # is_valid_name checked it is a str
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import TypeVar
 
-from queuecore.core.errors import ConfigurationError
+from queuecore.core.errors import ConfigurationError, shown
 
 MAX_DURATION = 10 * 365 * 24 * 3600.0  # 315,360,000 s, ten years: timeouts, retention, uniqueness, delays
 MAX_RETRY_LIMIT = 1_000_000  # max_retry and default_max_retry lie in [-MAX_RETRY_LIMIT, MAX_RETRY_LIMIT]
@@ -83,7 +83,7 @@ class Range:
         kind = type(value)
         if not (kind is int or (kind is float and not self.whole)) and (  # the ABC checks only when needed
                 isinstance(value, bool) or not isinstance(value, Integral if self.whole else Real)):
-            raise error(f"{name} must be {self.describe()}, got {value!r}", field=name)
+            raise error(f"{name} must be {self.describe()}, got {shown(value)}", field=name)
         if self.whole:
             number: float = int(value)  # type: ignore[call-overload]
         else:
@@ -93,7 +93,7 @@ class Range:
                 number = math.inf
         if (not self.whole and not math.isfinite(number)) or number > self.high or number < self.low \
                 or (self.low_open and number == self.low):
-            raise error(f"{name} is out of range: got {value!r}; allowed: {self.describe()}", field=name)
+            raise error(f"{name} is out of range: got {shown(value)}; allowed: {self.describe()}", field=name)
         return number
 
 

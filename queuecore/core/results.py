@@ -60,6 +60,7 @@ from queuecore.core.errors import (
     TaskNotFound,
     TaskWasArchived,
     TaskWasCancelled,
+    shown,
 )
 from queuecore.core.inspector import task_info
 from queuecore.core.keys import QueueKeys, validate_queue_name, validate_task_id
@@ -90,7 +91,7 @@ def parse_result_id(value: str) -> tuple[str | None, str]:
     """``(queue, task id)`` of a result id; ``(None, task id)`` for a bare task id. Raises
     ``ConfigurationError`` for anything else."""
     if not isinstance(value, str):
-        raise ConfigurationError(f"a result id is a string '<queue>/<task id>', got {value!r}")
+        raise ConfigurationError(f"a result id is a string '<queue>/<task id>', got {shown(value)}")
     queue, slash, task_id = value.partition("/")
     if not slash:
         return None, validate_task_id(value)

@@ -88,3 +88,19 @@ def test_bad_type_names_are_refused(client: Client, name: str) -> None:
 def test_odd_type_names_round_trip(client: Client, inspector, name: str) -> None:
     info = client.enqueue(name, {}, unique_for=60)
     assert inspector.get_task("default", info.id).type == name
+
+
+HUGE = 10**5000  # past Python's 4,300-digit limit: its repr raises ValueError
+
+
+@pytest.mark.parametrize("options", [{"max_retry": HUGE}, {"priority": -HUGE}, {"timeout": HUGE},
+                                     {"process_at": HUGE}, {"retention": HUGE}, {"queue": HUGE},
+                                     {"queue": "q" * 1_000_000}])
+def test_a_huge_value_is_refused_with_a_short_message(client: Client, options: dict) -> None:
+    """A review: a rejected value went into its error as repr(), which raises a bare ValueError for an
+    integer over 4,300 digits (a traceback, not InvalidOption) and copied a megabyte name whole."""
+    with pytest.raises(ConfigurationError) as refused:
+        client.enqueue("t.x", {}, **options)
+    assert len(str(refused.value)) < 500 and refused.value.field in (None, *options)
+    with pytest.raises(ConfigurationError):
+        client.enqueue(HUGE, {})
