@@ -197,10 +197,14 @@ class TypeStats:
     p99_ms_estimate: float | None
     buckets: tuple[int, ...]  # per bucket of BUCKETS_MS, then +Inf; not cumulative
     points: tuple[TypeStatsPoint, ...] = field(default=())
+    # Unix s: the start of the first minute (or day) counted. The counts cover the whole minutes after
+    # the window's start, or the whole days that cover it (a window over 72 h counts from the start of
+    # the day it begins in: up to a day more than the window).
+    counted_from: float = 0.0
 
 
 def summarize(queue: str, type_name: str, window: timedelta, resolution: str,
-              points: Mapping[float, list[int]]) -> TypeStats:
+              points: Mapping[float, list[int]], counted_from: float = 0.0) -> TypeStats:
     total = [0] * VECTOR_LENGTH
     for vector in points.values():
         add(total, vector)
@@ -213,7 +217,7 @@ def summarize(queue: str, type_name: str, window: timedelta, resolution: str,
         p50_ms_estimate=percentile_ms(buckets, 0.50), p95_ms_estimate=percentile_ms(buckets, 0.95),
         p99_ms_estimate=percentile_ms(buckets, 0.99), buckets=tuple(buckets),
         points=tuple(TypeStatsPoint(start, v[PROCESSED], v[FAILED], v[RETRIED], v[ARCHIVED], v[RECOVERED])
-                     for start, v in sorted(points.items())))
+                     for start, v in sorted(points.items())), counted_from=counted_from)
 
 
 def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timedelta, now: float) -> TypeStats:
@@ -237,9 +241,11 @@ def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timede
                 minute = hour * 60 + minute_of_hour
                 if first_minute <= minute <= last_minute:
                     points[minute * 60.0] = vector
-        return summarize(queue, type_name, window, "minute", points)
+        return summarize(queue, type_name, window, "minute", points, first_minute * 60.0)
     window = min(window, timedelta(days=DAYS_KEPT))
-    first_day = int(now // 86400) - window.days + 1
+    # The days that cover the window: from the one it starts in (a day's record cannot be cut). It
+    # counted window.days days back from today, which left out up to a day: 73 h read 56.
+    first_day = max(int((now - window.total_seconds()) // 86400), int(now // 86400) - DAYS_KEPT + 1)
     last_day = int(now // 86400)
     months = sorted({time.strftime("%Y-%m", time.gmtime(d * 86400)) for d in range(first_day, last_day + 1)})
     pipe = client.pipeline(transaction=False)
@@ -255,7 +261,7 @@ def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timede
             day = calendar.timegm((year, mon, day_of_month, 0, 0, 0)) // 86400
             if first_day <= day <= last_day:
                 points[day * 86400.0] = vector
-    return summarize(queue, type_name, window, "day", points)
+    return summarize(queue, type_name, window, "day", points, first_day * 86400.0)
 
 
 def read_totals(record: Mapping[Any, Any]) -> dict[str, list[int]]:

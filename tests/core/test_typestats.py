@@ -152,6 +152,28 @@ def test_windows_per_minute_and_per_day(redis_client, q, scripts: Scripts, conne
     inspector.close()
 
 
+def test_a_window_over_72_hours_counts_the_whole_days_that_cover_it(redis_client, q, scripts: Scripts,
+                                                                    connection) -> None:
+    """A review: past 72 h the read took today and window.days - 1 days before it, which left out up to
+    a day: with one task an hour, 73 h read 56 and 168 h read 152."""
+    r = redis_client
+    r.sadd(connection.keys.queues, "default")
+    done_at = [NOW - hours * 3_600_000 - 30_000 for hours in range(200)]  # one task an hour
+    for i, at in enumerate(done_at):
+        seed_active(r, q, f"h{i}", "h.t")
+        scripts.done_many(q, [DoneItem(f"h{i}", 1, 0, "", type="h.t", duration_ms=1)], now_ms=at,
+                          day=stats_day(at / 1000), minute=stats_minute(at / 1000))
+    inspector = Inspector(connection=connection, clock=FakeClock(NOW / 1000))
+    for hours in (73, 96, 119, 168):
+        got = inspector.type_stats("default", "h.t", timedelta(hours=hours))
+        assert got.resolution == "day" and got.counted_from <= NOW / 1000 - hours * 3600
+        assert got.counted_from % 86400 == 0 and NOW / 1000 - got.counted_from < hours * 3600 + 86400
+        assert got.processed == sum(1 for at in done_at if at / 1000 >= got.counted_from) >= hours
+    minutes = inspector.type_stats("default", "h.t", timedelta(hours=3))
+    assert minutes.counted_from == (NOW // 60_000 - 180 + 1) * 60 and minutes.processed == 3
+    inspector.close()
+
+
 def test_percentile_estimates_interpolate_inside_buckets() -> None:
     buckets = [0] * (len(typestats.BUCKETS_MS) + 1)
     buckets[4] = 100  # all between 50 and 100 ms
