@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, RestrictedRegistry
 
 from queuecore.core import typestats
-from queuecore.core.errors import BrokerError
+from queuecore.core.errors import BrokerError, WrongKeyType
 from queuecore.core.flow import LimitInfo
 from queuecore.core.inspector import Inspector
 from queuecore.core.periodic_admin import PeriodicEntryInfo
@@ -60,16 +60,20 @@ class QueuecoreCollector(Collector):
         yield from families(_EMPTY, ns)
         yield from limit_families([], ns)
         yield from periodic_families([], ns)
+        yield _left_out_family(ns, [])
         for hook in self.extra:
             yield from hook(_EMPTY, ns)
 
     def collect(self) -> Iterator[Metric]:
         ns = self.namespace
         up = GaugeMetricFamily(f"{ns}_up", "1 when the last scrape read Redis, else 0.")
+        left_out: list[str] = []
         try:
-            snapshot = self.inspector.metrics()
-            limits = self.inspector.limits()
-            entries = self.inspector.periodic_entries()
+            snapshot = _part("queues", self.inspector.metrics, _EMPTY, left_out)
+            no_limits: list[LimitInfo] = []
+            no_entries: list[PeriodicEntryInfo] = []
+            limits = _part("limits", self.inspector.limits, no_limits, left_out)
+            entries = _part("periodic", self.inspector.periodic_entries, no_entries, left_out)
         except BrokerError as exc:
             logger.warning("metrics scrape: Redis did not answer: %s", exc)
             up.add_metric([], 0)
@@ -80,8 +84,34 @@ class QueuecoreCollector(Collector):
         yield from families(snapshot, ns)
         yield from limit_families(limits, ns)
         yield from periodic_families(entries, ns)
+        yield _left_out_family(ns, left_out)
         for hook in self.extra:
             yield from hook(snapshot, ns)
+
+
+T = TypeVar("T")
+PARTS = ("queues", "limits", "periodic")
+
+
+def _part(name: str, read: Callable[[], T], empty: T, left_out: list[str]) -> T:
+    """``read()``; ``empty`` when a key it needs has the wrong Redis type (the other parts are still
+    scraped, and ``<ns>_scrape_part_unreadable`` says which was left out). Redis not answering raises."""
+    try:
+        return read()
+    except WrongKeyType as exc:
+        logger.warning("metrics scrape: %s left out: %s", name, exc)
+        left_out.append(name)
+        return empty
+
+
+def _left_out_family(ns: str, left_out: list[str]) -> Metric:
+    family = GaugeMetricFamily(f"{ns}_scrape_part_unreadable",
+                               "1 when a part of the scrape was left out for a key of the wrong Redis type "
+                               "(queues: the queue and worker families; limits; periodic), else 0.",
+                               labels=["part"])
+    for part in PARTS:
+        family.add_metric([part], 1 if part in left_out else 0)
+    return family
 
 
 def periodic_families(entries: list[PeriodicEntryInfo], ns: str = DEFAULT_NAMESPACE) -> Iterator[Metric]:

@@ -130,3 +130,33 @@ def test_a_scrape_filtered_by_name_gets_those_samples(connection) -> None:
         server.shutdown()
         server.server_close()
         inspector.close()
+
+
+def test_a_corrupt_periodic_or_limit_key_leaves_out_that_part_only(redis_client, connection, fake_clock,
+                                                                   client) -> None:
+    """A review: a key of the wrong type among the periodic entries' or the limits' made the whole scrape
+    "queuecore_up 0" (logged as Redis not answering) with nothing else."""
+    from queuecore.core.broker import Broker
+    from queuecore.core.health import RedisHealth
+    from queuecore.core.periodic import parse_entries
+    from queuecore.core.scheduler import Scheduler, message_builder
+    from queuecore.core.scripts import Scripts
+
+    client.enqueue("demo.x", {}, queue="default")
+    scheduler = Scheduler(Scripts(redis_client, connection.keys), Broker(redis_client, connection.keys),
+                          connection.keys, fake_clock, parse_entries({"tick": {"task": "demo.tick", "every": 60}}),
+                          message_builder(connection), RedisHealth(), declare_interval=5.0)
+    scheduler.run_once()
+    inspector = Inspector(connection=connection, clock=fake_clock)
+    whole = samples(render(make_registry(inspector)).decode())
+    assert whole[("queuecore_scrape_part_unreadable", (("part", "periodic"),))] == 0
+    fires = connection.keys.queue("default").periodic_fires("tick")
+    redis_client.delete(fires)
+    redis_client.set(fires, "oops")
+    got = samples(render(make_registry(inspector)).decode())
+    assert got[("queuecore_up", ())] == 1
+    assert got[("queuecore_queue_size", (("queue", "default"), ("state", "pending")))] == 1  # the rest is there
+    assert got[("queuecore_scrape_part_unreadable", (("part", "periodic"),))] == 1
+    assert got[("queuecore_scrape_part_unreadable", (("part", "limits"),))] == 0
+    assert not [key for key in got if key[0].startswith("queuecore_periodic_fires")]
+    inspector.close()
