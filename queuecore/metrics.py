@@ -115,10 +115,11 @@ def _left_out_family(ns: str, left_out: list[str]) -> Metric:
 
 
 def periodic_families(entries: list[PeriodicEntryInfo], ns: str = DEFAULT_NAMESPACE) -> Iterator[Metric]:
-    """Fires of each periodic entry a live worker declares, by outcome: ``schedule`` (on time), ``late``
-    (a missed fire run once late), ``manual`` (run now), ``skip`` (missed fires skipped) and ``paused``."""
-    fires = CounterMetricFamily(f"{ns}_periodic_fires", "Fires of a periodic entry, by outcome (late and skip: "
-                                "missed fires).", labels=["entry", "queue", "outcome"])
+    """Fire times of each periodic entry a live worker declares, by outcome: ``schedule`` (on time),
+    ``late`` (missed fire times, run once late), ``manual`` (run now), ``skip`` (missed fire times
+    skipped) and ``paused``."""
+    fires = CounterMetricFamily(f"{ns}_periodic_fires", "Fire times of a periodic entry, by outcome (late and "
+                                "skip: missed fire times).", labels=["entry", "queue", "outcome"])
     for entry in entries:
         for outcome, count in sorted(entry.fires.items()):
             fires.add_metric([entry.name, entry.queue, outcome], count)

@@ -243,6 +243,22 @@ def describe_cron(expression: str) -> str:
     return f"cron {expression}"
 
 
+MISSED_COUNT_CAP = 10_000  # fire times counted per run of missed fires (a cron one costs a croniter step)
+
+
+def count_fires(schedule: Schedule, first: int, last: float, cap: int = MISSED_COUNT_CAP) -> int:
+    """How many fire times of ``schedule`` lie in ``[first, last]`` (``first`` being one), at most ``cap``."""
+    if last < first:
+        return 0
+    if isinstance(schedule, Every):
+        return min(cap, int(math.floor(last) // schedule.seconds - first // schedule.seconds) + 1)
+    count, fire = 0, first
+    while fire <= last and count < cap:
+        count += 1
+        fire = schedule.next_after(fire)
+    return count
+
+
 @dataclass(frozen=True)
 class PeriodicEntry:
     """One periodic task: ``name`` → ``task`` on ``schedule`` with ``payload`` and enqueue ``options``.

@@ -33,7 +33,7 @@ from queuecore.core.errors import BrokerError, QueuecoreError
 from queuecore.core.health import RedisHealth
 from queuecore.core.keys import Keys, QueueKeys
 from queuecore.core.message import TaskMessage, encode_payload
-from queuecore.core.periodic import MISFIRE_GRACE, PeriodicEntry, fire_task_id
+from queuecore.core.periodic import MISFIRE_GRACE, PeriodicEntry, count_fires, fire_task_id
 from queuecore.core.scripts import Scripts
 
 logger = logging.getLogger("queuecore.scheduler")
@@ -166,9 +166,11 @@ class Scheduler(Periodic):
                 e.next = fire
                 break
             edge = now - self._grace
+            fires = 1  # fire times this claim stands for (counted in the entry's fires_<kind>)
             if fire <= edge:  # missed: every worker was away past the grace
                 kind = "late" if e.entry.missed == "once" else "skip"
                 mark_ms = max(fire * 1000, to_ms(edge))
+                fires = count_fires(schedule, fire, mark_ms / 1000)
             else:
                 kind, mark_ms = "schedule", fire * 1000
             next_ms = schedule.next_after(mark_ms / 1000) * 1000
@@ -178,7 +180,7 @@ class Scheduler(Periodic):
                 msg = self._prepare(e.entry.task, dict(e.entry.payload), dict(e.entry.options), task_id, now)
             code, mark = self._scripts.periodic_fire(e.q, e.entry.name, now_ms=to_ms(now), fire_ms=fire * 1000,
                                                      mark_ms=mark_ms, kind=kind, task_id=task_id, msg=msg,
-                                                     next_ms=next_ms, keep=RECENT_FIRES)
+                                                     next_ms=next_ms, keep=RECENT_FIRES, fires=fires)
             if code == NO_ENTRY:  # forgotten meanwhile: declare it again (a fresh mark) next round
                 e.mark = None
                 break

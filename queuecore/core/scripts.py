@@ -858,12 +858,14 @@ class Scripts:
 
     def periodic_fire(self, q: QueueKeys, name: str, *, now_ms: int, fire_ms: int, mark_ms: int, kind: str,
                       task_id: str = "-", msg: str = "", front: bool = False, next_ms: int = 0,
-                      keep: int = 20) -> tuple[int, int]:
+                      keep: int = 20, fires: int = 1) -> tuple[int, int]:
         """Claim the fire ``fire_ms`` of an entry and enqueue its task in one step (``kind`` "schedule",
-        "late" or "manual"), or skip missed fires up to ``mark_ms`` ("skip"). Returns (code, mark): 1
-        enqueued, 2 skipped, 0 already claimed, -1 no such entry, -2 paused (see ``periodic_fire.lua``)."""
+        "late" or "manual"), or skip missed fires up to ``mark_ms`` ("skip"); ``fires``: how many fire
+        times a "late" or "skip" claim stands for (its count). Returns (code, mark): 1 enqueued, 2
+        skipped, 0 already claimed, -1 no such entry, -2 paused (see ``periodic_fire.lua``)."""
         keys = [q.periodic(name), q.periodic_fires(name), q.pending, q.task(task_id)]
-        args = [now_ms, fire_ms, mark_ms, kind, task_id, msg, self._wake(q), 1 if front else 0, next_ms, keep]
+        args = [now_ms, fire_ms, mark_ms, kind, task_id, msg, self._wake(q), 1 if front else 0, next_ms, keep,
+                max(1, int(fires))]
         code, mark = self._call("periodic_fire", keys, args)
         return int(code), int(mark)
 

@@ -267,6 +267,8 @@ def test_missed_fires_run_once_late_by_default(make_scheduler, redis_client, con
     assert pending_ids(redis_client, connection) == ["periodic:rep:20260101T101000Z"]  # the first missed fire
     q = connection.keys.queue("default")
     assert redis_client.hget(q.periodic("rep"), "last_kind") == "late"
+    # counted in fire times (a review: the run counted once, so an hour away read as one miss)
+    assert redis_client.hget(q.periodic("rep"), "fires_late") == "6"
     assert s.run_once() == 0  # and only once
     fake_clock.set(ts("2026-01-01T11:10:00+00:00"))
     assert s.run_once() == 1  # then on schedule again
@@ -283,8 +285,20 @@ def test_missed_fires_can_be_skipped(make_scheduler, redis_client, connection, f
     assert pending_ids(redis_client, connection) == []
     q = connection.keys.queue("default")
     assert redis_client.lrange(q.periodic_fires("rep"), 0, -1)[0].split(" ")[2] == "skip"
+    assert redis_client.hget(q.periodic("rep"), "fires_skip") == "6"  # 10:10 to 11:00, in fire times
     fake_clock.set(ts("2026-01-01T11:10:00+00:00"))
     assert s.run_once() == 1
+
+
+def test_count_fires_counts_fire_times_up_to_a_cap() -> None:
+    from queuecore.core.periodic import Cron, Every, count_fires
+
+    start = ts("2026-01-01T10:10:00+00:00")
+    assert count_fires(Cron("*/10 * * * *"), int(start), ts("2026-01-01T11:02:00+00:00")) == 6
+    assert count_fires(Every(600), int(start), ts("2026-01-01T11:02:00+00:00")) == 6
+    assert count_fires(Every(600), int(start), start) == 1 and count_fires(Every(600), int(start), start - 1) == 0
+    assert count_fires(Every(1), int(start), start + 86_400, cap=10_000) == 10_000
+    assert count_fires(Cron("* * * * *"), int(start), start + 86_400, cap=50) == 50
 
 
 def test_fires_within_the_grace_all_run(make_scheduler, redis_client, connection, fake_clock) -> None:

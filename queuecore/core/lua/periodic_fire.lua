@@ -20,8 +20,11 @@
 -- ARGV[8] 1 to put the task at the head of pending (priority > 0), else 0
 -- ARGV[9] the entry's next fire time after this one, unix ms
 -- ARGV[10] how many recent fires the fires LIST keeps
--- Counts in KEYS[1], per outcome, "fires_<kind>" (schedule, late, manual: enqueued; skip: missed
--- fires skipped; paused: fires a pause skipped), for the metrics.
+-- ARGV[11] how many fire times this claim stands for ("late", "skip": the run of missed fire times
+--          from ARGV[2] to ARGV[3]; else 1; absent: 1)
+-- Counts in KEYS[1], per outcome, "fires_<kind>", in fire times (schedule, manual: enqueued on time or
+-- by an operator; late: missed fire times run once late; skip: missed fire times skipped; paused: fire
+-- times a pause skipped), for the metrics.
 -- Returns {code, mark}: 1 enqueued, 2 skipped, 0 already claimed (the mark is at or past the fire,
 -- or its task id exists), -1 no such entry (not declared, or forgotten), -2 paused (the mark moves:
 -- a paused entry's fires are skipped, not kept for later).
@@ -32,6 +35,7 @@ if redis.call("EXISTS", KEYS[1]) == 0 then
     return {-1, 0}
 end
 local now, fire, kind = ARGV[1], tonumber(ARGV[2]), ARGV[4]
+local fires = (kind == "late" or kind == "skip") and math.max(1, math.floor(tonumber(ARGV[11] or "1") or 1)) or 1
 local mark = tonumber(redis.call("HGET", KEYS[1], "mark") or "0")
 local function record(id)
     redis.call("LPUSH", KEYS[2], ARGV[2] .. " " .. now .. " " .. kind .. " " .. id)
@@ -44,13 +48,13 @@ if kind ~= "manual" then
     mark = math.max(mark, tonumber(ARGV[3]))
     if redis.call("HEXISTS", KEYS[1], "paused") == 1 then
         redis.call("HSET", KEYS[1], "mark", mark, "next", ARGV[9])
-        redis.call("HINCRBY", KEYS[1], "fires_paused", 1)
+        redis.call("HINCRBY", KEYS[1], "fires_paused", fires)
         return {-2, mark}
     end
     redis.call("HSET", KEYS[1], "mark", mark, "next", ARGV[9])
     if kind == "skip" then
         record("-")
-        redis.call("HINCRBY", KEYS[1], "fires_skip", 1)
+        redis.call("HINCRBY", KEYS[1], "fires_skip", fires)
         return {2, mark}
     end
 end
@@ -68,6 +72,6 @@ if pushed == 1 then
     qc_publish(ARGV[7], "1")
 end
 redis.call("HSET", KEYS[1], "last_fire", ARGV[2], "last_id", ARGV[5], "last_kind", kind, "last_at", now)
-redis.call("HINCRBY", KEYS[1], "fires_" .. kind, 1)
+redis.call("HINCRBY", KEYS[1], "fires_" .. kind, fires)
 record(ARGV[5])
 return {1, mark}
