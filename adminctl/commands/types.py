@@ -119,7 +119,9 @@ def type_detail(r: TypeReport, window: str, now: float) -> RenderableType:
                          ("Duration", f"{_percentiles(r)} (p50/p95/p99, estimates)"),
                          ("Limits", _limits(r) + (f" — {usage}" if usage else ""))):
         facts.add_row(label, Text(escape(value)))
-    groups = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title="Failures by error",
+    scope = "" if r.failures.scanned_all else (f" (of the newest {human_count(r.failures.scanned)} failed tasks of "
+                                               "the queue read: some lists are longer)")
+    groups = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, title="Failures by error" + scope,
                    title_justify="left")
     groups.add_column("Group", no_wrap=True)
     groups.add_column("Tasks", justify="right")

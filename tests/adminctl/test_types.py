@@ -24,3 +24,17 @@ def test_ls_and_show_with_json(adminctl, make_worker, registry, client, inspecto
     missing = adminctl("type", "show", "default", "t.never")
     assert missing.code == 1 and "no task of type 't.never' has run in queue 'default'" in missing.stderr
     assert adminctl("type", "ls", "default", "--window", "2y").code == 2
+
+
+def test_show_says_when_the_failures_were_read_in_part(adminctl, make_worker, registry, client,
+                                                       inspector: Inspector, monkeypatch) -> None:
+    """A review: past the scan's limit the type's failure groups were shown as exact counts."""
+    import queuecore.core.inspector as inspector_module
+    from queuecore.core.failures import read_failures
+
+    run_some(make_worker, registry, client, inspector)
+    assert "some lists are longer" not in adminctl("type", "show", "default", "t.flaky").stdout
+    monkeypatch.setattr(inspector_module, "read_failures",  # 2 archived tasks: longer than 1
+                        lambda redis, keys, queues, limit: read_failures(redis, keys, queues, 1))
+    detail = adminctl("type", "show", "default", "t.flaky")
+    assert detail.code == 0 and "of the newest 1 failed tasks of the queue read" in " ".join(detail.stdout.split())

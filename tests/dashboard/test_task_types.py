@@ -69,3 +69,18 @@ def test_a_refresh_keeps_the_window_shown(viewer: DjangoClient, make_worker, reg
         assert polled == url + "?window=24h"
         refreshed = viewer.get(polled, headers=HX).content.decode()
         assert 'aria-current="page" data-qc-window="24h"' in refreshed, url
+
+
+def test_a_types_failures_read_in_part_say_so(viewer: DjangoClient, make_worker, registry, client,
+                                              inspector: Inspector, monkeypatch) -> None:
+    """A review: past the scan's limit the type's failure groups were shown as exact counts."""
+    import queuecore.core.inspector as inspector_module
+    from queuecore.core.failures import read_failures
+
+    run_some(make_worker, registry, client, inspector)
+    url = reverse("queuecore_dashboard:task_type", args=["default", "t.flaky"])
+    assert "some lists are longer" not in viewer.get(url).content.decode()
+    monkeypatch.setattr(inspector_module, "read_failures",  # 2 archived tasks: longer than 1
+                        lambda redis, keys, queues, limit: read_failures(redis, keys, queues, 1))
+    page = htmllib.unescape(viewer.get(url).content.decode())
+    assert "Counts are of the newest 1 failed tasks of the queue read (some lists are longer)." in page
