@@ -34,7 +34,7 @@ from typing import Any
 
 from queuecore.core.context import _current
 from queuecore.core.errors import Snooze, TaskCancelled, TaskTimeout
-from queuecore.core.reasons import NOT_TIMEOUTS
+from queuecore.core.reasons import NOT_TIMEOUTS, SHUTDOWN
 from queuecore.core.text import error_message
 
 MESSAGING_SYSTEM = "queuecore"
@@ -177,6 +177,7 @@ class Tracing:
             self._context.detach(token)
         if inspect.iscoroutine(result):
             return self._awaited(span, result)
+        _mark_returned(span, result)
         span.end()
         return result
 
@@ -202,7 +203,9 @@ class Tracing:
     async def _awaited(self, span: Any, coroutine: Any) -> Any:
         token = self._context.attach(self._trace.set_span_in_context(span))
         try:
-            return await coroutine
+            result = await coroutine
+            _mark_returned(span, result)
+            return result
         except BaseException as exc:
             self._fail(span, exc)
             raise
@@ -217,6 +220,10 @@ class Tracing:
             span.set_attribute("queuecore.task.snoozed", True)
             return
         if not classified and isinstance(error, _INTERRUPTS):
+            task = _current.get()
+            if task is not None and task.cancel_reason == SHUTDOWN:  # handed back to pending: no failure
+                span.set_attribute("queuecore.task.handed_back", True)
+                return
             error = _interrupt_error(error)
         message = error_message(error)
         try:
@@ -225,6 +232,12 @@ class Tracing:
             span.add_event("exception", {"exception.type": type(error).__name__, "exception.message": message,
                                          "exception.stacktrace": "".join(traceback.format_exception(error))})
         span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, f"{type(error).__name__}: {message}"))
+
+
+def _mark_returned(span: Any, result: Any) -> None:
+    """A handler that returned ``Snooze(...)`` snoozed, as one that raised it."""
+    if isinstance(result, Snooze):
+        span.set_attribute("queuecore.task.snoozed", True)
 
 
 def _interrupt_error(error: BaseException) -> BaseException:

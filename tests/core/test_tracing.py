@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -134,6 +135,50 @@ def test_async_handler_span_covers_its_run_and_a_snooze_is_no_error(spans, make_
     assert ran.status.status_code == StatusCode.UNSET
     (inner,) = finished(spans, "awaited work")
     assert inner.parent.span_id == ran.context.span_id
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_returned_snooze_is_marked_and_a_task_handed_back_at_shutdown_is_no_error(spans, make_worker, client,
+                                                                                    registry, kind):
+    """A review: a handler that returned Snooze(...) (as the README allows) got no snoozed attribute, and
+    an attempt handed back to pending at shutdown (no failure: not counted) had an ERROR span."""
+    import asyncio
+    import threading
+
+    started, calls = threading.Event(), []
+    if kind == "sync":
+        @task(name="t.returns", registry=registry)
+        def returns() -> Snooze | None:
+            calls.append(1)
+            return Snooze(60) if len(calls) == 1 else None
+
+        @task(name="t.blocks", registry=registry)
+        def blocks() -> None:
+            started.set()
+            while True:  # interrupted by the shutdown, between two sleeps
+                time.sleep(0.01)
+    else:
+        @task(name="t.returns", registry=registry)
+        async def returns() -> Snooze | None:
+            calls.append(1)
+            return Snooze(60) if len(calls) == 1 else None
+
+        @task(name="t.blocks", registry=registry)
+        async def blocks() -> None:
+            started.set()
+            await asyncio.sleep(30)
+
+    client.enqueue("t.returns", {}, queue="ts")
+    worker = make_worker(queues={"ts": 1})
+    (snoozed,) = wait_until(lambda: finished(spans, "process ts"), timeout=10)
+    assert snoozed.status.status_code == StatusCode.UNSET and snoozed.attributes["queuecore.task.snoozed"] is True
+    client.enqueue("t.blocks", {}, queue="ts")
+    assert started.wait(10)
+    worker.shutdown(timeout=0.2)
+    assert worker.handed_back == 1
+    handed = wait_until(lambda: [s for s in finished(spans, "process ts") if s is not snoozed], timeout=10)
+    assert len(handed) == 1 and handed[0].status.status_code == StatusCode.UNSET
+    assert handed[0].attributes["queuecore.task.handed_back"] is True and not handed[0].events
 
 
 def test_enqueue_many_gives_each_task_its_span_and_check_none(spans, client):
