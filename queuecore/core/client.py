@@ -59,7 +59,7 @@ from queuecore.core.redis_errors import (
 )
 from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry, given
 from queuecore.core.results import Results, TaskHandle
-from queuecore.core.scripts import EnqueueItem, Scripts
+from queuecore.core.scripts import OK, PUSHED, EnqueueItem, Scripts
 from queuecore.core.states import TaskState
 
 _QUEUE_REGISTRATION_TTL = 10.0  # seconds a client trusts that a queue is in the registry set
@@ -145,12 +145,14 @@ class _Prepared:
         self.unique_key = unique_key
         self.unique_ttl = unique_ttl
 
-    def info(self, results: Results) -> TaskHandle:
-        """The task as enqueued, bound to ``results`` (its handle)."""
+    def info(self, results: Results, reply: Any = OK) -> TaskHandle:
+        """The task as enqueued, bound to ``results`` (its handle); active when the script's ``reply``
+        says it went straight to a waiting worker."""
         m = self.message
+        state = TaskState.SCHEDULED if self.process_at else TaskState.PENDING
         handle = _new_handle(
             id=m.id, queue=m.queue, type=m.type, payload=m.payload, max_retry=m.max_retry, timeout=m.timeout,
-            state=TaskState.SCHEDULED if self.process_at else TaskState.PENDING,
+            state=TaskState.ACTIVE if reply == PUSHED else state,
             next_process_at=_datetime(self.process_at or m.enqueued_at),
             enqueued_at=_datetime(m.enqueued_at), deadline=seconds_to_datetime(m.deadline),
             retention=m.retention, unique_key=m.unique_key, priority=m.priority, _results=results,
@@ -442,7 +444,7 @@ class Client:
         if isinstance(reply, QueuecoreError):
             raise reply
         Scripts.check_enqueue(reply, prepared.message.id, prepared.message.queue)
-        return prepared.info(self.results)
+        return prepared.info(self.results, reply)
 
     def enqueue_many(self, requests: Iterable[TaskRequest | tuple[str, dict[str, Any] | None]],
                      **options: Any) -> list[TaskHandle]:
@@ -498,7 +500,7 @@ class Client:
                 if isinstance(reply, QueuecoreError):
                     raise reply
                 Scripts.check_enqueue(reply, p.message.id, p.message.queue)
-                enqueued.append(p.info(self.results))
+                enqueued.append(p.info(self.results, reply))
             except QueuecoreError as exc:
                 errors[index] = exc
         if errors:

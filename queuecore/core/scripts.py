@@ -76,6 +76,7 @@ ADMIN_TASK_SCRIPTS = {"run": "admin_run_task", "archive": "admin_archive_task", 
 
 # Reply codes shared by the scripts.
 OK = 1
+PUSHED = 2  # enqueue: stored and leased to a waiting worker at once
 LEASE_LOST = 0
 ID_CONFLICT = 0
 UNIQUE_HELD = -1
@@ -496,7 +497,7 @@ class Scripts:
     @staticmethod
     def check_enqueue(reply: Any, task_id: str, queue: str) -> None:
         """Raise the typed error an ``enqueue`` reply stands for, if any."""
-        if reply == OK:
+        if reply in (OK, PUSHED):
             return
         if reply == ID_CONFLICT:
             raise TaskIdConflict(f"a task with id {task_id!r} already exists in queue {queue!r}")

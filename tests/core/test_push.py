@@ -78,7 +78,7 @@ def test_an_enqueue_into_the_empty_queue_leases_the_task_to_a_listed_subscribed_
         scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
     list_worker(redis_client, q)
     before = redis_ms(redis_client)
-    assert enqueue(scripts, q, "a") == [1]
+    assert enqueue(scripts, q, "a") == [2]  # stored and pushed
     after = redis_ms(redis_client)
     assert listener.messages() == [(q.push_channel("w1"), "a " + make_msg("a", q.queue))]  # no wake-up: nothing pending
     assert redis_client.llen(q.pending) == 0
@@ -96,7 +96,7 @@ def test_a_push_to_a_worker_of_this_version_carries_a_lease_number_no_earlier_ho
     the same id (a review): a worker listed with "<ms>+" gets Redis's time in ms as the number."""
     list_worker(redis_client, q, numbered=True)
     before = redis_ms(redis_client)
-    assert enqueue(scripts, q, "a") == [1]
+    assert enqueue(scripts, q, "a") == [2]
     after = redis_ms(redis_client)
     [(channel, data)] = listener.messages()
     task_id, lease, msg = data.split(" ", 2)
@@ -127,7 +127,7 @@ def test_a_message_over_a_megabyte_is_never_pushed(scripts: Scripts, redis_clien
     assert redis_client.zcard(q.idle) == 1  # the worker stays listed for the next small task
     small = make_msg("small", q.queue, payload={"blob": "x" * 1_000_000})  # just under: pushed as ever
     redis_client.delete(q.pending)
-    assert scripts.enqueue_many(q, [EnqueueItem("small", small)], now_ms=redis_ms(redis_client), client=None) == [1]
+    assert scripts.enqueue_many(q, [EnqueueItem("small", small)], now_ms=redis_ms(redis_client), client=None) == [2]
     assert [c for c, _ in listener.messages()] == [q.push_channel("w1")]
 
 
@@ -135,7 +135,7 @@ def test_after_a_gone_worker_the_next_listed_one_gets_the_task(
         scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
     redis_client.zadd(q.idle, {f"{LEASE_MS} gone": redis_ms(redis_client) + 1_000,
                                f"{LEASE_MS} w1": redis_ms(redis_client) + 60_000})
-    assert enqueue(scripts, q, "a") == [1]
+    assert enqueue(scripts, q, "a") == [2]
     assert [c for c, _ in listener.messages()] == [q.push_channel("w1")]
     assert redis_client.zrange(q.active, 0, -1) == ["a"] and redis_client.zcard(q.idle) == 0
 
@@ -163,7 +163,7 @@ def test_no_task_is_pushed_past_a_pause_a_waiting_task_or_its_due_time_nor_to_a_
 def test_of_a_batch_the_task_taken_first_is_pushed_and_the_rest_wait_in_order(
         scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
     list_worker(redis_client, q)
-    assert enqueue(scripts, q, "a", "b", "c") == [1, 1, 1]
+    assert enqueue(scripts, q, "a", "b", "c") == [2, 1, 1]  # the first pushed
     assert [(c, d.split(" ")[0]) for c, d in listener.messages()] == [(q.push_channel("w1"), "a"),
                                                                      (q.wake_channel, "1")]
     assert list(reversed(redis_client.lrange(q.pending, 0, -1))) == ["b", "c"]  # in the order workers take them
@@ -236,6 +236,7 @@ def test_an_idle_worker_gets_each_task_pushed_and_lists_itself_again(
     wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself")
     for n in range(3):
         handle = client.enqueue("push.note", {"tag": str(n)}, retention=60)
+        assert handle.state is TaskState.ACTIVE  # the handle says where it went (a review: it said pending)
         wait_until(lambda h=handle: inspector.get_task("default", h.id).state is TaskState.COMPLETED, 10,
                    message=f"task {n} to complete")
         wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself again")

@@ -30,7 +30,8 @@
 --         with it was stored by an earlier send of the same call: the retry of a call whose reply was
 --         lost stores nothing twice), 2 when it goes to the head of pending (the end workers take
 --         from, so it runs before the tasks already waiting: the priority option); "0" to "3"
--- Returns one reply per task: 1 enqueued, 0 the id already exists, {-1, holder id} a unique lock is held.
+-- Returns one reply per task: 1 enqueued, 2 enqueued and leased to a waiting worker (pushed), 0 the id
+-- already exists, {-1, holder id} a unique lock is held.
 -- Error reply "QCINVALID <where> <field> <value>" (qc_invalid) when the batch is malformed: n not
 -- matching ARGV ("batch count"), an empty id or message, a due time or TTL that is not a whole
 -- number of ms below 10^15, a lock index not pointing at a lock key with a TTL, flags not "0" to
@@ -168,6 +169,7 @@ if may_push and taken_first and #ARGV[5 + 6 * (ready[taken_first] - 1) + 1] <= P
                 head_text .. " " .. ARGV[5 + 6 * (i - 1) + 1]) > 0 then
             redis.call("ZADD", KEYS[3], now + lease_ms, taken_first)
             redis.call("HSET", KEYS[5 + i], "state", "active", "started_at", now, "lease", lease)
+            out[i] = 2
             if head[#head] == taken_first then
                 head[#head] = nil
             else
