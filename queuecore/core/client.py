@@ -476,7 +476,7 @@ class Client:
                 elif isinstance(req, tuple) and len(req) == 2:
                     task, payload, own = req[0], req[1], None
                 else:
-                    raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {req!r}")
+                    raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {shown(req)}")
                 if own:
                     prepared.append(self._prepare(task, payload, {**options, **given(own)}, now))
                     continue
