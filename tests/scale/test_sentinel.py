@@ -500,7 +500,9 @@ def test_an_enqueue_while_the_sentinels_promote_a_replica_is_refused_not_lost(tm
             wait_until(lambda: c.sentinel_master(deployment.service).get("failover-state")
                        in ("wait_promotion", "reconf_slaves"), timeout=10, interval=0.01,
                        message="the leading sentinel to promote the replica")
-        client.redis.connection_pool._qc_checked_at = 0.0  # its next command asks the sentinels
+        # Its next command asks the sentinels: the time of the last question is kept where connections
+        # see their pool, on redis-py's proxy of it (setting it on the pool itself changed nothing).
+        client.redis.connection_pool.proxy._qc_checked_at = 0.0
         try:
             during = client.enqueue("t.later", process_in=3600).id
         except BrokerError as exc:
