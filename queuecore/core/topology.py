@@ -37,7 +37,7 @@ import redis.retry
 import redis.sentinel
 from redis.backoff import NoBackoff
 
-from queuecore.core.errors import ConfigurationError
+from queuecore.core.errors import ConfigurationError, shown
 from queuecore.core.redis_errors import broker_errors
 
 SINGLE_SCHEMES = ("redis", "rediss", "unix")
@@ -75,32 +75,32 @@ class RedisTarget:
                 f"service={self.service!r}, db={self.db!r}, username={self.username!r}, tls={self.tls!r})")
 
 
-# What may follow the "@" that ends a URL's credentials: a host list, up to the path, query or end.
-_HOSTS_AFTER = re.compile(r"[A-Za-z0-9.\-_:,\[\]%]*(?=[/?#]|$)")
-
-
-def _credentials_end(rest: str) -> int:
-    """In a URL after its "://", the index of the "@" that ends its credentials (-1: none): the last "@"
-    followed by a host list, so that a password holding "/", "?", "#" or "@" unencoded is found whole."""
-    at = -1
-    for i, char in enumerate(rest):
-        if char == "@" and _HOSTS_AFTER.match(rest, i + 1):
-            at = i
-    return at
+_ADVICE = ("if it has a user name or password holding '/', '?', '#' or '@', percent-encode those (%2F, %3F, %23, "
+           "%40)")
 
 
 def _without_option_passwords(rest: str) -> str:
     """``password=`` and ``sentinel_password=`` options' values as ``***`` (an "@" in one is no
     credentials' end)."""
-    return re.sub(r"(?i)((?:sentinel_)?password=)[^&]*", r"\1***", rest)
+    return re.sub(r"(?i)((?:sentinel_)?password=)[^&#]*", r"\1***", rest)
 
 
-def _unencoded_credentials(url: str) -> bool:
-    """Whether the URL's user name or password holds "/", "?", "#" or "@" not percent-encoded."""
-    rest = _without_option_passwords(url.partition("://")[2])
-    at = _credentials_end(rest)
-    special = re.search(r"[/?#@]", rest)
-    return at >= 0 and special is not None and special.start() < at
+def _credentials(rest: str) -> tuple[int, bool]:
+    """In a URL after its "://" (option passwords masked): the index of the "@" that ends its
+    credentials (-1: none), and whether that is in doubt. Normally it is the last "@" before the path,
+    query or fragment; when none comes before them but one comes later, a password may hold "/", "?"
+    or "#" unencoded, and the last "@" is taken (hiding too much rather than a piece of a password)."""
+    special = re.search(r"[/?#]", rest)
+    authority = rest if special is None else rest[:special.start()]
+    at = authority.rfind("@")
+    if at >= 0:
+        return at, False
+    return rest.rfind("@"), rest.rfind("@") >= 0
+
+
+def _credentials_in_doubt(url: str) -> bool:
+    """Whether the URL may hold a user name or password with "/", "?" or "#" not percent-encoded."""
+    return _credentials(_without_option_passwords(url.partition("://")[2]))[1]
 
 
 def redact_url(url: str) -> str:
@@ -112,19 +112,32 @@ def redact_url(url: str) -> str:
     if not sep:
         return url
     rest = _without_option_passwords(rest)
-    at = _credentials_end(rest)
-    shown = ""
-    if at >= 0:
-        userinfo, rest = rest[:at], rest[at + 1:]
-        user, colon, _ = userinfo.partition(":")
-        shown = "***@" if re.search(r"[/?#@]", userinfo) else f"{user}:***@" if colon else f"{userinfo}@"
-    return f"{scheme}://{shown}{rest}"
+    at, in_doubt = _credentials(rest)
+    if at < 0:
+        return f"{scheme}://{rest}"
+    userinfo, rest = rest[:at], rest[at + 1:]
+    user, colon, _ = userinfo.partition(":")
+    masked = "***@" if in_doubt or "@" in userinfo else f"{user}:***@" if colon else f"{userinfo}@"
+    return f"{scheme}://{masked}{rest}"
+
+
+def _check_encoded(url: str) -> None:
+    """Refuse what only an unencoded "/", "?", "#" or "@" in a user name or password makes: a fragment,
+    an "@" in the path, a query item without "=" (redis-py would read the rest as host and path)."""
+    rest = url.partition("://")[2]
+    path_and_query = rest[len(re.split(r"[/?#]", rest, maxsplit=1)[0]):]
+    path, _, query = path_and_query.partition("?")
+    if "#" in rest:
+        raise _refuse(url, "a Redis URL has no '#' fragment; " + _ADVICE)
+    if "@" in path:
+        raise _refuse(url, "its path holds an '@'; " + _ADVICE)
+    if any(item and "=" not in item for item in query.split("&")):
+        raise _refuse(url, "an option without '=' (options are name=value); " + _ADVICE)
 
 
 def _refuse(url: str, why: str) -> ConfigurationError:
-    if _unencoded_credentials(url):  # what a parser says of such a URL may quote a piece of the password
-        why = ("its user name or password holds '/', '?', '#' or '@': percent-encode them (%2F, %3F, %23, "
-               "%40)")
+    if _credentials_in_doubt(url):  # what a parser says of such a URL may quote a piece of the password
+        why = "it does not parse; " + _ADVICE if "percent-encode" not in why else why
     return ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {why}", field="redis_url")
 
 
@@ -190,8 +203,9 @@ def _connection_options(connection_class: type) -> frozenset[str]:
 def parse_redis_url(url: object) -> RedisTarget:
     """Parse and check a Redis URL (see the module); ``ConfigurationError`` names what is wrong."""
     if not isinstance(url, str) or not url:
-        raise ConfigurationError(f"the Redis URL must be a non-empty string, got {url!r}", field="redis_url")
+        raise ConfigurationError(f"the Redis URL must be a non-empty string, got {shown(url)}", field="redis_url")
     scheme = url.partition("://")[0].lower() if "://" in url else ""
+    _check_encoded(url)
     if scheme in SINGLE_SCHEMES:
         _check_single(url, scheme)
         return RedisTarget("single", url)
