@@ -81,12 +81,14 @@ class QueuecoreCollector(Collector):
             return
         up.add_metric([], 1)
         yield up
-        yield from families(snapshot, ns)
+        if "queues" not in left_out:  # left out means no samples, not zeros (workers_up 0 would alert)
+            yield from families(snapshot, ns)
         yield from limit_families(limits, ns)
         yield from periodic_families(entries, ns)
         yield _left_out_family(ns, left_out)
-        for hook in self.extra:
-            yield from hook(snapshot, ns)
+        if "queues" not in left_out:
+            for hook in self.extra:
+                yield from hook(snapshot, ns)
 
 
 T = TypeVar("T")

@@ -160,3 +160,19 @@ def test_a_corrupt_periodic_or_limit_key_leaves_out_that_part_only(redis_client,
     assert got[("queuecore_scrape_part_unreadable", (("part", "limits"),))] == 0
     assert not [key for key in got if key[0].startswith("queuecore_periodic_fires")]
     inspector.close()
+
+
+def test_queues_left_out_of_a_scrape_give_no_samples_rather_than_zeros(redis_client, connection, fake_clock,
+                                                                        client) -> None:
+    """A review: with the queues part left out (the queue registry of another type), the scrape said
+    queuecore_workers_up 0 and queuecore_queues_unreadable 0, which a "no worker" alert would take as
+    true."""
+    client.enqueue("demo.x", {}, queue="default")
+    redis_client.delete(connection.keys.queues)
+    redis_client.set(connection.keys.queues, "oops")
+    inspector = Inspector(connection=connection, clock=fake_clock)
+    got = samples(render(make_registry(inspector)).decode())
+    assert got[("queuecore_up", ())] == 1
+    assert got[("queuecore_scrape_part_unreadable", (("part", "queues"),))] == 1
+    assert not [key for key in got if key[0].startswith(("queuecore_workers", "queuecore_queue"))]
+    inspector.close()
