@@ -679,6 +679,15 @@ def alert_state(scripts: Scripts) -> tuple[dict[str, Alert], dict[str, float], d
 # -- senders ---------------------------------------------------------------------------------------
 
 
+def _shut(sock: Any) -> None:
+    """Shut ``sock`` down both ways (a blocked read returns at once); one already closed is left alone."""
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 class _TryDeadline:
     """Ends one try at its deadline: shuts down the sockets of the connections it made, so that a
     receiver sending its reply a byte at a time cannot hold the try past ``timeout`` (urllib's timeout
@@ -689,23 +698,28 @@ class _TryDeadline:
         self._lock = threading.Lock()
         self.expired = False
 
-    def track(self, connection_class: type[http.client.HTTPConnection]) -> Callable[..., http.client.HTTPConnection]:
-        def make(*args: Any, **kwargs: Any) -> http.client.HTTPConnection:
-            connection = connection_class(*args, **kwargs)
-            with self._lock:
-                self._connections.append(connection)
-            return connection
-        return make
+    def track(self, connection_class: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
+        """``connection_class`` whose connections this ends at the deadline, one still connecting (a slow
+        name lookup) included: it is shut as soon as it is made."""
+        deadline = self
+
+        class Tracked(connection_class):  # type: ignore[valid-type,misc]
+            def connect(self) -> None:
+                if deadline.expired:
+                    raise TimeoutError("the try's time ran out")
+                super().connect()
+                with deadline._lock:
+                    deadline._connections.append(self)
+                    if deadline.expired:
+                        _shut(self.sock)
+
+        return Tracked
 
     def expire(self) -> None:
         with self._lock:
             self.expired = True
             for connection in self._connections:
-                if connection.sock is not None:
-                    try:
-                        connection.sock.shutdown(socket.SHUT_RDWR)
-                    except OSError:
-                        pass
+                _shut(connection.sock)
 
     def opener(self) -> urllib.request.OpenerDirector:
         """An opener as ``urlopen``'s (proxies from the environment included) whose connections this tracks."""

@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -666,10 +667,22 @@ def test_two_worker_processes_fire_and_resolve_once_across_a_kill(
     assert redis_client.hget(connection.keys.alerts, "lease") not in (None, holder)
 
 
-def test_a_webhook_try_ends_at_its_timeout_however_slowly_the_receiver_answers(fake_clock) -> None:
+@pytest.mark.parametrize("slow_lookup", [False, True], ids=["answer", "lookup-then-answer"])
+def test_a_webhook_try_ends_at_its_timeout_however_slowly_the_receiver_answers(fake_clock, monkeypatch,
+                                                                               slow_lookup: bool) -> None:
     """A review: urllib's timeout bounds each read, so a receiver sending its reply a byte at a time held
-    a try (and the sender's thread) for as long as it went on."""
+    a try (and the sender's thread) for as long as it went on; and (a review of that fix) a connection
+    still being made when the deadline came (a name lookup slower than the timeout) was not ended."""
     import socket
+
+    if slow_lookup:  # the deadline passes while the name is looked up (a slow resolver)
+        lookup = socket.getaddrinfo
+
+        def slow_getaddrinfo(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(0.8)
+            return lookup(*args, **kwargs)
+
+        monkeypatch.setattr(socket, "getaddrinfo", slow_getaddrinfo)
 
     server = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
