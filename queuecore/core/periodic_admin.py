@@ -76,7 +76,8 @@ class PeriodicEntryInfo:
     last_outcome: str | None
     declared_at: datetime | None
     recent: list[PeriodicFire] = field(default_factory=list)
-    # fires so far by outcome: schedule, late, manual (enqueued), skip (missed, skipped), paused
+    # fire times so far by outcome: schedule, manual (enqueued), late (missed, run once late), skip
+    # (missed, skipped), paused
     fires: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -25,8 +25,11 @@ class TypeReport:
 
     @property
     def per_minute(self) -> float:
-        """Attempts that ended per minute over the window, on average."""
-        return self.stats.processed / max(1.0, self.stats.window.total_seconds() / 60)
+        """Attempts that ended per minute over the time counted (the window, or past 72 h the whole
+        days that cover it: ``TypeStats.counted_from``), on average."""
+        s = self.stats
+        span = s.counted_until - s.counted_from if s.counted_until > s.counted_from else s.window.total_seconds()
+        return s.processed / max(1.0, span / 60)
 
     @property
     def failure_rate(self) -> float | None:

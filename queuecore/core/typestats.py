@@ -201,10 +201,11 @@ class TypeStats:
     # the window's start, or the whole days that cover it (a window over 72 h counts from the start of
     # the day it begins in: up to a day more than the window).
     counted_from: float = 0.0
+    counted_until: float = 0.0  # unix s: the window's end (its "now")
 
 
 def summarize(queue: str, type_name: str, window: timedelta, resolution: str,
-              points: Mapping[float, list[int]], counted_from: float = 0.0) -> TypeStats:
+              points: Mapping[float, list[int]], counted_from: float = 0.0, counted_until: float = 0.0) -> TypeStats:
     total = [0] * VECTOR_LENGTH
     for vector in points.values():
         add(total, vector)
@@ -217,7 +218,8 @@ def summarize(queue: str, type_name: str, window: timedelta, resolution: str,
         p50_ms_estimate=percentile_ms(buckets, 0.50), p95_ms_estimate=percentile_ms(buckets, 0.95),
         p99_ms_estimate=percentile_ms(buckets, 0.99), buckets=tuple(buckets),
         points=tuple(TypeStatsPoint(start, v[PROCESSED], v[FAILED], v[RETRIED], v[ARCHIVED], v[RECOVERED])
-                     for start, v in sorted(points.items())), counted_from=counted_from)
+                     for start, v in sorted(points.items())), counted_from=counted_from,
+        counted_until=counted_until)
 
 
 def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timedelta, now: float) -> TypeStats:
@@ -241,7 +243,7 @@ def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timede
                 minute = hour * 60 + minute_of_hour
                 if first_minute <= minute <= last_minute:
                     points[minute * 60.0] = vector
-        return summarize(queue, type_name, window, "minute", points, first_minute * 60.0)
+        return summarize(queue, type_name, window, "minute", points, first_minute * 60.0, now)
     window = min(window, timedelta(days=DAYS_KEPT))
     # The days that cover the window: from the one it starts in (a day's record cannot be cut). It
     # counted window.days days back from today, which left out up to a day: 73 h read 56.
@@ -261,7 +263,7 @@ def read(client: Any, ts_prefix: str, queue: str, type_name: str, window: timede
             day = calendar.timegm((year, mon, day_of_month, 0, 0, 0)) // 86400
             if first_day <= day <= last_day:
                 points[day * 86400.0] = vector
-    return summarize(queue, type_name, window, "day", points, first_day * 86400.0)
+    return summarize(queue, type_name, window, "day", points, first_day * 86400.0, now)
 
 
 def read_totals(record: Mapping[Any, Any]) -> dict[str, list[int]]:

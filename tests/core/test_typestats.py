@@ -169,6 +169,9 @@ def test_a_window_over_72_hours_counts_the_whole_days_that_cover_it(redis_client
         assert got.resolution == "day" and got.counted_from <= NOW / 1000 - hours * 3600
         assert got.counted_from % 86400 == 0 and NOW / 1000 - got.counted_from < hours * 3600 + 86400
         assert got.processed == sum(1 for at in done_at if at / 1000 >= got.counted_from) >= hours
+    report = inspector.type_report("default", "h.t", timedelta(hours=73))  # a rate over the time counted
+    assert report.per_minute == pytest.approx(report.stats.processed / ((NOW / 1000 - report.stats.counted_from) / 60))
+    assert report.per_minute == pytest.approx(1 / 60, rel=0.05)  # one task an hour, as seeded
     minutes = inspector.type_stats("default", "h.t", timedelta(hours=3))
     assert minutes.counted_from == (NOW // 60_000 - 180 + 1) * 60 and minutes.processed == 3
     inspector.close()
