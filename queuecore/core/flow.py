@@ -35,7 +35,7 @@ from datetime import timedelta
 from typing import Any
 
 from queuecore.core.clock import Clock, to_ms
-from queuecore.core.errors import ConfigurationError, InvalidOption
+from queuecore.core.errors import ConfigurationError, InvalidOption, shown
 from queuecore.core.errors import Snooze as Snooze  # re-exported: flow control in one import
 from queuecore.core.keys import Keys, LimitKeys, QueueKeys
 from queuecore.core.limits import MAX_DURATION, Range
@@ -60,12 +60,13 @@ def parse_rate(text: str) -> tuple[int, float]:
     hour, day); a number before the unit multiplies it (``"5/10s"``)."""
     match = _RATE.match(text.lower()) if isinstance(text, str) else None
     if not match or match.group(3) not in _UNITS:
-        raise ConfigurationError(f"invalid rate_limit {text!r}: expected '<count>/<unit>' such as '100/m' or "
+        raise ConfigurationError(f"invalid rate_limit {shown(text)}: expected '<count>/<unit>' such as '100/m' or "
                                  "'5/10s' (units s, m, h, d)")
     count = int(match.group(1))
     window = (float(match.group(2)) if match.group(2) else 1.0) * _UNITS[match.group(3)]
     if not 1 <= count <= MAX_RATE_LIMIT or not 0.001 <= window <= 86400 * 7:
-        raise ConfigurationError(f"invalid rate_limit {text!r}: 1 to {MAX_RATE_LIMIT} starts per 0.001 s to 7 days")
+        raise ConfigurationError(
+            f"invalid rate_limit {shown(text)}: 1 to {MAX_RATE_LIMIT} starts per 0.001 s to 7 days")
     return count, window
 
 
@@ -91,12 +92,12 @@ class TaskLimits:
         if concurrency_limit is not None:
             if isinstance(concurrency_limit, bool) or not isinstance(concurrency_limit, int) \
                     or not 1 <= concurrency_limit <= MAX_CONCURRENCY_LIMIT:
-                raise ConfigurationError(f"invalid concurrency_limit {concurrency_limit!r}: a whole number from 1 "
+                raise ConfigurationError(f"invalid concurrency_limit {shown(concurrency_limit)}: a whole number from 1 "
                                          f"to {MAX_CONCURRENCY_LIMIT}")
             concurrency = concurrency_limit
         rate, window = parse_rate(rate_limit) if rate_limit is not None else (0, 0.0)
         if limit_key is not None and not (callable(limit_key) or (isinstance(limit_key, str) and limit_key)):
-            raise ConfigurationError(f"invalid limit_key {limit_key!r}: a payload field name or a callable")
+            raise ConfigurationError(f"invalid limit_key {shown(limit_key)}: a payload field name or a callable")
         return cls(concurrency, rate, window, limit_key)
 
     def key_for(self, payload: dict[str, Any]) -> str:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from queuecore.core import limits
-from queuecore.core.errors import ConfigurationError, InvalidPayload
+from queuecore.core.errors import ConfigurationError, InvalidPayload, shown
 from queuecore.core.keys import validate_queue_name, validate_type_name
 from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, encode_payload
 
@@ -51,7 +51,7 @@ SPEC_KEYS = frozenset({"task", "cron", "every", "payload", "timezone", "missed"}
 def validate_entry_name(name: object) -> str:
     """Return ``name`` if it may name a periodic entry (it is part of keys and task ids)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name) or name in (".", ".."):
-        raise ConfigurationError(f"invalid periodic entry name {name!r}: {NAME_RULE}", field="periodic")
+        raise ConfigurationError(f"invalid periodic entry name {shown(name)}: {NAME_RULE}", field="periodic")
     return name
 
 
@@ -109,18 +109,19 @@ class Cron:
     @classmethod
     def parse(cls, expression: object, timezone: object = "UTC") -> Cron:
         if not isinstance(expression, str) or not expression.strip():
-            raise ConfigurationError(f"cron must be a cron expression string, got {expression!r}", field="periodic")
+            raise ConfigurationError(
+                f"cron must be a cron expression string, got {shown(expression)}", field="periodic")
         expression = " ".join(expression.split())
         croniter = _croniter()
         fields = expression.split(" ")
         if not (expression.startswith("@") and len(fields) == 1) and len(fields) not in (5, 6):
-            raise ConfigurationError(f"invalid cron expression {expression!r}: five fields (minute hour day "
+            raise ConfigurationError(f"invalid cron expression {shown(expression)}: five fields (minute hour day "
                                      "month weekday), six with seconds first, or @hourly/@daily/...",
                                      field="periodic")
         try:
             croniter(expression, datetime(2026, 1, 1), second_at_beginning=len(fields) == 6).get_next(datetime)
         except Exception as exc:  # croniter raises several error types (CroniterBadCronError, ValueError, ...)
-            raise ConfigurationError(f"invalid cron expression {expression!r}: {exc}", field="periodic") from None
+            raise ConfigurationError(f"invalid cron expression {shown(expression)}: {exc}", field="periodic") from None
         return cls(expression, *_zone(timezone))
 
     @property
@@ -190,12 +191,12 @@ def _zone(name: object) -> tuple[str, tzinfo]:
     if name is None or name == "UTC":
         return "UTC", UTC
     if not isinstance(name, str):
-        raise ConfigurationError(f"timezone must be an IANA name such as 'Europe/Paris', got {name!r}",
+        raise ConfigurationError(f"timezone must be an IANA name such as 'Europe/Paris', got {shown(name)}",
                                  field="periodic")
     try:
         return name, ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigurationError(f"unknown timezone {name!r}: use an IANA name such as 'Europe/Paris'",
+        raise ConfigurationError(f"unknown timezone {shown(name)}: use an IANA name such as 'Europe/Paris'",
                                  field="periodic") from None
 
 
@@ -289,14 +290,14 @@ class PeriodicEntry:
         try:
             return cls._from_spec(name, spec, max_payload_bytes)
         except ConfigurationError as exc:
-            raise ConfigurationError(f"periodic entry {name!r}: {exc}", field="periodic") from None
+            raise ConfigurationError(f"periodic entry {shown(name)}: {exc}", field="periodic") from None
         except InvalidPayload as exc:
-            raise ConfigurationError(f"periodic entry {name!r}: payload: {exc}", field="periodic") from None
+            raise ConfigurationError(f"periodic entry {shown(name)}: payload: {exc}", field="periodic") from None
 
     @classmethod
     def _from_spec(cls, name: str, spec: object, max_payload_bytes: int) -> PeriodicEntry:
         if not isinstance(spec, Mapping):
-            raise ConfigurationError(f"must be a dict with 'task' and 'cron' or 'every', got {spec!r}")
+            raise ConfigurationError(f"must be a dict with 'task' and 'cron' or 'every', got {shown(spec)}")
         unknown = set(spec) - SPEC_KEYS
         if unknown:
             raise ConfigurationError(f"unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
@@ -323,7 +324,7 @@ class PeriodicEntry:
         encode_payload(payload, max_payload_bytes)  # InvalidPayload unless a JSON object ([] and "" included)
         missed = spec.get("missed", DEFAULT_MISSED)
         if missed not in MISSED_POLICIES:
-            raise ConfigurationError(f"missed must be 'once' (run once late) or 'skip', got {missed!r}")
+            raise ConfigurationError(f"missed must be 'once' (run once late) or 'skip', got {shown(missed)}")
         options = {k: spec[k] for k in ENTRY_OPTIONS if spec.get(k) is not None}
         if "queue" in options:
             validate_queue_name(options["queue"])
@@ -361,18 +362,18 @@ def parse_entries(spec: object, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYT
         for name, item in spec.items():
             if isinstance(item, PeriodicEntry):
                 if item.name != name:
-                    raise ConfigurationError(f"periodic entry {name!r} is named {item.name!r}", field="periodic")
+                    raise ConfigurationError(f"periodic entry {shown(name)} is named {item.name!r}", field="periodic")
                 entries.append(item)
             else:
                 entries.append(PeriodicEntry.from_spec(name, item, max_payload_bytes))
     elif isinstance(spec, Iterable) and not isinstance(spec, (str, bytes)):
         for item in spec:
             if not isinstance(item, PeriodicEntry):
-                raise ConfigurationError(f"periodic entries must be PeriodicEntry objects, got {item!r}",
+                raise ConfigurationError(f"periodic entries must be PeriodicEntry objects, got {shown(item)}",
                                          field="periodic")
             entries.append(item)
     else:
-        raise ConfigurationError(f"PERIODIC must be a dict of entry name -> entry, got {spec!r}", field="periodic")
+        raise ConfigurationError(f"PERIODIC must be a dict of entry name -> entry, got {shown(spec)}", field="periodic")
     for entry in entries:
         try:
             encode_payload(dict(entry.payload), max_payload_bytes)

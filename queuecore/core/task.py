@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queuecore.core.client import Client, check_default_values, get_default_client
-from queuecore.core.errors import ConfigurationError
+from queuecore.core.errors import ConfigurationError, shown
 from queuecore.core.flow import TaskLimits
 from queuecore.core.registry import (
     DEFAULT_OPTIONS,
@@ -72,8 +72,9 @@ def task(func: Callable[..., Any] | None = None, *, name: str | None = None,
     check_options(options, DEFAULT_OPTIONS)
     check_default_values(options)
     if retry_delay is not None and not callable(retry_delay):
-        raise ConfigurationError(f"retry_delay must be a callable (attempt, error) -> seconds, got {retry_delay!r}",
-                                 field="retry_delay")
+        raise ConfigurationError(
+            f"retry_delay must be a callable (attempt, error) -> seconds, got {shown(retry_delay)}",
+            field="retry_delay")
     limits = TaskLimits.build(concurrency_limit, rate_limit, limit_key)
 
     def decorate(f: Callable[..., Any]) -> TaskFunction:

@@ -104,3 +104,19 @@ def test_a_huge_value_is_refused_with_a_short_message(client: Client, options: d
     assert len(str(refused.value)) < 500 and refused.value.field in (None, *options)
     with pytest.raises(ConfigurationError):
         client.enqueue(HUGE, {})
+
+
+def test_huge_values_in_task_and_periodic_definitions_are_refused_with_short_messages(registry) -> None:
+    """A review of the bounded errors: @task's and the periodic entries' own checks still used repr()."""
+    from queuecore.core.periodic import parse_entries
+    from queuecore.core.topology import parse_redis_url
+
+    refusals = [lambda: task(name="t.huge", registry=registry, concurrency_limit=HUGE)(lambda: None),
+                lambda: task(name="t.huge", registry=registry, retry_delay=HUGE)(lambda: None),
+                lambda: parse_entries({"e": {"task": "t", "cron": HUGE}}),
+                lambda: parse_entries({"e": {"task": "t", "every": 60, "missed": HUGE}}),
+                lambda: parse_redis_url(HUGE)]
+    for refused in refusals:
+        with pytest.raises(ConfigurationError) as caught:
+            refused()
+        assert len(str(caught.value)) < 500
