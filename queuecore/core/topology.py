@@ -17,11 +17,13 @@ Cluster and sentinel URLs accept these query options and no others: ``sentinel_u
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
 import os
 import re
+import socket
 import threading
 import time
 import weakref
@@ -294,59 +296,99 @@ FAILOVER_BEGUN = ("+try-failover", "+elected-leader", "+failover-state-select-sl
 FAILOVER_ENDED = ("+switch-master", "-failover-abort-not-elected", "-failover-abort-no-good-slave",
                   "-failover-abort-slave-timeout", "+failover-end", "+failover-end-for-timeout")
 _WATCH_BACKOFF_MAX = 5.0  # seconds between attempts to reach a sentinel that does not answer
-_watch_lock = threading.Lock()
+
+
+class _FailoverWatch:
+    """The failover events of one service's sentinels, in one process: a thread per sentinel, shared by
+    every client (pool) of theirs, telling each of them; the threads end once no pool is left."""
+
+    def __init__(self, key: tuple[Any, ...], nodes: list[tuple[str, int]], kwargs: dict[str, Any]) -> None:
+        self.key = key
+        self.pools: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.ended = False
+        for host, port in nodes:
+            threading.Thread(target=self._listen, args=(host, port, kwargs), daemon=True,
+                             name=f"queuecore-sentinel-events-{host}:{port}").start()
+
+    def _over(self) -> bool:
+        """True (for good) once no pool listens; then it leaves the registry, and a new pool starts anew."""
+        if self.pools:
+            return False
+        with _watches_lock:
+            if not self.pools:
+                self.ended = True
+                if _watches.get(self.key) is self:
+                    del _watches[self.key]
+        return self.ended
+
+    def _listen(self, host: str, port: int, kwargs: dict[str, Any]) -> None:
+        """Subscribe to one sentinel's failover events; a sentinel that does not answer (or whose
+        connection dies: TCP keepalive) is tried again after a growing wait (the periodic questions go
+        on meanwhile)."""
+        wait = 0.1
+        while not self._over():
+            client = pubsub = None
+            try:
+                client = redis.Redis(host=host, port=port, decode_responses=True, **kwargs)
+                pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+                pubsub.subscribe(*FAILOVER_BEGUN, *FAILOVER_ENDED)
+                wait = 0.1
+                while not self._over():
+                    message = pubsub.get_message(timeout=1.0)  # no pool is held while it waits
+                    if message is not None:
+                        for pool in list(self.pools):
+                            _note_failover_event(pool, str(message["channel"]), str(message["data"]))
+            except Exception:  # a sentinel away or refusing: its events are missed meanwhile
+                time.sleep(wait)
+                wait = min(wait * 2, _WATCH_BACKOFF_MAX)
+            finally:
+                for closable in (pubsub, client):
+                    with contextlib.suppress(Exception):  # closing a connection that broke
+                        if closable is not None:
+                            closable.close()
+
+
+_watches: dict[tuple[Any, ...], _FailoverWatch] = {}
+_watches_lock = threading.Lock()
+
+
+def _forget_watches_in_child() -> None:
+    """A forked child has none of its parent's threads (and may hold a lock a parent's thread held)."""
+    global _watches_lock
+    _watches_lock = threading.Lock()
+    _watches.clear()
+
+
+os.register_at_fork(after_in_child=_forget_watches_in_child)
 
 
 def _watch_failovers(pool: Any) -> None:
-    """Start, once per process, a thread per sentinel that listens for ``pool``'s failover events
-    (``_listen_for_failovers``); ``connect`` and ``connect_async`` say where the sentinels are."""
+    """Have ``pool`` told of its service's failover events (``_FailoverWatch``), once per process;
+    ``connect`` and ``connect_async`` say where the sentinels are (``_tell_where_sentinels_are``)."""
     if getattr(pool, "_qc_watch_pid", None) == os.getpid():
         return
-    with _watch_lock:
-        if getattr(pool, "_qc_watch_pid", None) == os.getpid():
-            return
-        found = getattr(pool, "_qc_sentinels", None)
-        if found is None:
-            return
+    found = getattr(pool, "_qc_sentinels", None)
+    if found is None:
+        return
+    ref, key, nodes, kwargs = found
+    real = ref()
+    if real is None:
+        return
+    with _watches_lock:
+        watch = _watches.get(key)
+        if watch is None or watch.ended:
+            try:
+                watch = _watches[key] = _FailoverWatch(key, nodes, kwargs)
+            except RuntimeError:  # no thread can be started now: the periodic questions still run
+                return
+        watch.pools.add(real)
         pool._qc_watch_pid = os.getpid()
-        ref, nodes, kwargs = found
-        for host, port in nodes:
-            threading.Thread(target=_listen_for_failovers, args=(ref, host, port, kwargs), daemon=True,
-                             name=f"queuecore-sentinel-events-{host}:{port}").start()
-
-
-def _listen_for_failovers(ref: Any, host: str, port: int, kwargs: dict[str, Any]) -> None:
-    """Subscribe to one sentinel's failover events until the pool ``ref`` names is gone; a sentinel that
-    does not answer is tried again after a growing wait (the periodic questions go on meanwhile)."""
-    wait = 0.1
-    while ref() is not None:
-        client = pubsub = None
-        try:
-            client = redis.Redis(host=host, port=port, decode_responses=True, **kwargs)
-            pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-            pubsub.subscribe(*FAILOVER_BEGUN, *FAILOVER_ENDED)
-            wait = 0.1
-            while (pool := ref()) is not None:
-                message = pubsub.get_message(timeout=1.0)
-                if message is not None:
-                    _note_failover_event(pool, str(message["channel"]), str(message["data"]))
-                del pool
-            return
-        except Exception:  # a sentinel away or refusing: its events are missed meanwhile
-            time.sleep(wait)
-            wait = min(wait * 2, _WATCH_BACKOFF_MAX)
-        finally:
-            for closable in (pubsub, client):
-                try:
-                    if closable is not None:
-                        closable.close()
-                except Exception:  # closing a connection that broke
-                    pass
 
 
 def _note_failover_event(pool: Any, channel: str, data: str) -> None:
-    """A sentinel's event: about ``pool``'s master, its next command asks the sentinels, and until then
-    a master being failed over is refused (``_former_master``)."""
+    """A sentinel's event: about ``pool``'s master, its next command asks the sentinels (whose leader
+    then says the master is being failed over), and a command that was not going to ask refuses the
+    master meanwhile (``_former_master``; cleared by the next answers)."""
     words = data.split()
     if channel == "+switch-master":  # "<master name> <old ip> <old port> <new ip> <new port>"
         name, address = (words[0], None) if words else ("", None)
@@ -625,9 +667,15 @@ def connect_async(target: RedisTarget, *, socket_timeout: float, connect_timeout
 
 def _tell_where_sentinels_are(pool: Any, target: RedisTarget, socket_timeout: float, connect_timeout: float) -> None:
     """What ``_watch_failovers`` needs, on the object the connections see as their pool (redis-py's
-    proxy of a sync pool): itself (weakly: the watchers end with it), the sentinels, their settings."""
+    proxy of a sync pool): itself (weakly: a watch ends once none of its pools is left), which watch
+    (the sentinels, the service and how to reach them), the sentinels, their settings."""
     kwargs = _sentinel_kwargs(target, socket_timeout, connect_timeout, redis.retry.Retry(NoBackoff(), 0))
-    pool._qc_sentinels = (weakref.ref(pool), list(target.nodes), kwargs)
+    if hasattr(socket, "TCP_KEEPIDLE"):  # a sentinel gone without a word is noticed in about 25 s
+        kwargs.update(socket_keepalive=True, socket_keepalive_options={
+            socket.TCP_KEEPIDLE: 10, socket.TCP_KEEPINTVL: 5, socket.TCP_KEEPCNT: 3})
+    key = (target.nodes, target.service, target.tls, tuple(sorted(target.options.items())),
+           socket_timeout, connect_timeout)
+    pool._qc_sentinels = (weakref.ref(pool), key, list(target.nodes), kwargs)
 
 
 # A single-server sync client's connection class, and the asyncio one that talks to the same server.

@@ -209,6 +209,46 @@ def test_the_url_reaches_the_master_through_the_sentinels(deployment: SentinelDe
         wrong.close()
 
 
+def test_clients_share_one_listener_per_sentinel_which_ends_with_the_last_of_them(tmp_path: Path) -> None:
+    """A review: each client's listeners held its pool alive while they waited, so they never ended (3
+    threads and 3 sentinel connections leaked per client: 150 after 50 clients, and an async result
+    read makes a client per call). A deployment of its own: no earlier test's client shares its ports."""
+    import gc
+
+    deployment = SentinelDeployment(tmp_path / "sentinel", password=MASTER_PASSWORD).start()
+    ports = {str(watcher.port) for watcher in deployment.watchers}
+
+    def listeners() -> int:
+        return sum(t.is_alive() and t.name.startswith("queuecore-sentinel-events-")
+                   and t.name.rsplit(":", 1)[-1] in ports for t in threading.enumerate())
+
+    def sentinel_subscribers() -> int:
+        with deployment.watchers[0].client() as c:
+            return sum(int(entry.get("sub", 0)) >= 1 for entry in c.client_list())
+
+    async def ping_all(each: list[Any]) -> None:
+        for aclient in each:
+            await aclient.ping()
+            await aclient.aclose()
+
+    try:
+        connection = ConnectionConfig(redis_url=deployment.url, key_prefix=f"qct-{uuid.uuid4().hex[:8]}")
+        clients = [connection.connect() for _ in range(20)]
+        for client in clients:
+            client.ping()
+        asyncio.run(ping_all([connection.connect_async() for _ in range(10)]))
+        assert listeners() == len(deployment.watchers)  # one per sentinel, shared by all 30 clients
+        wait_until(lambda: sentinel_subscribers() == 1, timeout=10, message="one subscription per sentinel")
+        for client in clients:
+            client.close()
+        del clients, client
+        gc.collect()
+        wait_until(lambda: listeners() == 0, timeout=10, message="the listeners to end with their last client")
+        wait_until(lambda: sentinel_subscribers() == 0, timeout=10, message="the subscriptions to end")
+    finally:
+        deployment.stop()
+
+
 def test_a_connection_kept_outside_the_pool_asks_the_sentinels(deployment: SentinelDeployment,
                                                                connection: ConnectionConfig) -> None:
     """The worker's fetcher and acker hold a connection of their own (``Scripts.dedicated()``), made from
