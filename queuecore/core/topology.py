@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import math
 import os
 import re
@@ -48,6 +49,8 @@ from queuecore.core.redis_errors import broker_errors
 SINGLE_SCHEMES = ("redis", "rediss", "unix")
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+
+logger = logging.getLogger("queuecore.topology")
 MAX_NODES = 64  # seed nodes or sentinels named in one URL
 _TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
 _CERT_REQS = ("none", "optional", "required")
@@ -322,23 +325,29 @@ class _FailoverWatch:
         return self.ended
 
     def _listen(self, host: str, port: int, kwargs: dict[str, Any]) -> None:
-        """Subscribe to one sentinel's failover events; a sentinel that does not answer (or whose
-        connection dies: TCP keepalive) is tried again after a growing wait (the periodic questions go
-        on meanwhile)."""
-        wait = 0.1
+        """Subscribe to one sentinel's failover events; a sentinel that does not answer, refuses the
+        subscription (an ACL user without the channels), or whose connection dies (TCP keepalive) is
+        tried again after a growing wait, said once at WARNING (the periodic questions go on meanwhile)."""
+        wait, warned = 0.1, False
         while not self._over():
             client = pubsub = None
+            subscribed_at = None
             try:
                 client = redis.Redis(host=host, port=port, decode_responses=True, **kwargs)
                 pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
                 pubsub.subscribe(*FAILOVER_BEGUN, *FAILOVER_ENDED)
-                wait = 0.1
+                subscribed_at = time.monotonic()
                 while not self._over():
                     message = pubsub.get_message(timeout=1.0)  # no pool is held while it waits
+                    if time.monotonic() - subscribed_at > 5 * _WATCH_BACKOFF_MAX:
+                        wait = 0.1  # it lived: a later failure is a new one
                     if message is not None:
-                        for pool in list(self.pools):
-                            _note_failover_event(pool, str(message["channel"]), str(message["data"]))
-            except Exception:  # a sentinel away or refusing: its events are missed meanwhile
+                        self._tell(str(message["channel"]), str(message["data"]))
+            except Exception as exc:  # a sentinel away or refusing: its events are missed meanwhile
+                if not warned:
+                    warned = True
+                    logger.warning("cannot listen to sentinel %s:%s for failover events (%s); trying again, and "
+                                   "asking the sentinels every %.0f s meanwhile", host, port, exc, MASTER_RECHECK)
                 time.sleep(wait)
                 wait = min(wait * 2, _WATCH_BACKOFF_MAX)
             finally:
@@ -346,6 +355,13 @@ class _FailoverWatch:
                     with contextlib.suppress(Exception):  # closing a connection that broke
                         if closable is not None:
                             closable.close()
+
+    def _tell(self, channel: str, data: str) -> None:
+        """Tell every pool of an event (a method of its own: no pool outlives it in ``_listen``'s frame)."""
+        with _watches_lock:  # a WeakSet changed by another thread while it is read raises
+            pools = list(self.pools)
+        for pool in pools:
+            _note_failover_event(pool, channel, data)
 
 
 _watches: dict[tuple[Any, ...], _FailoverWatch] = {}
@@ -496,7 +512,7 @@ def _note_answers(pool: Any, answers: list[Any], now: float) -> None:
                                   if isinstance(a, dict) and a.get("is_odown"))
         pool._qc_replaced = _being_replaced(answers)
         pool._qc_checked_at = now - MASTER_RECHECK + IN_FLUX_RECHECK
-    if getattr(pool, "_qc_event_at", -math.inf) < now:  # these answers came after the last event
+    if answers and getattr(pool, "_qc_event_at", -math.inf) < now:  # these answers came after the last event
         pool._qc_event_replaced = frozenset()
     else:  # an event came while the sentinels were asked: ask again at the next command
         pool._qc_checked_at = -math.inf
@@ -673,8 +689,7 @@ def _tell_where_sentinels_are(pool: Any, target: RedisTarget, socket_timeout: fl
     if hasattr(socket, "TCP_KEEPIDLE"):  # a sentinel gone without a word is noticed in about 25 s
         kwargs.update(socket_keepalive=True, socket_keepalive_options={
             socket.TCP_KEEPIDLE: 10, socket.TCP_KEEPINTVL: 5, socket.TCP_KEEPCNT: 3})
-    key = (target.nodes, target.service, target.tls, tuple(sorted(target.options.items())),
-           socket_timeout, connect_timeout)
+    key = (tuple(sorted(target.nodes)), target.tls, tuple(sorted(target.options.items())))  # how to reach them
     pool._qc_sentinels = (weakref.ref(pool), key, list(target.nodes), kwargs)
 
 

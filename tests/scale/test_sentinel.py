@@ -239,6 +239,17 @@ def test_clients_share_one_listener_per_sentinel_which_ends_with_the_last_of_the
         asyncio.run(ping_all([connection.connect_async() for _ in range(10)]))
         assert listeners() == len(deployment.watchers)  # one per sentinel, shared by all 30 clients
         wait_until(lambda: sentinel_subscribers() == 1, timeout=10, message="one subscription per sentinel")
+        results = Client(connection=connection, registry=TaskRegistry())  # results' own clients share them too
+        handle = results.enqueue("t.later", process_in=3600)
+        assert asyncio.run(results.results.aread(Q, handle.id)).id == handle.id
+        assert listeners() == len(deployment.watchers)
+        results.close()
+        del results, handle
+        old_master = deployment.master()  # an event told to every pool: none may be held by its listener
+        new_master = next(n for n in deployment.servers if n is not old_master)
+        with deployment.watchers[0].client() as c:
+            c.execute_command("SENTINEL", "FAILOVER", deployment.service)
+        wait_until(lambda: sentinels_agree_on(deployment, new_master), timeout=30, message="the switch")
         for client in clients:
             client.close()
         del clients, client
