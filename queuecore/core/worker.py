@@ -319,14 +319,16 @@ class Worker:
         """
         self._supervised = supervised
         if install_signals and threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda *_: self.request_shutdown())
-            signal.signal(signal.SIGINT, lambda *_: self.request_shutdown())
-            if hasattr(signal, "SIGHUP"):  # the terminal closed: the same graceful stop
-                signal.signal(signal.SIGHUP, lambda *_: self.request_shutdown())
-            if hasattr(signal, "SIGTSTP"):
-                signal.signal(signal.SIGTSTP, lambda *_: self._quiet_requested.set())
-            if hasattr(signal, "SIGUSR1"):
-                signal.signal(signal.SIGUSR1, lambda *_: self.force_now())
+            # A handler only notes the signal (a list append takes no lock); a thread of its own acts on
+            # it. A handler that set an Event could deadlock: the main thread may hold that Event's lock
+            # (inside its wait) when the signal comes, and a second signal (systemd's and the
+            # supervisor's copy, microseconds apart) is handled inside the first one's set().
+            signals: list[int] = []
+            for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGTSTP", "SIGUSR1"):  # SIGHUP: the terminal closed
+                if hasattr(signal, name):
+                    signal.signal(getattr(signal, name), lambda signum, _frame: signals.append(signum))
+            threading.Thread(target=self._act_on_signals, args=(signals,), name="queuecore-signals",
+                             daemon=True).start()
         self.start(quiet=quiet)
         if on_ready is not None:
             on_ready()
@@ -336,6 +338,20 @@ class Worker:
                 self.stop()  # here, not in the signal handler: stop() waits for a dequeue and does I/O
         self.shutdown()
         return 0
+
+    def _act_on_signals(self, signals: list[int]) -> None:
+        """Act on the signals the handlers noted, in order, until the worker has stopped: SIGTERM, SIGINT
+        and SIGHUP stop it (``request_shutdown``), SIGTSTP quiets it, SIGUSR1 forces (``force_now``)."""
+        while not self.stopped.is_set():
+            while signals:
+                signum = signals.pop(0)
+                if signum == getattr(signal, "SIGTSTP", None):
+                    self._quiet_requested.set()
+                elif signum == getattr(signal, "SIGUSR1", None):
+                    self.force_now()
+                else:
+                    self.request_shutdown()
+            self.stopped.wait(0.02)
 
     def _beat_now(self) -> None:
         try:

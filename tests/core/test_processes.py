@@ -582,3 +582,19 @@ def test_plain_python_worker_process_is_visible(spawn, client: Client, inspector
     assert inspector.servers() == []
     with pytest.raises(TaskNotFound):
         inspector.get_task("low", task_id)  # done without retention: deleted
+
+
+@pytest.mark.parametrize("run", range(5))
+def test_a_burst_of_stop_signals_never_hangs_a_supervised_worker(spawn, inspector: Inspector, run: int) -> None:
+    """CI: a supervisor's children got systemd's SIGTERM and the supervisor's copy microseconds apart and,
+    once, neither stopped. A handler that set an Event could deadlock: a second signal is handled inside
+    the first handler's set(), which holds that Event's lock (or the main thread holds it, inside its
+    wait). The handlers now only note the signal; a thread of the worker's acts on it."""
+    w = spawn(concurrency=1, supervised=1)
+    wait_registered(inspector, w)
+    for _ in range(400):  # as fast as signals go: repeated stop signals are one graceful stop when supervised
+        try:
+            w.signal(signal.SIGTERM)
+        except ProcessLookupError:
+            break
+    assert w.wait_exit(20) == 0

@@ -39,6 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--socket-timeout", type=float, default=None, help="Redis socket timeout, seconds")
     parser.add_argument("--periodic", default=None, help="periodic entries, JSON: {name: {task, every|cron, ...}}")
     parser.add_argument("--alerts", default=None, help="alerts, JSON: {RULES: ..., SENDERS: ..., INTERVAL: ...}")
+    parser.add_argument("--supervised", type=int, default=0, help="1: run as a supervisor's child would")
     return parser.parse_args(argv)
 
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.log, "a", encoding="utf-8") as f:
         f.write(json.dumps(boot) + "\n")
         f.flush()
-    return worker.run()
+    return worker.run(supervised=bool(args.supervised))
 
 
 if __name__ == "__main__":
