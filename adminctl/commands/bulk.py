@@ -41,7 +41,7 @@ def drive(app: App, job: BulkJob, *, holder: str | None) -> BulkJob:
         return job
     started = time.monotonic()
     interactive = not app.json and term.stderr_is_terminal
-    interrupted = threading.Event()
+    interrupted = CtrlC()
     with _ctrl_c_sets(interrupted), Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=app.terminal.err, disable=not interactive, transient=True) as bar:
@@ -74,13 +74,37 @@ def drive(app: App, job: BulkJob, *, holder: str | None) -> BulkJob:
     return job
 
 
+class CtrlC(threading.Event):
+    """An Event that Ctrl-C sets without taking its lock: the handler only notes the signal (a list
+    append), which ``is_set`` and ``wait`` see. A handler that called ``set()`` could deadlock, the main
+    thread holding the Event's lock inside ``wait`` (while following a job) or a second Ctrl-C handled
+    inside the first one's ``set()``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.noted: list[int] = []
+
+    def is_set(self) -> bool:
+        return bool(self.noted) or super().is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Poll (a handler cannot wake a waiter) every 50 ms, up to ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            step = 0.05 if deadline is None else min(0.05, deadline - time.monotonic())
+            if step <= 0:
+                return False
+            time.sleep(step)
+        return True
+
+
 @contextlib.contextmanager
-def _ctrl_c_sets(event: threading.Event) -> Iterator[None]:
+def _ctrl_c_sets(event: CtrlC) -> Iterator[None]:
     """While in the block, Ctrl-C (SIGINT) sets ``event`` instead of raising ``KeyboardInterrupt`` at
     any point (between Redis acting on a chunk and the job counting it, say). Only the main thread
     can take the signal: elsewhere Ctrl-C is left as it is."""
     try:
-        previous = signal.signal(signal.SIGINT, lambda _signum, _frame: event.set())
+        previous = signal.signal(signal.SIGINT, lambda signum, _frame: event.noted.append(signum))
     except ValueError:  # not the main thread
         yield
         return

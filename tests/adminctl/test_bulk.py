@@ -130,3 +130,25 @@ def test_ctrl_c_counts_the_chunk_redis_finished(adminctl, client: Client, inspec
     assert (job["status"], job["done"], deleted) == ("cancelled", 500, 500)
     assert inspector.audit_log()[0].outcome.startswith(f"bulk job {job['id']}: cancelled after 500")
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
+
+
+def test_the_ctrl_c_handler_takes_no_lock() -> None:
+    """A handler that set an Event blocked while its thread held that Event's lock (the main thread
+    inside ``wait``, following a job; or a second Ctrl-C handled inside the first one's ``set()``): a
+    hang for good. Here another thread plays the handler while the lock is held."""
+    import signal
+    import threading
+
+    from adminctl.commands.bulk import CtrlC, _ctrl_c_sets
+
+    event = CtrlC()
+    with _ctrl_c_sets(event):
+        handler = signal.getsignal(signal.SIGINT)
+        assert callable(handler)
+        with event._cond:  # type: ignore[attr-defined]  # as Event.wait holds it
+            ran = threading.Thread(target=handler, args=(signal.SIGINT, None))
+            ran.start()
+            ran.join(5)
+            assert not ran.is_alive()
+        assert event.is_set() and event.wait(0)
+    assert not CtrlC().wait(0.01)
