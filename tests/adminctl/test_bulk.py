@@ -139,7 +139,7 @@ def test_the_ctrl_c_handler_takes_no_lock() -> None:
     import signal
     import threading
 
-    from adminctl.commands.bulk import CtrlC, _ctrl_c_sets
+    from queuecore_adminctl.commands.bulk import CtrlC, _ctrl_c_sets
 
     event = CtrlC()
     with _ctrl_c_sets(event):

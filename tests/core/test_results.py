@@ -857,9 +857,27 @@ def test_closing_the_client_ends_its_sync_waits_at_once(connection: ConnectionCo
     assert not loop_thread.is_alive()
 
 
-def blocked_clients(redis_client) -> int:
-    """Clients blocked in a command: every master's, on a cluster (its client asks one node unless told)."""
-    return sum(int(info["blocked_clients"]) for info in info_of_every_master(redis_client, "clients"))
+def _client_lists(redis_client) -> dict[str, list[dict[str, Any]]]:
+    """``CLIENT LIST`` of the one server, or of every master of a cluster, by node."""
+    if is_cluster_client(redis_client):
+        return {node.name: redis_client.get_redis_connection(node).client_list()
+                for node in redis_client.get_primaries()}
+    return {"": redis_client.client_list()}
+
+
+def newest_client_ids(redis_client) -> dict[str, int]:
+    """The highest client id of each server now: a client connected later has a higher one."""
+    return {node: max((int(c["id"]) for c in clients), default=0)
+            for node, clients in _client_lists(redis_client).items()}
+
+
+def waits_blocked_since(redis_client, before: dict[str, int]) -> int:
+    """Clients that connected after ``before`` was taken and are now blocked waiting for a done token
+    (BLMOVE): the waits of this test, not a client of another test or of another user of the shared
+    Redis that blocked for a while (a count of every blocked client less the count at the start went
+    wrong when one of those stopped blocking)."""
+    return sum(1 for node, clients in _client_lists(redis_client).items() for c in clients
+               if int(c["id"]) > before.get(node, 0) and "b" in c["flags"] and c["cmd"] == "blmove")
 
 
 def test_removing_a_queue_ends_the_waits_on_its_tasks(client: Client, inspector: Inspector, redis_client) -> None:
@@ -867,7 +885,7 @@ def test_removing_a_queue_ends_the_waits_on_its_tasks(client: Client, inspector:
     until their next look (``WAIT_CHUNK``, 10 s)."""
     handles = [client.enqueue("t", queue="doomed", retention=60) for _ in range(3)]
     outcomes: dict[str, Any] = {}
-    baseline = blocked_clients(redis_client)
+    before = newest_client_ids(redis_client)
 
     def wait(handle: TaskHandle) -> None:
         try:
@@ -878,7 +896,7 @@ def test_removing_a_queue_ends_the_waits_on_its_tasks(client: Client, inspector:
     threads = [threading.Thread(target=wait, args=(h,)) for h in handles]
     for thread in threads:
         thread.start()
-    wait_until(lambda: blocked_clients(redis_client) - baseline >= len(handles), 20, message="waiters blocked")
+    wait_until(lambda: waits_blocked_since(redis_client, before) >= len(handles), 20, message="waiters blocked")
     acted = time.monotonic()
     inspector.remove_queue("doomed", force=True)
     for thread in threads:
@@ -896,7 +914,7 @@ def test_more_than_a_hundred_threads_wait_on_one_client(client: Client, inspecto
     waiters = 150
     outcomes: list[BaseException] = []
 
-    baseline = blocked_clients(redis_client)
+    before = newest_client_ids(redis_client)
 
     def wait() -> None:
         try:
@@ -908,7 +926,7 @@ def test_more_than_a_hundred_threads_wait_on_one_client(client: Client, inspecto
     for thread in threads:
         thread.start()
     # 150 threads each connecting and blocking: seconds on a loaded 2-core machine (CI once passed 20 s)
-    wait_until(lambda: outcomes or blocked_clients(redis_client) - baseline >= waiters, 90,
+    wait_until(lambda: outcomes or waits_blocked_since(redis_client, before) >= waiters, 90,
                message=f"{waiters} waiters blocked (or one refused)")
     inspector.archive_task("default", handle.id)
     for thread in threads:
