@@ -147,12 +147,13 @@ class _Prepared:
 
     def info(self, results: Results, reply: Any = OK) -> TaskHandle:
         """The task as enqueued, bound to ``results`` (its handle); active when the script's ``reply``
-        says it went straight to a waiting worker."""
+        says it went straight to a waiting worker, fetched at the enqueue's time (as Redis has it)."""
         m = self.message
-        state = TaskState.SCHEDULED if self.process_at else TaskState.PENDING
+        pushed = reply == PUSHED
+        state = TaskState.ACTIVE if pushed else TaskState.SCHEDULED if self.process_at else TaskState.PENDING
         handle = _new_handle(
             id=m.id, queue=m.queue, type=m.type, payload=m.payload, max_retry=m.max_retry, timeout=m.timeout,
-            state=TaskState.ACTIVE if reply == PUSHED else state,
+            state=state, fetched_at=_datetime(m.enqueued_at) if pushed else None,
             next_process_at=_datetime(self.process_at or m.enqueued_at),
             enqueued_at=_datetime(m.enqueued_at), deadline=seconds_to_datetime(m.deadline),
             retention=m.retention, unique_key=m.unique_key, priority=m.priority, _results=results,

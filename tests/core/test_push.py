@@ -237,6 +237,7 @@ def test_an_idle_worker_gets_each_task_pushed_and_lists_itself_again(
     for n in range(3):
         handle = client.enqueue("push.note", {"tag": str(n)}, retention=60)
         assert handle.state is TaskState.ACTIVE  # the handle says where it went (a review: it said pending)
+        assert handle.fetched_at is not None and handle.fetched_at == handle.enqueued_at  # as the script wrote it
         wait_until(lambda h=handle: inspector.get_task("default", h.id).state is TaskState.COMPLETED, 10,
                    message=f"task {n} to complete")
         wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the worker to list itself again")
