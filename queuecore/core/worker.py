@@ -43,6 +43,9 @@ from queuecore.core.subscriber import Subscriber
 logger = logging.getLogger("queuecore.worker")
 
 _WORKER_CONFIG_FIELDS = set(WorkerConfig.__dataclass_fields__)
+_STOP, _FORCE, _QUIET = "stop", "force", "quiet"  # what run() is asked to do (Worker._requests)
+# SIGHUP: the terminal closed
+_SIGNAL_REQUESTS = {"SIGTERM": _STOP, "SIGINT": _STOP, "SIGHUP": _STOP, "SIGTSTP": _QUIET, "SIGUSR1": _FORCE}
 
 
 class Worker:
@@ -124,6 +127,7 @@ class Worker:
         self._shutdown_requested = threading.Event()
         self._supervised = False  # run(supervised=True): a repeated stop signal is not a force (SIGUSR1 is)
         self._quiet_requested = threading.Event()
+        self._requests: list[str] = []  # noted by signal handlers (an append takes no lock): _act_on_requests
         self._shutdown_lock = threading.Lock()
         self.handed_back = 0
 
@@ -292,66 +296,89 @@ class Worker:
         self._force.set()
 
     def request_shutdown(self) -> None:
-        """Ask ``run()`` to shut down; safe to call from a signal handler. A second call forces it,
-        except under a supervisor (``run(supervised=True)``), where every process of a service may get
-        the same stop signal twice (systemd's, and the supervisor's copy): the supervisor forces with
-        SIGUSR1 (``force_now``)."""
-        if self._shutdown_requested.is_set() and not self._supervised:
-            logger.warning("second stop signal: handing running tasks back now")
-            self.force_stop()
-        self._shutdown_requested.set()
+        """Ask ``run()`` to shut down; safe to call from a signal handler (it only notes the request,
+        which a thread of ``run()``'s acts on). A second request forces it, except under a supervisor
+        (``run(supervised=True)``), where every process of a service may get the same stop signal twice
+        (systemd's, and the supervisor's copy): the supervisor forces with SIGUSR1 (``force_now``)."""
+        self._requests.append(_STOP)
 
     def force_now(self) -> None:
-        """Shut down handing running tasks back now (SIGUSR1); safe to call from a signal handler."""
-        logger.warning("stop signal to hand running tasks back now (SIGUSR1)")
-        self.force_stop()
-        self._shutdown_requested.set()
+        """Ask ``run()`` to shut down handing running tasks back now (SIGUSR1); safe to call from a
+        signal handler, as ``request_shutdown`` is."""
+        self._requests.append(_FORCE)
 
     def run(self, install_signals: bool = True, on_ready: Callable[[], None] | None = None,
             quiet: bool = False, supervised: bool = False) -> int:
         """Start (``quiet``: without fetching), then block until SIGTERM/SIGINT/SIGHUP (or
-        ``request_shutdown``); returns exit code 0.
+        ``request_shutdown``, or ``shutdown`` from another thread); returns exit code 0.
 
         SIGTSTP puts the worker in quiet mode; SIGUSR1 stops it handing running tasks back at once (a
         second stop signal does too, unless ``supervised``). Signal handlers are installed only in the
-        main thread. ``on_ready`` is called once the handlers are installed and the worker has started
-        (a ``Supervisor``'s child says so: ``queuecore.core.supervisor.run_worker``).
+        main thread, and the ones they replaced are put back when ``run()`` returns. ``on_ready`` is
+        called once the handlers are installed and the worker has started (a ``Supervisor``'s child
+        says so: ``queuecore.core.supervisor.run_worker``). When starting fails, what had started is
+        shut down before the error is raised.
         """
         self._supervised = supervised
+        replaced: dict[int, Any] = {}
         if install_signals and threading.current_thread() is threading.main_thread():
-            # A handler only notes the signal (a list append takes no lock); a thread of its own acts on
+            # A handler only notes the request (a list append takes no lock); a thread of run()'s acts on
             # it. A handler that set an Event could deadlock: the main thread may hold that Event's lock
             # (inside its wait) when the signal comes, and a second signal (systemd's and the
             # supervisor's copy, microseconds apart) is handled inside the first one's set().
-            signals: list[int] = []
-            for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGTSTP", "SIGUSR1"):  # SIGHUP: the terminal closed
-                if hasattr(signal, name):
-                    signal.signal(getattr(signal, name), lambda signum, _frame: signals.append(signum))
-            threading.Thread(target=self._act_on_signals, args=(signals,), name="queuecore-signals",
-                             daemon=True).start()
-        self.start(quiet=quiet)
-        if on_ready is not None:
-            on_ready()
-        while not self._shutdown_requested.wait(0.1):
-            if self._quiet_requested.is_set():
-                self._quiet_requested.clear()
-                self.stop()  # here, not in the signal handler: stop() waits for a dequeue and does I/O
-        self.shutdown()
-        return 0
+            requests = {getattr(signal, name): r for name, r in _SIGNAL_REQUESTS.items() if hasattr(signal, name)}
 
-    def _act_on_signals(self, signals: list[int]) -> None:
-        """Act on the signals the handlers noted, in order, until the worker has stopped: SIGTERM, SIGINT
-        and SIGHUP stop it (``request_shutdown``), SIGTSTP quiets it, SIGUSR1 forces (``force_now``)."""
-        while not self.stopped.is_set():
-            while signals:
-                signum = signals.pop(0)
-                if signum == getattr(signal, "SIGTSTP", None):
+            def note(signum: int, _frame: object) -> None:
+                self._requests.append(requests[signum])
+
+            for signum in requests:
+                replaced[signum] = signal.signal(signum, note)
+        returned = threading.Event()
+        acting = threading.Thread(target=self._act_on_requests, args=(returned,), name="queuecore-signals",
+                                  daemon=True)
+        acting.start()
+        try:
+            try:
+                self.start(quiet=quiet)
+                if on_ready is not None:
+                    on_ready()
+            except BaseException:
+                try:
+                    self.shutdown()
+                except Exception:
+                    logger.exception("worker %s: shutting down after a failed start failed too", self.server_id)
+                raise
+            while not self._shutdown_requested.wait(0.1) and not self.stopped.is_set():
+                if self._quiet_requested.is_set():
+                    self._quiet_requested.clear()
+                    self.stop()  # here, not in the signal handler: stop() waits for a dequeue and does I/O
+            self.shutdown()
+            return 0
+        finally:
+            returned.set()
+            for signum, handler in replaced.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+            acting.join(5)
+
+    def _act_on_requests(self, returned: threading.Event) -> None:
+        """Act on the requests that signal handlers, ``request_shutdown`` and ``force_now`` noted, in
+        order, until ``run()`` returns: stop (a second one forces, unless supervised), force, quiet."""
+        while True:
+            while self._requests:
+                request = self._requests.pop(0)
+                if request == _QUIET:
                     self._quiet_requested.set()
-                elif signum == getattr(signal, "SIGUSR1", None):
-                    self.force_now()
+                elif request == _FORCE:
+                    logger.warning("stop signal to hand running tasks back now (SIGUSR1)")
+                    self.force_stop()
+                    self._shutdown_requested.set()
                 else:
-                    self.request_shutdown()
-            self.stopped.wait(0.02)
+                    if self._shutdown_requested.is_set() and not self._supervised:
+                        logger.warning("second stop signal: handing running tasks back now")
+                        self.force_stop()
+                    self._shutdown_requested.set()
+            if returned.wait(0.02):
+                return
 
     def _beat_now(self) -> None:
         try:
