@@ -690,39 +690,63 @@ def _shut(sock: Any) -> None:
 
 class _TryDeadline:
     """Ends one try at its deadline: shuts down the sockets of the connections it made, so that a
-    receiver sending its reply a byte at a time cannot hold the try past ``timeout`` (urllib's timeout
-    bounds each read, not the whole try)."""
+    receiver (or a proxy, answering the CONNECT of an HTTPS tunnel) sending its reply a byte at a time
+    cannot hold the try past ``timeout`` (urllib's timeout bounds each read, not the whole try)."""
 
     def __init__(self) -> None:
         self._connections: list[http.client.HTTPConnection] = []
+        self._sockets: list[socket.socket] = []  # as made, before a connection holds them (a proxy's tunnel)
         self._lock = threading.Lock()
         self.expired = False
 
     def track(self, connection_class: type[http.client.HTTPConnection]) -> type[http.client.HTTPConnection]:
         """``connection_class`` whose connections this ends at the deadline, one still connecting (a slow
-        name lookup) included: it is shut as soon as it is made."""
+        name lookup, a proxy's tunnel) included."""
         deadline = self
 
         class Tracked(connection_class):  # type: ignore[valid-type,misc]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                made: Callable[..., socket.socket] = self._create_connection  # type: ignore[has-type]
+                self._create_connection = deadline.made_by(made)
+
             def connect(self) -> None:
-                if deadline.expired:
-                    raise TimeoutError("the try's time ran out")
+                with deadline._lock:
+                    if deadline.expired:
+                        raise TimeoutError("the try's time ran out")
+                    deadline._connections.append(self)
                 super().connect()
                 with deadline._lock:
-                    deadline._connections.append(self)
                     if deadline.expired:
                         _shut(self.sock)
 
         return Tracked
+
+    def made_by(self, create_connection: Callable[..., socket.socket]) -> Callable[..., socket.socket]:
+        """``create_connection`` whose sockets this shuts at the deadline: one made after it is closed."""
+
+        def create(*args: Any, **kwargs: Any) -> socket.socket:
+            sock = create_connection(*args, **kwargs)
+            with self._lock:
+                if self.expired:
+                    sock.close()
+                    raise TimeoutError("the try's time ran out")
+                self._sockets.append(sock)
+            return sock
+
+        return create
 
     def expire(self) -> None:
         with self._lock:
             self.expired = True
             for connection in self._connections:
                 _shut(connection.sock)
+            for sock in self._sockets:
+                _shut(sock)
 
     def opener(self) -> urllib.request.OpenerDirector:
-        """An opener as ``urlopen``'s (proxies from the environment included) whose connections this tracks."""
+        """An opener as ``urlopen``'s (proxies from the environment included) whose connections this
+        tracks, and which follows no redirect (``_RefuseRedirects``)."""
         deadline = self
 
         class HTTPHandler(urllib.request.HTTPHandler):
@@ -734,7 +758,17 @@ class _TryDeadline:
                 return self.do_open(deadline.track(http.client.HTTPSConnection), req,
                                     context=self._context)  # type: ignore[attr-defined]
 
-        return urllib.request.build_opener(HTTPHandler(), HTTPSHandler())
+        return urllib.request.build_opener(HTTPHandler(), HTTPSHandler(), _RefuseRedirects())
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect fails the try: urllib follows a POST's 301/302/303 with a GET without the body, which
+    a receiver may answer 200, and the alert would count as delivered though nobody got it."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        raise urllib.error.HTTPError(req.full_url, code, f"{msg}, redirected to {newurl} (a webhook's POST is not "
+                                     "followed: give the URL it redirects to)", headers, fp)
 
 
 class WebhookSender:

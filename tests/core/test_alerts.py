@@ -548,6 +548,46 @@ def test_the_webhook_sender_retries_a_failed_delivery(fake_clock) -> None:
         h.close()
 
 
+@pytest.mark.parametrize("status", [301, 302, 303, 307])
+def test_a_webhook_that_redirects_is_not_counted_as_delivered(fake_clock, status: int) -> None:
+    """urllib follows a POST's 301/302/303 with a GET without the body: the receiver answered that 200,
+    and the alert counted as delivered though nobody had it."""
+    seen: list[tuple[str, str]] = []
+
+    class Redirecting(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(("POST", self.path))
+            self.send_response(status if self.path == "/old" else 200)
+            self.send_header("Location", "/new")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            seen.append(("GET", self.path))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sender = WebhookSender(f"http://127.0.0.1:{server.server_port}/old", timeout=5, retries=1, backoff=0,
+                               wait=lambda _s: None)
+        alert = Alert(id="r/q", rule="r", kind="backlog", subject="q", severity="warning", message="m", value=None,
+                      threshold=None, since=fake_clock.now())
+        with pytest.raises(RuntimeError, match=rf"gave up after 2 attempt.*HTTP Error {status}.*redirected to "
+                                               rf"http://127\.0\.0\.1:\d+/new"):
+            sender(AlertEvent("fired", alert, fake_clock.now()))
+        assert seen == [("POST", "/old"), ("POST", "/old")]  # tried again, never followed
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_the_webhook_sender_retries_after_a_malformed_reply(fake_clock) -> None:
     """A receiver (or proxy) answering a bad status line raised http.client's BadStatusLine, which the
     sender did not catch: that event was not tried again."""
@@ -667,15 +707,22 @@ def test_two_worker_processes_fire_and_resolve_once_across_a_kill(
     assert redis_client.hget(connection.keys.alerts, "lease") not in (None, holder)
 
 
-@pytest.mark.parametrize("slow_lookup", [False, True], ids=["answer", "lookup-then-answer"])
+@pytest.mark.parametrize("slow", ["answer", "lookup", "proxy"], ids=["answer", "lookup-then-answer", "proxy-tunnel"])
 def test_a_webhook_try_ends_at_its_timeout_however_slowly_the_receiver_answers(fake_clock, monkeypatch,
-                                                                               slow_lookup: bool) -> None:
+                                                                               slow: str) -> None:
     """A review: urllib's timeout bounds each read, so a receiver sending its reply a byte at a time held
-    a try (and the sender's thread) for as long as it went on; and (a review of that fix) a connection
-    still being made when the deadline came (a name lookup slower than the timeout) was not ended."""
+    a try (and the sender's thread) for as long as it went on; and (reviews of that fix) a connection
+    still being made when the deadline came (a name lookup slower than the timeout) was not ended, nor
+    one whose HTTPS proxy answered the tunnel's CONNECT a byte at a time (the connection was tracked
+    only once its tunnel was made)."""
     import socket
 
-    if slow_lookup:  # the deadline passes while the name is looked up (a slow resolver)
+    url = "http://127.0.0.1:{port}/hook"
+    if slow == "proxy":  # an HTTPS webhook through a proxy taken from the environment, as urlopen's are
+        url = "https://hooks.example.invalid/hook"
+        for name in ("no_proxy", "NO_PROXY", "HTTPS_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+    if slow == "lookup":  # the deadline passes while the name is looked up (a slow resolver)
         lookup = socket.getaddrinfo
 
         def slow_getaddrinfo(*args: Any, **kwargs: Any) -> Any:
@@ -700,9 +747,11 @@ def test_a_webhook_try_ends_at_its_timeout_however_slowly_the_receiver_answers(f
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
     outcome: list[BaseException] = []
+    if slow == "proxy":
+        monkeypatch.setenv("https_proxy", f"http://127.0.0.1:{server.getsockname()[1]}")
 
     def send() -> None:
-        sender = WebhookSender(f"http://127.0.0.1:{server.getsockname()[1]}/hook", timeout=0.5, retries=0)
+        sender = WebhookSender(url.format(port=server.getsockname()[1]), timeout=0.5, retries=0)
         alert = Alert(id="r/q", rule="r", kind="backlog", subject="q", severity="warning", message="m", value=None,
                       threshold=None, since=fake_clock.now())
         try:
