@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
 
 import redis
 import redis.asyncio
@@ -87,28 +87,50 @@ _ADVICE = ("if it has a user name or password holding '/', '?', '#' or '@', perc
            "%40)")
 
 
+_PASSWORD_OPTIONS = frozenset({"password", "sentinel_password"})
+# What a single server's or a node list's host part may be: host[:port], comma-separated (no "@").
+_HOST_LIST = re.compile(r"(?:\[[0-9A-Fa-f:.]*\]|[^:@/?#\[\],]*)(?::[0-9]*)?"
+                        r"(?:,(?:\[[0-9A-Fa-f:.]*\]|[^:@/?#\[\],]*)(?::[0-9]*)?)*")
+
+
 def _without_option_passwords(rest: str) -> str:
-    """``password=`` and ``sentinel_password=`` options' values as ``***`` (an "@" in one is no
-    credentials' end)."""
-    return re.sub(r"(?i)((?:sentinel_)?password=)[^&#]*", r"\1***", rest)
+    """The values of ``password=`` and ``sentinel_password=`` options as ``***``, up to the next "&" (an
+    "@" or "#" in one is no credentials' end), under whatever spelling redis-py decodes to those names
+    (``pass%77ord=``)."""
+
+    def mask(option: re.Match[str]) -> str:
+        name = unquote_plus(option[2]).lower()
+        return f"{option[1]}{option[2]}=***" if name in _PASSWORD_OPTIONS else option[0]
+
+    return re.sub(r"([?&])([^=&?#]*)=([^&]*)", mask, rest)
 
 
-def _credentials(rest: str) -> tuple[int, bool]:
+def _credentials(rest: str, scheme: str) -> tuple[int, bool]:
     """In a URL after its "://" (option passwords masked): the index of the "@" that ends its
     credentials (-1: none), and whether that is in doubt. Normally it is the last "@" before the path,
-    query or fragment; when none comes before them but one comes later, a password may hold "/", "?"
-    or "#" unencoded, and the last "@" is taken (hiding too much rather than a piece of a password)."""
+    query or fragment. An "@" after them that only a user name or password holding "/", "?" or "#"
+    unencoded explains (one in the path, except a unix socket's; in an option's name or in an option
+    without "="; in a fragment; or after a host part that is no host list) puts it in doubt: then the
+    last "@" is taken (hiding too much rather than a piece of a password). An "@" in an option's value
+    (``client_name=me@host``) is not one."""
     special = re.search(r"[/?#]", rest)
-    authority = rest if special is None else rest[:special.start()]
-    at = authority.rfind("@")
-    if at >= 0:
-        return at, False
-    return rest.rfind("@"), rest.rfind("@") >= 0
+    cut = len(rest) if special is None else special.start()
+    authority, tail = rest[:cut], rest[cut:]
+    last = rest.rfind("@")
+    if last < cut:
+        return last, False
+    path, _, fragment = tail.partition("#")
+    path, _, query = path.partition("?")
+    in_doubt = (("@" in path and not (scheme == "unix" and authority == "")) or "@" in fragment
+                or any("@" in item.partition("=")[0] for item in query.split("&"))
+                or ("@" not in authority and not _HOST_LIST.fullmatch(authority)))
+    return (last, True) if in_doubt else (authority.rfind("@"), False)
 
 
 def _credentials_in_doubt(url: str) -> bool:
     """Whether the URL may hold a user name or password with "/", "?" or "#" not percent-encoded."""
-    return _credentials(_without_option_passwords(url.partition("://")[2]))[1]
+    scheme, _, rest = url.partition("://")
+    return _credentials(_without_option_passwords(rest), scheme.lower())[1]
 
 
 def redact_url(url: str) -> str:
@@ -120,7 +142,7 @@ def redact_url(url: str) -> str:
     if not sep:
         return url
     rest = _without_option_passwords(rest)
-    at, in_doubt = _credentials(rest)
+    at, in_doubt = _credentials(rest, scheme.lower())
     if at < 0:
         return f"{scheme}://{rest}"
     userinfo, rest = rest[:at], rest[at + 1:]
@@ -131,13 +153,15 @@ def redact_url(url: str) -> str:
 
 def _check_encoded(url: str) -> None:
     """Refuse what only an unencoded "/", "?", "#" or "@" in a user name or password makes: a fragment,
-    an "@" in the path, a query item without "=" (redis-py would read the rest as host and path)."""
-    rest = url.partition("://")[2]
-    path_and_query = rest[len(re.split(r"[/?#]", rest, maxsplit=1)[0]):]
+    an "@" in the path (a unix socket's path aside), a query item without "=" (redis-py would read the
+    rest as host and path)."""
+    scheme, _, rest = url.partition("://")
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    path_and_query = rest[len(authority):]
     path, _, query = path_and_query.partition("?")
     if "#" in rest:
         raise _refuse(url, "a Redis URL has no '#' fragment; " + _ADVICE)
-    if "@" in path:
+    if "@" in path and not (scheme.lower() == "unix" and authority == ""):
         raise _refuse(url, "its path holds an '@'; " + _ADVICE)
     if any(item and "=" not in item for item in query.split("&")):
         raise _refuse(url, "an option without '=' (options are name=value); " + _ADVICE)

@@ -119,7 +119,7 @@ def test_reprs_hide_the_password() -> None:
     ("redis://:secret@hôst:6379/0", "redis://:***@hôst:6379/0"),
     ("rediss://u:secret@host:6379/0?ssl_ca_certs=/etc/a@b.pem", "rediss://u:***@host:6379/0?ssl_ca_certs=/etc/a@b.pem"),
     ("redis://:a@b@host:6379", "redis://***@host:6379"),
-    ("redis://host:0/0?client_name=me@x", "redis://***@x"),  # in doubt: hidden, as a password could be
+    ("redis://host:0/0?client_name=me@x", "redis://host:0/0?client_name=me@x"),  # an option's value's "@"
 ])
 def test_redaction_never_shows_a_password_and_keeps_the_host_when_it_can(url: str, shown: str) -> None:
     """A review of the first version of the redaction above: a host holding a character outside a fixed
@@ -130,3 +130,37 @@ def test_redaction_never_shows_a_password_and_keeps_the_host_when_it_can(url: st
         ConnectionConfig(redis_url=url)
     except ConfigurationError as refused:
         assert "secret" not in str(refused) and "s3cret" not in str(refused)
+
+
+@pytest.mark.parametrize(("url", "shown", "secret"), [
+    ("redis://:a@b/c@db.example:6379/0", "redis://***@db.example:6379/0", "b/c"),
+    ("redis://u:a@b?c@db.example:6379/0", "redis://***@db.example:6379/0", "b?c"),
+    ("redis+sentinel://:a@b/c@s:26379/m", "redis+sentinel://***@s:26379/m", "b/c"),
+    ("redis://:a?x=y@db.example:6379/0", "redis://***@db.example:6379/0", "x=y"),
+    ("redis://127.0.0.1:6379/0?password=ab#cd", "redis://127.0.0.1:6379/0?password=***", "cd"),
+    ("redis://127.0.0.1:6379/0?pass%77ord=Sekr1t", "redis://127.0.0.1:6379/0?pass%77ord=***", "Sekr1t"),
+    ("redis+sentinel://s:26379/m?sentinel_pass%77ord=Sekr1t", "redis+sentinel://s:26379/m?sentinel_pass%77ord=***",
+     "Sekr1t"),
+])
+def test_no_piece_of_a_password_is_shown_whatever_else_the_url_holds(url: str, shown: str, secret: str) -> None:
+    """A review: a password with an unencoded "@" and "/" or "?" showed its tail (the first "@" was taken
+    for the credentials' end); a ``password=`` option's value showed past a "#"; and an option name
+    spelled percent-encoded (which redis-py decodes, and logs in with) was not masked at all."""
+    assert redact_url(url) == shown
+    try:
+        config = ConnectionConfig(redis_url=url)
+    except ConfigurationError as refused:
+        assert secret not in str(refused)
+    else:
+        assert secret not in repr(config)
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0?client_name=me@host",
+                                 "unix:///tmp/sock@dir/redis.sock?db=0"])
+def test_an_at_sign_of_a_valid_url_neither_hides_its_host_nor_refuses_it(url: str) -> None:
+    """A review: an "@" in an option's value hid the host, port and database (``redis://***@host``), and a
+    unix socket's path holding an "@" was refused with advice about passwords."""
+    assert redact_url(url) == url
+    assert ConnectionConfig(redis_url=url).redis_url == url
+    with pytest.raises(ConfigurationError, match="unknown option 'bogus'"):  # the refusal says what is wrong
+        ConnectionConfig(redis_url=url + "&bogus=1")
