@@ -8,6 +8,7 @@ state, read from the task hash (``done`` when the task completed and was not kep
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -172,7 +173,8 @@ class PeriodicAdmin:
             next_fire_at=_when(h.get("next")), last_fire_at=_when(h.get("last_fire")), last_task_id=last_id,
             last_kind=h.get("last_kind"), last_outcome=states.get((queue, last_id), "done") if last_id else None,
             declared_at=_when(h.get("declared")), recent=recent,
-            fires={k.removeprefix("fires_"): int(v) for k, v in h.items() if k.startswith("fires_")})
+            fires={k.removeprefix("fires_"): int(v) for k, v in h.items()
+                   if k.startswith("fires_") and re.fullmatch(r"[0-9]{1,18}", v)})  # HINCRBY's; else corrupt
 
     def set_paused(self, name: str, pause: bool, actor: str, now_ms: int) -> tuple[list[str], bool]:
         """Pause or resume the entry in every queue it is declared in; returns (those queues, whether

@@ -159,6 +159,15 @@ def test_a_corrupt_periodic_or_limit_key_leaves_out_that_part_only(redis_client,
     assert got[("queuecore_scrape_part_unreadable", (("part", "periodic"),))] == 1
     assert got[("queuecore_scrape_part_unreadable", (("part", "limits"),))] == 0
     assert not [key for key in got if key[0].startswith("queuecore_periodic_fires")]
+    redis_client.delete(fires)
+    # A counter that is no integer (the scripts HINCRBY it) failed the whole scrape, and the Inspector's reads
+    # of the entries (the dashboard's page, adminctl) with it: only that counter is left out.
+    redis_client.hset(connection.keys.queue("default").periodic("tick"), "fires_schedule", "1.5")
+    got = samples(render(make_registry(inspector)).decode())
+    assert got[("queuecore_scrape_part_unreadable", (("part", "periodic"),))] == 0
+    assert [key for key in got if key[0].startswith("queuecore_periodic_fires")] == []  # its only counter
+    [entry] = inspector.periodic_entries()
+    assert entry.name == "tick" and entry.fires == {}
     inspector.close()
 
 
