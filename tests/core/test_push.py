@@ -90,6 +90,22 @@ def test_an_enqueue_into_the_empty_queue_leases_the_task_to_a_listed_subscribed_
     assert redis_client.zcard(q.idle) == 0  # taken: the worker lists itself again when it waits again
 
 
+@pytest.mark.parametrize("chosen", [False, True], ids=["generated-id", "caller-chosen-id"])
+def test_a_resent_enqueue_of_a_pushed_task_says_it_is_active_and_pushes_nothing(
+        scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener, chosen: bool) -> None:
+    """A call sent again after a lost reply (the client's retry) found the task stored and replied 1,
+    so the handle said pending though the first send had pushed it to a worker (a review)."""
+    list_worker(redis_client, q)
+    item = EnqueueItem("a", make_msg("a", q.queue), check_id=chosen)
+    assert scripts.enqueue_many(q, [item], now_ms=redis_ms(redis_client)) == [2]
+    assert len(listener.messages()) == 1
+    list_worker(redis_client, q, "w2")  # another worker waits: the resend must not push the task again
+    assert scripts.enqueue_many(q, [item], now_ms=redis_ms(redis_client)) == [2]
+    assert listener.messages() == [] and redis_client.zcard(q.idle) == 1
+    redis_client.hset(q.task("a"), "state", "pending")  # as if it had been handed back meanwhile
+    assert scripts.enqueue_many(q, [item], now_ms=redis_ms(redis_client)) == [1]
+
+
 def test_a_push_to_a_worker_of_this_version_carries_a_lease_number_no_earlier_holder_had(
         scripts: Scripts, redis_client: redis.Redis, q: QueueKeys, listener: Listener) -> None:
     """Lease 1 for every push let a worker paused past its lease acknowledge a new task enqueued under

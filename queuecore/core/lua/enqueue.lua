@@ -30,8 +30,8 @@
 --         with it was stored by an earlier send of the same call: the retry of a call whose reply was
 --         lost stores nothing twice), 2 when it goes to the head of pending (the end workers take
 --         from, so it runs before the tasks already waiting: the priority option); "0" to "3"
--- Returns one reply per task: 1 enqueued, 2 enqueued and leased to a waiting worker (pushed), 0 the id
--- already exists, {-1, holder id} a unique lock is held.
+-- Returns one reply per task: 1 enqueued, 2 enqueued and leased to a waiting worker (pushed; for an
+-- earlier send's task: it is active), 0 the id already exists, {-1, holder id} a unique lock is held.
 -- Error reply "QCINVALID <where> <field> <value>" (qc_invalid) when the batch is malformed: n not
 -- matching ARGV ("batch count"), an empty id or message, a due time or TTL that is not a whole
 -- number of ms below 10^15, a lock index not pointing at a lock key with a TTL, flags not "0" to
@@ -119,7 +119,13 @@ for i = 1, n do
         -- A generated id (128 random bits) that exists was stored by an earlier send of this same
         -- call (a client retry after a lost reply): done. So was a caller-chosen id whose task holds
         -- this very message (its enqueued_at, to the ms, included). Any other taken id: a conflict.
-        out[i] = (not chosen or redis.call("HGET", key, "msg") == msg) and 1 or 0
+        -- Stored: 2 when it is active (that send pushed it to a worker, or a worker took it since).
+        local stored = redis.call("HMGET", key, "msg", "state")
+        if chosen and stored[1] ~= msg then
+            out[i] = 0
+        else
+            out[i] = stored[2] == "active" and 2 or 1
+        end
     elseif unique > 0 and not redis.call("SET", KEYS[unique], id, "NX", "PX", ARGV[base + 3]) then
         out[i] = {-1, redis.call("GET", KEYS[unique])}
     else
