@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from queuecore.core.client import Client
 from queuecore.core.config import DEFAULT_REDIS_URL, ConnectionConfig, redact_url
@@ -162,11 +162,14 @@ class App:
             if not url or not isinstance(url, str):
                 continue
             try:
-                password = urlsplit(url).password
-            except ValueError:
-                continue
-            if password:
-                found.append(password)
+                ConnectionConfig(redis_url=url)
+                parts = urlsplit(url)
+            except (ConfigurationError, ValueError):
+                continue  # refused, and its refusal shows the URL redacted (its parts may not split right)
+            if parts.password:
+                found += [parts.password, unquote(parts.password)]
+            found += [value for name, value in parse_qsl(parts.query)
+                      if name.lower() in ("password", "sentinel_password") and value]
         return found
 
     def scrub(self, text: str) -> str:

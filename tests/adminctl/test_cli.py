@@ -243,6 +243,17 @@ def test_a_url_option_redis_py_does_not_take_is_a_configuration_error(adminctl) 
         assert "unexpected" not in run.stderr and "unreachable" not in run.stderr
 
 
+def test_a_refused_url_s_message_is_shown_whole_and_without_its_password(adminctl) -> None:
+    """A review: with the password "a" (written with an unencoded "@" and "/"), the CLI's last-resort
+    scrubber replaced every "a" of the message ("inv***lid Redis URL"), and the URL, redacted wrongly,
+    still showed the password's tail."""
+    run = adminctl("--redis-url", "redis://:a@b/c@127.0.0.1:6379/0", "stats", connect=False)
+    assert run.code == 2 and run.stderr.startswith(
+        "error: invalid Redis URL 'redis://***@127.0.0.1:6379/0': its path holds an '@'; if it has a user "
+        "name or password holding"), run
+    assert "b/c" not in run.stderr
+
+
 def test_django_settings_module_from_flag_and_env_as_real_processes(adminctl_process, client: Client,
                                                                     redis_url: str, key_prefix: str, tmp_path) -> None:
     client.enqueue("t", queue="from-settings")
