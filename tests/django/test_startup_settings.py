@@ -126,6 +126,31 @@ def test_runworker_refuses_a_metrics_port_out_of_range(manage, redis_url, key_pr
     assert f"CommandError: --metrics-port must be a port number (0-65535), got {port}" in ran.stderr
 
 
+@pytest.mark.parametrize(("url", "expected"), [
+    ("redis+cluster://127.0.0.1:{port}", "CommandError: the redis+cluster:// URL names a server that is not a "
+                                         "Redis Cluster node"),
+    ("redis+sentinel://127.0.0.1:{port}/mymaster", "CommandError: the redis+sentinel:// URL names a server that "
+                                                   "is not a sentinel"),
+    ("redis://127.0.0.1:{port}/99999", "CommandError: the URL's database number is beyond those this Redis has"),
+])
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_runworker_refuses_a_url_naming_the_wrong_kind_of_server(manage, private_redis, key_prefix, url, expected,
+                                                                  processes) -> None:
+    """A review: a plain Redis named as a cluster ended in a WrongServer traceback; named as a sentinel,
+    or with a database it lacks, the worker started and logged errors for ever (3,000 lines in 5 s)."""
+    ran = manage("runworker", "--skip-checks", "--processes", processes, "--redis-url",
+                 url.format(port=private_redis.port), queuecore=f'{{"KEY_PREFIX": {key_prefix!r}}}', timeout=30)
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr, ran.stderr
+    assert ran.stderr.startswith(expected) and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+
+
+@pytest.mark.parametrize("flag", ["--redis-url", "--prefix"])
+def test_runworker_refuses_an_empty_flag_rather_than_taking_the_settings(settings, flag) -> None:
+    """``--prefix "$P"`` with ``P`` unset ran on the settings' prefix, as adminctl once did."""
+    with pytest.raises(CommandError, match=f"^{flag} was given empty$"):
+        call_command("runworker", flag, " ")
+
+
 def test_call_command_runworker_refuses_a_metrics_port_out_of_range(settings) -> None:
     with pytest.raises(CommandError, match=r"--metrics-port must be a port number \(0-65535\), got 99999"):
         call_command("runworker", metrics_port=99999)

@@ -15,9 +15,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from queuecore.checks import check_settings
 from queuecore.conf import get_config, import_task_modules, setting_message
-from queuecore.core.config import parse_queues
-from queuecore.core.errors import ConfigurationError, RedisUnavailable
+from queuecore.core.config import ConnectionConfig, parse_queues
+from queuecore.core.errors import ConfigurationError, RedisUnavailable, WrongServer
 from queuecore.core.liveness import remove_left_files
+from queuecore.core.redis_errors import broker_errors
 from queuecore.core.registry import default_registry
 from queuecore.core.supervisor import EX_CONFIG, Supervisor, SupervisorLink, run_worker
 from queuecore.core.worker import Worker
@@ -91,6 +92,9 @@ class Command(BaseCommand):
                 concurrency=options.get("concurrency"), strict_priority=options.get("strict"),
                 shutdown_timeout=options.get("shutdown_timeout"), heartbeat_interval=options.get("heartbeat_interval"),
                 health_file=options.get("health_file"))
+            for flag in ("redis_url", "prefix"):  # "--prefix $P" with P unset must not mean the settings' prefix
+                if options.get(flag) is not None and not options[flag].strip():
+                    raise ConfigurationError(f"--{flag.replace('_', '-')} was given empty")
             connection = replace(config.connection,
                                  redis_url=options.get("redis_url") or config.connection.redis_url,
                                  key_prefix=options.get("prefix") or config.connection.key_prefix)
@@ -99,7 +103,8 @@ class Command(BaseCommand):
             if processes > 1:  # refuse now what each child would refuse at its start
                 config.periodic_entries()
                 config.alert_settings()
-        except ConfigurationError as exc:
+            refuse_a_wrong_server(connection)
+        except (ConfigurationError, WrongServer) as exc:
             raise CommandError(str(exc), returncode=error_code) from None
         if processes > 1:  # each child gets its own health file (the setting's too), suffixed with its slot
             self._supervise(config, connection, processes, {**options, "health_file": worker_config.health_file})
@@ -114,7 +119,7 @@ class Command(BaseCommand):
             worker = once_redis_answers(lambda: Worker(worker_config, connection=connection, registry=default_registry,
                                                        periodic=config.periodic_entries(),
                                                        alerts=config.alert_settings()), "the worker")
-        except ConfigurationError as exc:
+        except (ConfigurationError, WrongServer) as exc:
             raise CommandError(str(exc), returncode=error_code) from None
         # A supervised child never serves metrics: its supervisor does, once (the setting's port too).
         metrics_server = None if link is not None else self._serve_metrics(config, connection,
@@ -200,6 +205,21 @@ class Command(BaseCommand):
         # through the log, as the worker's lines: one JSON object with --log-format json
         logging.getLogger("queuecore.worker").info("metrics on http://%s:%s/metrics", addr, server.server_port)
         return server
+
+
+def refuse_a_wrong_server(connection: ConnectionConfig) -> None:
+    """``WrongServer`` now for a Redis URL that names the wrong kind of server (a plain Redis as a
+    cluster or as a sentinel) or a database the server lacks: a worker started on it would log errors
+    for ever. A Redis that does not answer is no reason to refuse: the worker waits for it."""
+    try:
+        with broker_errors():
+            client = connection.connect()
+            try:
+                client.ping()
+            finally:
+                client.close()
+    except RedisUnavailable:
+        return
 
 
 def once_redis_answers(build: Callable[[], T], what: str) -> T:
