@@ -137,14 +137,16 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     from queuecore.core.topology import eviction_policy
 
     connection = get_config().connection
-    client = connection.connect()
+    client = None
     try:
+        client = connection.connect()  # a cluster client reads the slot map here
         client.ping()
         policy = eviction_policy(client)  # on a cluster: any master's that may evict
     except Exception as exc:
         return [Error(f"Redis at {redact_url(connection.redis_url)} does not answer: {exc}", id="queuecore.E010")]
     finally:
-        client.close()
+        if client is not None:
+            client.close()
     if policy and policy != "noeviction":
         return [Warning(f"Redis maxmemory-policy is {policy!r}: Redis may evict task data when full.",
                         hint="Set maxmemory-policy noeviction on the Redis that holds queues.", id="queuecore.W010")]

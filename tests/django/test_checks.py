@@ -62,6 +62,17 @@ def test_redis_check_reports_unreachable_server_without_password(settings):
     assert "***" in messages[0].msg
 
 
+@pytest.mark.parametrize("running", [False, True], ids=["no-server", "a-plain-redis"])
+def test_redis_check_reports_a_cluster_url_it_cannot_use(settings, private_redis, running):
+    """A review: a cluster client reads the slot map when it is made, which the check did outside its
+    ``try``: ``check --deploy`` ended in a RedisUnavailable (or WrongServer) traceback."""
+    port = private_redis.port if running else 1
+    settings.QUEUECORE = {"REDIS_URL": f"redis+cluster://127.0.0.1:{port}"}
+    messages = check_redis()
+    assert ids(messages) == ["queuecore.E010"]
+    assert ("not a Redis Cluster node" in messages[0].msg) is running
+
+
 def test_redis_check_passes_and_warns_on_eviction_policy(settings, private_redis):
     settings.QUEUECORE = {"REDIS_URL": private_redis.url}
     assert check_redis() == []
