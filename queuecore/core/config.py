@@ -231,6 +231,9 @@ class WorkerConfig:
             if not isinstance(path, str) or not path.strip():
                 raise ConfigurationError(f"health_file must be a file path or None, got {self.health_file!r}",
                                          field="health_file")
+            if os.path.isdir(path):
+                raise ConfigurationError(f"health_file {path!r} is a directory: name a file in it (say "
+                                         f"{os.path.join(path, 'queuecore-health.json')!r})", field="health_file")
             object.__setattr__(self, "health_file", path)
         if not isinstance(self.type_stats, bool):
             raise ConfigurationError(f"type_stats must be True or False, got {self.type_stats!r}",

@@ -41,6 +41,9 @@ class LivenessFile:
         if not os.path.isdir(directory):
             raise ConfigurationError(f"health_file {self.path!r}: the directory {directory!r} does not exist",
                                      field="health_file")
+        if os.path.isdir(self.path):
+            raise ConfigurationError(f"health_file {self.path!r} is a directory: name a file in it",
+                                     field="health_file")
         self._failing = False  # a write failed: logged once, and again once it works
         self._shared_with: str | None = None  # another live worker found writing this file (logged once)
         self._interval = interval
@@ -110,6 +113,8 @@ class LivenessFile:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+        except OSError as exc:  # made a directory meanwhile, its directory unwritable: the stop goes on
+            logger.error("cannot remove the health file %s (%s)", self.path, exc)
 
 
 def remove_left_files(path: str | os.PathLike[str], processes: int, host: str) -> list[str]:
@@ -132,6 +137,9 @@ def remove_left_files(path: str | os.PathLike[str], processes: int, host: str) -
         try:
             os.unlink(candidate)
         except FileNotFoundError:
+            continue
+        except OSError as exc:  # a directory by that name, an unwritable directory: its child says so
+            logger.warning("cannot remove the health file %s left by an earlier run (%s)", candidate, exc)
             continue
         removed.append(candidate)
     return removed

@@ -210,6 +210,33 @@ def test_a_health_file_in_a_missing_directory_is_refused_and_a_failed_write_is_l
     assert json.loads((directory / "h.json").read_text())["status"] == "active"
 
 
+def test_a_health_file_that_is_a_directory_is_refused_and_never_fails_a_stop(settings, make_worker, tmp_path,
+                                                                              caplog):
+    """A review: a directory was accepted (its parent exists), and then the clean stop raised
+    IsADirectoryError from remove(), skipping the rest of the shutdown; ``--processes 2`` crashed at start."""
+    from queuecore.checks import check_settings
+    from queuecore.core.errors import ConfigurationError
+    from queuecore.core.liveness import LivenessFile, remove_left_files
+
+    directory = tmp_path / "hdir"
+    directory.mkdir()
+    settings.QUEUECORE = {"HEALTH_FILE": str(directory)}
+    [error] = check_settings(None)
+    assert error.id == "queuecore.E005" and "is a directory: name a file in it" in error.msg
+    with pytest.raises(ConfigurationError, match="is a directory"):
+        make_worker(start=False, health_file=str(directory))
+    with pytest.raises(ConfigurationError, match="is a directory"):
+        LivenessFile(directory, server_id="s", pid=1, host="h", key_prefix="p", interval=1.0)
+    path = tmp_path / "h.json"
+    live = LivenessFile(path, server_id="s", pid=1, host="h", key_prefix="p", interval=1.0)
+    path.mkdir()  # made a directory after the start
+    with caplog.at_level("WARNING", logger="queuecore.worker"):
+        live.remove()  # logged, not raised: the stop goes on
+        assert remove_left_files(path, 2, "h") == []
+    assert [r.levelname for r in caplog.records] == ["ERROR", "WARNING"]
+    assert "cannot remove the health file" in caplog.records[0].getMessage()
+
+
 def test_the_check_runs_without_django(make_worker, tmp_path, redis_url):
     """python -m queuecore.core.healthcheck: the same check for plain-Python workers."""
     health_file = tmp_path / "h.json"
