@@ -347,6 +347,8 @@ class QueuecoreBackend(BaseTaskBackend):
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self._queues_setting = params.get("QUEUES")  # as given (self.queues is a set of it): for the checks
+        if isinstance(self._queues_setting, str):  # Django took each letter as a queue, so every @task on the
+            self.queues = {self._queues_setting}  # named queue failed at import, before E102 could say why
 
     # -- tasks ------------------------------------------------------------------------------------
 
@@ -377,7 +379,8 @@ class QueuecoreBackend(BaseTaskBackend):
         args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         client = get_default_client()
         payload: dict[str, Any] = {"args": args, "kwargs": kwargs, "backend": self.alias}
-        options = {"queue": task.queue_name, "priority": task.priority}
+        # Django accepts a priority equal to a whole number (5.0); queuecore's options take whole numbers.
+        options = {"queue": task.queue_name, "priority": int(task.priority)}
         for name, default in self._defaults(client).items():
             value = getattr(task, name, None)
             value = default if value is None else value
@@ -482,7 +485,7 @@ class QueuecoreBackend(BaseTaskBackend):
             served = set()
         if isinstance(self._queues_setting, str):
             messages.append(checks.Error(f"{where}['QUEUES'] must be a list of queue names, not a string "
-                                         f"({self._queues_setting!r}: each of its letters is taken as a queue).",
+                                         f"({self._queues_setting!r}: Django takes each of its letters as a queue).",
                                          hint=f"{where}['QUEUES'] = [{self._queues_setting!r}]", id="queuecore.E102"))
         for queue in sorted(self.queues, key=lambda name: (not isinstance(name, str), str(name))):
             if not isinstance(queue, str):

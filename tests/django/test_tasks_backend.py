@@ -204,6 +204,8 @@ def test_priority_puts_a_task_at_the_head_of_its_queue(dj: Any, inspector: Inspe
     assert pending == [ids[4], ids[2], ids[1], ids[0], ids[3]]
     with pytest.raises(InvalidTask, match="priority"):
         dj.add.using(priority=101)
+    whole = dj.add.using(queue_name="low", priority=5.0).enqueue(1, 1)  # Django takes 5.0 as a whole number
+    assert inspector.get_task("low", whole.id.split("/")[1]).priority == 5  # (it reached queuecore as 5.0)
 
 
 def test_defer_with_run_after(dj: Any, inspector: Inspector) -> None:
