@@ -169,7 +169,7 @@ class App:
             if parts.password:
                 found += [parts.password, unquote(parts.password)]
             found += [value for name, value in parse_qsl(parts.query)
-                      if name.lower() in ("password", "sentinel_password") and value]
+                      if name.lower().endswith("password") and value]
         return found
 
     def scrub(self, text: str) -> str:

@@ -87,32 +87,43 @@ _ADVICE = ("if it has a user name or password holding '/', '?', '#' or '@', perc
            "%40)")
 
 
-_PASSWORD_OPTIONS = frozenset({"password", "sentinel_password"})
-# What a single server's or a node list's host part may be: host[:port], comma-separated (no "@").
-_HOST_LIST = re.compile(r"(?:\[[0-9A-Fa-f:.]*\]|[^:@/?#\[\],]*)(?::[0-9]*)?"
-                        r"(?:,(?:\[[0-9A-Fa-f:.]*\]|[^:@/?#\[\],]*)(?::[0-9]*)?)*")
+# What a single server's or a node list's host part may be: host[:port], comma-separated (no "@"); an
+# IPv6 address may carry a zone (``[fe80::1%25eth0]``).
+_HOST = r"(?:\[[0-9A-Fa-f:.]*(?:%25[\w.~-]+)?\]|[^:@/?#\[\],]*)(?::[0-9]*)?"
+_HOST_LIST = re.compile(rf"{_HOST}(?:,{_HOST})*")
+_OPTION_NAME = re.compile(r"([^=&?#]*)=")
 
 
-def _without_option_passwords(rest: str) -> str:
-    """The values of ``password=`` and ``sentinel_password=`` options as ``***``, up to the next "&" (an
-    "@" or "#" in one is no credentials' end), under whatever spelling redis-py decodes to those names
-    (``pass%77ord=``)."""
+def _is_password_option(name: str) -> bool:
+    """Whether an option names a password (``password``, ``sentinel_password``, ``ssl_password``...), under
+    whatever spelling redis-py decodes to that name (``pass%77ord``)."""
+    return unquote_plus(name).lower().endswith("password")
 
-    def mask(option: re.Match[str]) -> str:
-        name = unquote_plus(option[2]).lower()
-        return f"{option[1]}{option[2]}=***" if name in _PASSWORD_OPTIONS else option[0]
 
-    return re.sub(r"([?&])([^=&?#]*)=([^&]*)", mask, rest)
+def _without_option_passwords(text: str) -> str:
+    """The values of password options in ``text`` (a URL's part after its credentials) as ``***``, each up
+    to the next "&" (an "@", "?" or "#" in one ends nothing). Every "?" and "&" is looked at, so a text
+    that only looks like an option (an earlier value, a piece of a host) hides no later password."""
+    shown, done = [], 0
+    for separator in re.finditer(r"[?&]", text):
+        name = _OPTION_NAME.match(text, separator.end())
+        if separator.start() < done or name is None or not _is_password_option(name[1]):
+            continue
+        end = text.find("&", name.end())
+        end = len(text) if end < 0 else end
+        shown += [text[done:name.end()], "***"]
+        done = end
+    return "".join(shown) + text[done:]
 
 
 def _credentials(rest: str, scheme: str) -> tuple[int, bool]:
-    """In a URL after its "://" (option passwords masked): the index of the "@" that ends its
-    credentials (-1: none), and whether that is in doubt. Normally it is the last "@" before the path,
-    query or fragment. An "@" after them that only a user name or password holding "/", "?" or "#"
-    unencoded explains (one in the path, except a unix socket's; in an option's name or in an option
-    without "="; in a fragment; or after a host part that is no host list) puts it in doubt: then the
-    last "@" is taken (hiding too much rather than a piece of a password). An "@" in an option's value
-    (``client_name=me@host``) is not one."""
+    """In a URL after its "://": the index of the "@" that ends its credentials (-1: none), and whether
+    that is in doubt. Normally it is the last "@" before the path, query or fragment. An "@" after them
+    that only a user name or password holding "/", "?" or "#" unencoded explains (one in the path, except
+    a unix socket's after its own credentials' "@"; in an option's name or in an option without "="; in
+    a fragment; or after a host part that is no host list, or names a port without a host) puts it in
+    doubt: then the last "@" is taken (hiding too much rather than a piece of a password). An "@" in an
+    option's value (``client_name=me@host``, ``password=p@ss``) is not one."""
     special = re.search(r"[/?#]", rest)
     cut = len(rest) if special is None else special.start()
     authority, tail = rest[:cut], rest[cut:]
@@ -121,16 +132,23 @@ def _credentials(rest: str, scheme: str) -> tuple[int, bool]:
         return last, False
     path, _, fragment = tail.partition("#")
     path, _, query = path.partition("?")
-    in_doubt = (("@" in path and not (scheme == "unix" and authority == "")) or "@" in fragment
+    in_doubt = (("@" in path and not _unix_path(scheme, authority)) or "@" in fragment
                 or any("@" in item.partition("=")[0] for item in query.split("&"))
-                or ("@" not in authority and not _HOST_LIST.fullmatch(authority)))
+                or ("@" not in authority and not _HOST_LIST.fullmatch(authority))
+                or re.search(r"(?:^|,):", authority) is not None)  # no host, a port: ":123" may be a password
     return (last, True) if in_doubt else (authority.rfind("@"), False)
+
+
+def _unix_path(scheme: str, authority: str) -> bool:
+    """Whether what follows ``authority`` is a unix socket's path (which may hold an "@"): no host, and
+    credentials, if any, ended by their own "@" (``unix://default@/run/r@d/redis.sock``)."""
+    return scheme == "unix" and (authority == "" or authority.endswith("@"))
 
 
 def _credentials_in_doubt(url: str) -> bool:
     """Whether the URL may hold a user name or password with "/", "?" or "#" not percent-encoded."""
     scheme, _, rest = url.partition("://")
-    return _credentials(_without_option_passwords(rest), scheme.lower())[1]
+    return _credentials(rest, scheme.lower())[1]
 
 
 def redact_url(url: str) -> str:
@@ -141,14 +159,13 @@ def redact_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url
-    rest = _without_option_passwords(rest)
     at, in_doubt = _credentials(rest, scheme.lower())
     if at < 0:
-        return f"{scheme}://{rest}"
+        return f"{scheme}://{_without_option_passwords(rest)}"
     userinfo, rest = rest[:at], rest[at + 1:]
     user, colon, _ = userinfo.partition(":")
     masked = "***@" if in_doubt or "@" in userinfo else f"{user}:***@" if colon else f"{userinfo}@"
-    return f"{scheme}://{masked}{rest}"
+    return f"{scheme}://{masked}{_without_option_passwords(rest)}"
 
 
 def _check_encoded(url: str) -> None:
@@ -161,7 +178,7 @@ def _check_encoded(url: str) -> None:
     path, _, query = path_and_query.partition("?")
     if "#" in rest:
         raise _refuse(url, "a Redis URL has no '#' fragment; " + _ADVICE)
-    if "@" in path and not (scheme.lower() == "unix" and authority == ""):
+    if "@" in path and not _unix_path(scheme.lower(), authority):
         raise _refuse(url, "its path holds an '@'; " + _ADVICE)
     if any(item and "=" not in item for item in query.split("&")):
         raise _refuse(url, "an option without '=' (options are name=value); " + _ADVICE)
@@ -170,7 +187,18 @@ def _check_encoded(url: str) -> None:
 def _refuse(url: str, why: str) -> ConfigurationError:
     if _credentials_in_doubt(url):  # what a parser says of such a URL may quote a piece of the password
         why = "it does not parse; " + _ADVICE if "percent-encode" not in why else why
-    return ConfigurationError(f"invalid Redis URL {redact_url(url)!r}: {why}", field="redis_url")
+    return ConfigurationError(f"invalid Redis URL {_shown_refused(url)!r}: {why}", field="redis_url")
+
+
+def _shown_refused(url: str) -> str:
+    """A refused URL as its error shows it: redacted, and with everything up to its last "@" hidden when
+    an "@" follows the host part (a URL that does not work may have had its password read as a host,
+    a path or an option: ``redis://:123?x=SECRET@host``)."""
+    scheme, _, rest = url.partition("://")
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" not in rest[len(authority):]:
+        return redact_url(url)
+    return f"{scheme}://***@{_without_option_passwords(rest[rest.rfind('@') + 1:])}"
 
 
 def _parse_nodes(url: str, hosts: str) -> tuple[tuple[str, int], ...]:

@@ -14,8 +14,9 @@ import pytest
 
 from queuecore import Client, Inspector
 from queuecore.core.errors import ConfigurationError
-from queuecore_adminctl.app import ConnectionDefaults, GlobalOptions, resolve_connection
+from queuecore_adminctl.app import App, ConnectionDefaults, GlobalOptions, resolve_connection
 from queuecore_adminctl.cli import cli
+from queuecore_adminctl.terminal import Terminal
 from tests.adminctl.conftest import ADMINCTL_SCRIPT, DEAD_URL, ROOT, clean_env
 from tests.core.test_purity import BLOCK_DJANGO
 
@@ -357,3 +358,11 @@ def test_a_settings_module_whose_queuecore_is_not_a_dict_is_refused(adminctl, tm
         sys.path.remove(str(tmp_path))
         sys.modules.pop("qct_bad_settings", None)
     assert run.code == 2 and "QUEUECORE in Django settings 'qct_bad_settings' must be a dict, not str" in run.stderr
+
+
+def test_the_scrubber_knows_every_password_option() -> None:
+    """A review: ``ssl_password`` (redis-py's TLS key passphrase) was not among the secrets never printed."""
+    url = "rediss://h:6379/0?ssl_password=Sekr1t&client_name=me"
+    environ = {"QUEUECORE_REDIS_URL": "redis+sentinel://s:26379/m?sentinel_pass%77ord=Other"}
+    found = App(GlobalOptions(redis_url=url), Terminal(), environ=environ).secrets()
+    assert "Sekr1t" in found and "Other" in found and "me" not in found
