@@ -314,10 +314,10 @@ class Worker:
 
         SIGTSTP puts the worker in quiet mode; SIGUSR1 stops it handing running tasks back at once (a
         second stop signal does too, unless ``supervised``). Signal handlers are installed only in the
-        main thread, and the ones they replaced are put back when ``run()`` returns. ``on_ready`` is
-        called once the handlers are installed and the worker has started (a ``Supervisor``'s child
-        says so: ``queuecore.core.supervisor.run_worker``). When starting fails, what had started is
-        shut down before the error is raised.
+        main thread, and the ones they replaced are put back when ``run()`` returns (unless another was
+        installed meanwhile, which stays). ``on_ready`` is called once the handlers are installed and the
+        worker has started (a ``Supervisor``'s child says so: ``queuecore.core.supervisor.run_worker``).
+        When starting fails, what had started is shut down before the error is raised.
         """
         self._supervised = supervised
         replaced: dict[int, Any] = {}
@@ -356,9 +356,10 @@ class Worker:
             return 0
         finally:
             returned.set()
+            acting.join(5)  # before the handlers go back: a Ctrl-C now is noted, not a KeyboardInterrupt
             for signum, handler in replaced.items():
-                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-            acting.join(5)
+                if signal.getsignal(signum) is note:  # not one that code run meanwhile installed
+                    signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
     def _act_on_requests(self, returned: threading.Event) -> None:
         """Act on the requests that signal handlers, ``request_shutdown`` and ``force_now`` noted, in

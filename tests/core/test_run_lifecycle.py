@@ -89,3 +89,23 @@ def test_a_request_from_a_signal_handler_takes_no_lock(connection, registry) -> 
             assert not handler.is_alive()
     assert worker._requests == ["stop", "force"]  # noted for run()'s thread, in order
     worker.shutdown()
+
+
+def test_a_handler_installed_during_run_stays_after_it(connection, registry) -> None:
+    """A review: run() put back the handler it had replaced even when code run meanwhile (an ``on_ready``,
+    a task's library) had installed its own, which was thrown away."""
+    assert threading.current_thread() is threading.main_thread()
+    before, before_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    theirs = lambda _signum, _frame: None  # noqa: E731
+    worker = Worker(connection=connection, registry=registry, **FAST)  # type: ignore[arg-type]
+
+    def install_theirs_and_stop() -> None:
+        signal.signal(signal.SIGINT, theirs)
+        worker.request_shutdown()
+
+    try:
+        assert worker.run(on_ready=install_theirs_and_stop) == 0
+        assert signal.getsignal(signal.SIGINT) is theirs
+        assert signal.getsignal(signal.SIGTERM) is before_term  # the worker's own handlers went back
+    finally:
+        signal.signal(signal.SIGINT, before)
