@@ -133,7 +133,7 @@ class Worker:
 
     @property
     def status(self) -> str:
-        """``active``, ``quiet`` (not fetching), ``stopping`` or ``stopped``."""
+        """``idle`` (not started), ``active``, ``quiet`` (not fetching), ``stopping`` or ``stopped``."""
         return self.state.status
 
     @property
@@ -151,6 +151,9 @@ class Worker:
     def start(self, quiet: bool = False) -> None:
         """Start every component on background threads and return; ``quiet``: without fetching a task
         (as after ``stop()``)."""
+        if self.state.status != "idle":
+            raise RuntimeError(f"worker {self.server_id} has already started (it is {self.state.status}); "
+                               "make a new Worker to run again")
         if self._aligns:
             try:
                 self._align_clock()
@@ -319,25 +322,30 @@ class Worker:
         worker has started (a ``Supervisor``'s child says so: ``queuecore.core.supervisor.run_worker``).
         When starting fails, what had started is shut down before the error is raised.
         """
+        if self.state.status != "idle":  # before anything is installed or written: a Worker runs once
+            raise RuntimeError(f"worker {self.server_id} has already run (it is {self.state.status}); "
+                               "make a new Worker to run again")
         self._supervised = supervised
         replaced: dict[int, Any] = {}
-        if install_signals and threading.current_thread() is threading.main_thread():
-            # A handler only notes the request (a list append takes no lock); a thread of run()'s acts on
-            # it. A handler that set an Event could deadlock: the main thread may hold that Event's lock
-            # (inside its wait) when the signal comes, and a second signal (systemd's and the
-            # supervisor's copy, microseconds apart) is handled inside the first one's set().
-            requests = {getattr(signal, name): r for name, r in _SIGNAL_REQUESTS.items() if hasattr(signal, name)}
-
-            def note(signum: int, _frame: object) -> None:
-                self._requests.append(requests[signum])
-
-            for signum in requests:
-                replaced[signum] = signal.signal(signum, note)
         returned = threading.Event()
         acting = threading.Thread(target=self._act_on_requests, args=(returned,), name="queuecore-signals",
                                   daemon=True)
-        acting.start()
-        try:
+
+        # A handler only notes the request (a list append takes no lock); a thread of run()'s acts on it.
+        # A handler that set an Event could deadlock: the main thread may hold that Event's lock (inside
+        # its wait) when the signal comes, and a second signal (systemd's and the supervisor's copy,
+        # microseconds apart) is handled inside the first one's set().
+        requests = {getattr(signal, name): r for name, r in _SIGNAL_REQUESTS.items() if hasattr(signal, name)}
+
+        def note(signum: int, _frame: object) -> None:
+            self._requests.append(requests[signum])
+
+        try:  # handlers installed inside it, so that whatever interrupts run() puts back those it replaced
+            if install_signals and threading.current_thread() is threading.main_thread():
+                for signum in requests:
+                    replaced[signum] = signal.getsignal(signum)
+                    signal.signal(signum, note)
+            acting.start()
             try:
                 self.start(quiet=quiet)
                 if on_ready is not None:
@@ -355,16 +363,21 @@ class Worker:
             self.shutdown()
             return 0
         finally:
-            returned.set()
-            acting.join(5)  # before the handlers go back: a Ctrl-C now is noted, not a KeyboardInterrupt
+            # The handlers go back first, then the acting thread acts on everything noted before that: no
+            # signal is noted and dropped; one that comes later is the caller's (its handler, or its
+            # default action).
             for signum, handler in replaced.items():
                 if signal.getsignal(signum) is note:  # not one that code run meanwhile installed
                     signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+            returned.set()
+            if acting.ident is not None:
+                acting.join(5)
 
     def _act_on_requests(self, returned: threading.Event) -> None:
         """Act on the requests that signal handlers, ``request_shutdown`` and ``force_now`` noted, in
         order, until ``run()`` returns: stop (a second one forces, unless supervised), force, quiet."""
         while True:
+            over = returned.wait(0.02)  # read before the last look: what was noted before it is acted on
             while self._requests:
                 request = self._requests.pop(0)
                 if request == _QUIET:
@@ -378,7 +391,7 @@ class Worker:
                         logger.warning("second stop signal: handing running tasks back now")
                         self.force_stop()
                     self._shutdown_requested.set()
-            if returned.wait(0.02):
+            if over:
                 return
 
     def _beat_now(self) -> None:

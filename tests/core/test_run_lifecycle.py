@@ -109,3 +109,41 @@ def test_a_handler_installed_during_run_stays_after_it(connection, registry) -> 
         assert signal.getsignal(signal.SIGTERM) is before_term  # the worker's own handlers went back
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_an_interrupt_while_the_handlers_go_in_puts_back_those_already_in(connection, registry,
+                                                                           monkeypatch) -> None:
+    """A review: a Ctrl-C that came after run() had installed its SIGTERM handler and before its SIGINT one
+    raised out of run() before its ``finally``, and left SIGTERM only noted by a worker that no longer ran:
+    the process could not be stopped with SIGTERM. (The interrupt comes from signal.signal here, at that
+    instant, as the real one would.)"""
+    assert threading.current_thread() is threading.main_thread()
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    real = signal.signal
+
+    def interrupted_at_sigint(signum: int, handler: object) -> object:
+        if signum == signal.SIGINT and callable(handler) and getattr(handler, "__name__", "") == "note":
+            raise KeyboardInterrupt
+        return real(signum, handler)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(signal, "signal", interrupted_at_sigint)
+    worker = Worker(connection=connection, registry=registry, **FAST)  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        worker.run()
+    monkeypatch.undo()
+    assert {signum: signal.getsignal(signum) for signum in before} == before
+    assert not acting_threads()
+
+
+def test_a_worker_runs_once(connection, registry, inspector) -> None:
+    """A review: run() again on a stopped Worker wrote a heartbeat for it (a server in Redis for good, that
+    nothing would remove) and set it 'active', then failed on a thread started twice."""
+    worker = Worker(connection=connection, registry=registry, **FAST)  # type: ignore[arg-type]
+    worker.start()
+    worker.shutdown()
+    assert worker.status == "stopped" and inspector.servers() == []
+    with pytest.raises(RuntimeError, match=r"has already run .*make a new Worker"):
+        worker.run()
+    with pytest.raises(RuntimeError, match=r"has already started .*make a new Worker"):
+        worker.start()
+    assert worker.status == "stopped" and inspector.servers() == []

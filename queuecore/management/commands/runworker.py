@@ -126,6 +126,8 @@ class Command(BaseCommand):
                                                                            options.get("metrics_port"))
         try:
             run_worker(worker)
+        except KeyboardInterrupt:  # a Ctrl-C after run() put the handlers back: the worker had stopped
+            pass
         finally:
             if metrics_server is not None:
                 metrics_server.shutdown()
