@@ -92,6 +92,7 @@ _ADVICE = ("if it has a user name or password holding '/', '?', '#' or '@', perc
 _HOST = r"(?:\[[0-9A-Fa-f:.]*(?:%25[\w.~-]+)?\]|[^:@/?#\[\],]*)(?::[0-9]*)?"
 _HOST_LIST = re.compile(rf"{_HOST}(?:,{_HOST})*")
 _OPTION_NAME = re.compile(r"([^=&?#]*)=")
+_NEXT_OPTION = re.compile(r"&(?=[^=&?#]*=)")
 
 
 def _is_password_option(name: str) -> bool:
@@ -102,15 +103,16 @@ def _is_password_option(name: str) -> bool:
 
 def _without_option_passwords(text: str) -> str:
     """The values of password options in ``text`` (a URL's part after its credentials) as ``***``, each up
-    to the next "&" (an "@", "?" or "#" in one ends nothing). Every "?" and "&" is looked at, so a text
-    that only looks like an option (an earlier value, a piece of a host) hides no later password."""
+    to the next "&" that begins another option (an "@", "?", "#" or a lone "&" in one ends nothing).
+    Every "?" and "&" is looked at, so a text that only looks like an option (an earlier value, a piece
+    of a host) hides no later password."""
     shown, done = [], 0
     for separator in re.finditer(r"[?&]", text):
         name = _OPTION_NAME.match(text, separator.end())
         if separator.start() < done or name is None or not _is_password_option(name[1]):
             continue
-        end = text.find("&", name.end())
-        end = len(text) if end < 0 else end
+        following = _NEXT_OPTION.search(text, name.end())  # an "&" not followed by name= is the value's
+        end = len(text) if following is None else following.start()
         shown += [text[done:name.end()], "***"]
         done = end
     return "".join(shown) + text[done:]
@@ -134,8 +136,8 @@ def _credentials(rest: str, scheme: str) -> tuple[int, bool]:
     path, _, query = path.partition("?")
     in_doubt = (("@" in path and not _unix_path(scheme, authority)) or "@" in fragment
                 or any("@" in item.partition("=")[0] for item in query.split("&"))
-                or ("@" not in authority and not _HOST_LIST.fullmatch(authority))
-                or re.search(r"(?:^|,):", authority) is not None)  # no host, a port: ":123" may be a password
+                or ("@" not in authority and (not _HOST_LIST.fullmatch(authority)
+                                              or re.search(r"(?:^|,):", authority) is not None)))
     return (last, True) if in_doubt else (authority.rfind("@"), False)
 
 
@@ -157,8 +159,8 @@ def redact_url(url: str) -> str:
     if not isinstance(url, str):
         return "<not a Redis URL>"
     scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
+    if not sep:  # no URL's shape ("redis:/u:pw@host"): what precedes an "@" may be a password
+        return url if "@" not in url else f"***@{url[url.rfind('@') + 1:]}"
     at, in_doubt = _credentials(rest, scheme.lower())
     if at < 0:
         return f"{scheme}://{_without_option_passwords(rest)}"
@@ -187,18 +189,30 @@ def _check_encoded(url: str) -> None:
 def _refuse(url: str, why: str) -> ConfigurationError:
     if _credentials_in_doubt(url):  # what a parser says of such a URL may quote a piece of the password
         why = "it does not parse; " + _ADVICE if "percent-encode" not in why else why
-    return ConfigurationError(f"invalid Redis URL {_shown_refused(url)!r}: {why}", field="redis_url")
+    shown_url = _shown_refused(url)
+    if "percent-encode" not in why and any(_hidden_piece(piece, url, shown_url)
+                                           for pieces in re.findall(r"'([^']*)'|\"([^\"]*)\"", why)
+                                           for piece in pieces if piece):
+        why = "it does not parse; " + _ADVICE  # the reason quotes what the URL as shown hides (a password's piece)
+    return ConfigurationError(f"invalid Redis URL {shown_url!r}: {why}", field="redis_url")
+
+
+def _hidden_piece(piece: str, url: str, shown_url: str) -> bool:
+    """Whether ``piece`` (quoted by a refusal's reason) is text of the URL that its shown form hides."""
+    return (piece in url or piece in unquote_plus(url)) and piece not in shown_url \
+        and piece not in unquote_plus(shown_url)
 
 
 def _shown_refused(url: str) -> str:
     """A refused URL as its error shows it: redacted, and with everything up to its last "@" hidden when
     an "@" follows the host part (a URL that does not work may have had its password read as a host,
     a path or an option: ``redis://:123?x=SECRET@host``)."""
-    scheme, _, rest = url.partition("://")
+    scheme, sep, rest = url.partition("://")
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    if "@" not in rest[len(authority):]:
+    tail = _without_option_passwords(rest[len(authority):])  # an "@" in a password option's value is none
+    if not sep or "@" not in tail:
         return redact_url(url)
-    return f"{scheme}://***@{_without_option_passwords(rest[rest.rfind('@') + 1:])}"
+    return f"{scheme}://***@{tail[tail.rfind('@') + 1:]}"
 
 
 def _parse_nodes(url: str, hosts: str) -> tuple[tuple[str, int], ...]:

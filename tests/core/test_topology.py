@@ -194,3 +194,35 @@ def test_valid_urls_with_an_at_sign_or_a_zone_are_taken_and_shown_whole(url: str
     assert redact_url(url) == url
     assert ConnectionConfig(redis_url=url).redis_url == url
 
+
+
+@pytest.mark.parametrize(("url", "secret"), [
+    ("redis:/user:S3cretPw@host:6379/0", "S3cretPw"),  # no "://": a typo
+    ("redis://u:123?TopSecret=1@host:6379/0", "TopSecret"),  # the refusal's reason quoted the option's name
+    ("redis+cluster://u:99999?x=y@h:7000/", "99999"),  # ... or the host:port it read
+    ("redis://h:6379/0?password=Top&Secret", "Secret"),  # an unencoded "&" in an option's password
+    ("redis://h:6379/0?password=p@ssWORD42&bogus=1", "ssWORD42"),  # an "@" in it, in a refused URL
+    ("redis+sentinel://s:26379/m?sentinel_password=p@ssWORD42&client_name=x&bogus=1", "ssWORD42"),
+    ("redis://:pa[SECRETPART]ss@h:6379/0", "SECRETPART"),  # urllib's error quoted it
+])
+def test_a_refused_url_s_error_shows_no_piece_of_its_password(url: str, secret: str) -> None:
+    """A review of the redaction: the URL shown was right, but the reason quoted a piece of the password,
+    or the URL shown was cut at an "@" inside a password option's value, or had no "://" at all."""
+    with pytest.raises(ConfigurationError) as refused:
+        ConnectionConfig(redis_url=url)
+    assert secret not in str(refused.value)
+    # redact_url alone (for a URL that was taken) cannot tell "u:123?TopSecret=1@host" from host u, port 123
+    assert secret not in redact_url(url) or "?" in url.split("@")[0]
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("redis://:pw@redis.example.com:6379/0?client_name=app@prod",
+     "redis://:***@redis.example.com:6379/0?client_name=app@prod"),
+    ("redis+sentinel://:pw@h1:26379,h2:26379/mymaster/0?sentinel_password=x@y",
+     "redis+sentinel://:***@h1:26379,h2:26379/mymaster/0?sentinel_password=***"),
+])
+def test_a_password_without_a_user_name_keeps_the_host_shown(url: str, shown: str) -> None:
+    """A review: the check for a port without a host (":123", which may be a password) looked at the
+    credentials too, so every ``:password@host`` URL with an "@" in an option showed as ``***@<tail>``."""
+    assert redact_url(url) == shown
+    assert ConnectionConfig(redis_url=url).redis_url == url
