@@ -49,8 +49,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         messages.append(Error(setting_message(exc), id="queuecore.E002"))
     except TypeError as exc:
         messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E002"))
+    served: dict[str, int] = {}
     try:
-        parse_queues(merged["QUEUES"])
+        served = parse_queues(merged["QUEUES"])
     except ConfigurationError as exc:
         messages.append(Error(f"QUEUECORE['QUEUES']: {exc}", hint="e.g. {'critical': 6, 'default': 3, 'low': 1}",
                               id="queuecore.E003"))
@@ -73,6 +74,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         messages.append(Error(str(exc), id="queuecore.E004"))
     else:
         messages += [Error(str(exc), id="queuecore.E006") for exc in import_task_modules(modules)]
+    if served:
+        messages += _task_queues_not_served(served)
     dashboard = raw_user.get("DASHBOARD")
     if dashboard is not None and not isinstance(dashboard, dict):
         messages.append(Error(f"QUEUECORE['DASHBOARD'] must be a dict, got {dashboard!r}.",
@@ -114,6 +117,27 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     except (TypeError, ImportError) as exc:
         messages.append(Error(f"QUEUECORE: {exc}", id="queuecore.E005"))
     return messages
+
+
+def _task_queues_not_served(served: dict[str, int]) -> list[Any]:
+    """A W002 for each queue that registered task types enqueue to by default and ``QUEUECORE['QUEUES']``
+    (what runworker serves unless started with --queues) does not list: their tasks would wait for good."""
+    from queuecore.core.config import DEFAULT_QUEUE
+    from queuecore.core.registry import default_registry
+
+    unserved: dict[str, list[str]] = {}
+    for name in default_registry.names():
+        handler = default_registry.get(name)
+        queue = (handler.options.get("queue") if handler is not None else None) or DEFAULT_QUEUE
+        if isinstance(queue, str) and queue not in served:
+            unserved.setdefault(queue, []).append(name)
+    return [Warning(f"task type(s) {', '.join(names[:5])}{' and more' if len(names) > 5 else ''} enqueue to queue "
+                    f"{queue!r} by default, which QUEUECORE['QUEUES'] does not list: runworker does not serve it "
+                    "unless started with --queues, and their tasks wait.",
+                    hint=f"Add {queue!r} to QUEUECORE['QUEUES'] (a dict of queue: weight), or start a worker with "
+                         "--queues naming it and add queuecore.W002 to SILENCED_SYSTEM_CHECKS.",
+                    id="queuecore.W002")
+            for queue, names in sorted(unserved.items())]
 
 
 def _check_import(key: str, paths: list[Any]) -> list[Any]:

@@ -182,3 +182,21 @@ def test_a_warning_never_hides_an_error(settings):
 def test_one_error_does_not_hide_another_nor_is_reported_twice(settings):
     settings.QUEUECORE = {"QUEUES": {"bad name": 1}, "RETRY_DELAY": "no.such.func", "LEASE_DURATION": "abc"}
     assert ids(check_settings()) == ["queuecore.E003", "queuecore.E006", "queuecore.E005"]
+
+
+def test_a_task_type_whose_queue_no_worker_serves_by_default_is_a_warning(settings, monkeypatch, redis_url):
+    """A new user's walk through the README: ``@task(queue="low")`` with QUEUES left at its default
+    ({"default": 1}) waited for good, and nothing said why (runworker served only 'default')."""
+    from queuecore.core.registry import Handler, default_registry
+
+    def build_report(report_id: int) -> None: ...
+
+    for name, queue in (("checks.low_one", "low"), ("checks.low_two", "low"), ("checks.served", "default")):
+        monkeypatch.setitem(default_registry._tasks, name, Handler(build_report, name, {"queue": queue}))
+    settings.QUEUECORE = {"REDIS_URL": redis_url}
+    messages = check_settings()
+    assert ids(messages) == ["queuecore.W002"]
+    assert "checks.low_one, checks.low_two enqueue to queue 'low'" in messages[0].msg
+    assert "checks.served" not in messages[0].msg and "'low'" in messages[0].hint
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "QUEUES": {"default": 3, "low": 1}}
+    assert check_settings() == []
