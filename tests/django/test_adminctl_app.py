@@ -135,3 +135,42 @@ def test_manage_py_adminctl_refuses_bad_connection_settings_in_one_line(settings
         command.run_from_argv(["manage.py", "adminctl", "--help"])
     assert exited.value.code == 0
     assert "Operate queuecore from a terminal" in capsys.readouterr().out
+
+
+def test_manage_py_adminctl_without_the_cli_extra_says_so_in_one_line() -> None:
+    """A new user's walk through the README: with ``queuecore_adminctl`` installed as an app but click
+    missing (the cli extra not installed), ``manage.py adminctl stats`` printed a traceback."""
+    code = textwrap.dedent("""
+        import sys
+        sys.modules["click"] = None  # the cli extra is not installed
+        from django.conf import settings
+        settings.configure(
+            INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "queuecore", "queuecore_adminctl"],
+            DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+            USE_TZ=True, QUEUECORE={"REDIS_URL": "redis://127.0.0.1:1/0", "KEY_PREFIX": "qct-no-click"})
+        from django.core.management import execute_from_command_line
+        execute_from_command_line(["manage.py", "adminctl", "stats"])
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": ""})
+    assert run.returncode == 2, run
+    assert run.stderr.strip() == ("error: adminctl needs the cli extra: pip install 'queuecore[cli]' "
+                                  "(import of click halted; None in sys.modules)"), run.stderr
+
+
+@pytest.mark.parametrize("tail", [["--settings", "tests.settings"], ["--settings=tests.settings"],
+                                  ["--pythonpath", ".", "--settings", "tests.settings"]])
+def test_manage_py_adminctl_takes_django_s_options_after_the_command(settings, client: Client, redis_url: str,
+                                                                     key_prefix: str, capsys, tail) -> None:
+    """A new user's walk through the README: ``manage.py adminctl queue ls --settings mysite.settings``
+    (Django's options last, by habit) was refused, "No such option '--settings'", though Django had
+    already read them (it reads --settings and --pythonpath wherever they stand)."""
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix}
+    client.enqueue("t", queue="settings-last")
+    capsys.readouterr()
+    command = load_command_class("queuecore_adminctl", "adminctl")
+    with pytest.raises(SystemExit) as exited:
+        command.run_from_argv(["manage.py", "adminctl", "--json", "queue", "ls", *tail])
+    out, err = capsys.readouterr()
+    assert exited.value.code in (0, None), err
+    assert [q["name"] for q in json.loads(out)] == ["settings-last"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -34,6 +35,25 @@ def _defaults() -> Any:
     return ConnectionDefaults(redis_url=raw["REDIS_URL"], prefix=raw["KEY_PREFIX"])
 
 
+_DJANGO_OPTIONS = ("--settings", "--pythonpath")  # manage.py reads them wherever they stand, before any command
+
+
+def _without_django_options(args: list[str]) -> list[str]:
+    """``args`` without Django's own ``--settings`` and ``--pythonpath`` (and their values), which
+    manage.py has already applied: so ``manage.py adminctl queue ls --settings x`` works as Django users
+    write it (the CLI's own ``--settings`` is for the console script). An argument after ``--`` stays."""
+    kept: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            kept += [arg, *rest]
+        elif arg in _DJANGO_OPTIONS:
+            next(rest, None)
+        elif not arg.startswith(tuple(f"{option}=" for option in _DJANGO_OPTIONS)):
+            kept.append(arg)
+    return kept
+
+
 class Command(BaseCommand):
     help = ("The operator CLI (adminctl) with the connection from QUEUECORE: stats [--watch], queue, task, "
             "enqueue, server, worker. Run `manage.py adminctl --help` for its commands.")
@@ -42,9 +62,11 @@ class Command(BaseCommand):
         # Bypass argparse: click parses everything after the command name, including --help.
         try:
             from ...cli import main
-        except ImportError as exc:  # click or rich missing
-            raise CommandError(f"adminctl needs the cli extra: pip install 'queuecore[cli]' ({exc})") from None
-        main(argv[2:], prog_name=f"{os.path.basename(argv[0])} {argv[1]}", defaults=_defaults())
+        except ImportError as exc:  # click or rich missing: one line, as every error of the CLI
+            self.stderr.write(f"error: adminctl needs the cli extra: pip install 'queuecore[cli]' ({exc})")
+            sys.exit(2)
+        main(_without_django_options(argv[2:]), prog_name=f"{os.path.basename(argv[0])} {argv[1]}",
+             defaults=_defaults())
 
     def add_arguments(self, parser: Any) -> None:
         # REMAINDER: call_command("adminctl", "stats", "--json") hands "--json" to the CLI too.
