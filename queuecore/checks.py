@@ -128,8 +128,8 @@ def _task_queues_not_served(served: dict[str, int]) -> list[Any]:
     unserved: dict[str, list[str]] = {}
     for name in default_registry.names():
         handler = default_registry.get(name)
-        queue = (handler.options.get("queue") if handler is not None else None) or DEFAULT_QUEUE
-        if isinstance(queue, str) and queue not in served:
+        queue = (handler.default_queue if handler is not None else None) or DEFAULT_QUEUE
+        if queue not in served:
             unserved.setdefault(queue, []).append(name)
     return [Warning(f"task type(s) {', '.join(names[:5])}{' and more' if len(names) > 5 else ''} enqueue to queue "
                     f"{queue!r} by default, which QUEUECORE['QUEUES'] does not list: runworker does not serve it "

@@ -134,6 +134,11 @@ class _TaskHandler(Handler):
         runner = _async_runner(self) if inspect.iscoroutinefunction(task.func) else _sync_runner(self)
         super().__init__(runner, task.module_path, {})
 
+    @property
+    def default_queue(self) -> str | None:
+        """The Django task's ``queue_name`` (its enqueue names it; queuecore's options hold none)."""
+        return self.task.queue_name
+
 
 def _register(task: Task) -> None:
     """Put ``task`` in queuecore's registry under its module path (once per function)."""

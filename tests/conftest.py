@@ -342,3 +342,12 @@ def silent_redis() -> Iterator[SilentRedis]:
             yield SilentRedis(url, connections)
         finally:
             stopping.set()  # its handlers return, so that the server's shutdown does not wait on them
+
+
+@pytest.fixture
+def no_task_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's task registry empty for this test (the settings checks read it: queuecore.W002),
+    whatever tasks earlier tests registered (Django tasks on queue 'low', say)."""
+    from queuecore.core.registry import default_registry
+
+    monkeypatch.setattr(default_registry, "_tasks", {})

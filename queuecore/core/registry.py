@@ -93,6 +93,12 @@ class Handler:
                 payload[name] = value
         return payload
 
+    @property
+    def default_queue(self) -> str | None:
+        """The queue its tasks go to when an enqueue names none (None: the client's default queue)."""
+        queue = self.options.get("queue") if isinstance(self.options, dict) else None
+        return queue if isinstance(queue, str) else None
+
     def check_payload(self, payload: dict[str, Any]) -> None:
         """Raise ``InvalidPayload`` when the handler could not be called with ``payload``."""
         keys = payload.keys()

@@ -11,6 +11,9 @@ def ids(messages):
     return [m.id for m in messages]
 
 
+pytestmark = pytest.mark.usefixtures("no_task_types")  # W002 reads the task registry
+
+
 def test_valid_settings_have_no_messages(settings, redis_url):
     settings.QUEUECORE = {"REDIS_URL": redis_url, "QUEUES": {"critical": 6, "default": 3}}
     assert check_settings() == []
@@ -192,7 +195,7 @@ def test_a_task_type_whose_queue_no_worker_serves_by_default_is_a_warning(settin
     def build_report(report_id: int) -> None: ...
 
     for name, queue in (("checks.low_one", "low"), ("checks.low_two", "low"), ("checks.served", "default")):
-        monkeypatch.setitem(default_registry._tasks, name, Handler(build_report, name, {"queue": queue}))
+        default_registry.register(Handler(build_report, name, {"queue": queue}))
     settings.QUEUECORE = {"REDIS_URL": redis_url}
     messages = check_settings()
     assert ids(messages) == ["queuecore.W002"]
@@ -200,3 +203,25 @@ def test_a_task_type_whose_queue_no_worker_serves_by_default_is_a_warning(settin
     assert "checks.served" not in messages[0].msg and "'low'" in messages[0].hint
     settings.QUEUECORE = {"REDIS_URL": redis_url, "QUEUES": {"default": 3, "low": 1}}
     assert check_settings() == []
+
+
+def test_w002_takes_a_django_task_s_queue_name(settings, redis_url):
+    """A review of W002: a Django task (``@task(queue_name="low")``, which queuecore's registry holds with
+    no options) was taken for one on 'default'."""
+    from queuecore.core.registry import Handler, default_registry
+    from queuecore.tasks_backend import _TaskHandler
+
+    class DjangoTask:  # what _TaskHandler reads of a django.tasks Task
+        func = staticmethod(lambda: None)
+        module_path = "checks.django_low"
+        queue_name = "low"
+
+    default_registry.register(_TaskHandler(DjangoTask()))  # type: ignore[arg-type]
+    default_registry.register(Handler(lambda: None, "checks.no_options", None))  # type: ignore[arg-type]
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "QUEUES": {"low": 1}}
+    messages = check_settings()
+    assert ids(messages) == ["queuecore.W002"]
+    assert "checks.no_options enqueue to queue 'default'" in messages[0].msg  # and no crash on options None
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "QUEUES": {"default": 1}}
+    messages = check_settings()
+    assert ids(messages) == ["queuecore.W002"] and "checks.django_low enqueue to queue 'low'" in messages[0].msg

@@ -13,6 +13,8 @@ from queuecore.conf import get_config
 from queuecore.core import limits
 from queuecore.core.errors import ConfigurationError
 
+pytestmark = pytest.mark.usefixtures("no_task_types")  # the settings checks read the task registry (W002)
+
 
 @pytest.mark.parametrize(("key", "value", "check_id", "field", "allowed"), [
     ("LEASE_DURATION", math.nan, "queuecore.E005", "lease_duration", limits.INTERVAL),

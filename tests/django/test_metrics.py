@@ -318,6 +318,7 @@ def test_the_grafana_dashboard_uses_only_exported_metrics():
     assert used and used <= exported, used - exported
 
 
+@pytest.mark.usefixtures("no_task_types")  # the settings checks read the task registry (W002)
 def test_metrics_settings_are_checked(settings):
     from queuecore.checks import check_settings
 

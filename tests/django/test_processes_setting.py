@@ -17,6 +17,8 @@ from queuecore.conf import get_config
 from queuecore.core.errors import ConfigurationError
 from queuecore.management.commands.runworker import Command
 
+pytestmark = pytest.mark.usefixtures("no_task_types")  # the settings checks read the task registry (W002)
+
 RANGE = "allowed: a whole number from 1 to 64 processes"
 
 
