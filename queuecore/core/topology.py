@@ -89,10 +89,11 @@ _ADVICE = ("if it has a user name or password holding '/', '?', '#' or '@', perc
 
 # What a single server's or a node list's host part may be: host[:port], comma-separated (no "@"); an
 # IPv6 address may carry a zone (``[fe80::1%25eth0]``).
-_HOST = r"(?:\[[0-9A-Fa-f:.]*(?:%25[\w.~-]+)?\]|[^:@/?#\[\],]*)(?::[0-9]*)?"
+_HOST = r"(?:\[[0-9A-Fa-f:.]*(?:%25[\w.~-]+)?\]|[\w.~%-]*)(?::[0-9]*)?"
 _HOST_LIST = re.compile(rf"{_HOST}(?:,{_HOST})*")
 _OPTION_NAME = re.compile(r"([^=&?#]*)=")
-_NEXT_OPTION = re.compile(r"&(?=[^=&?#]*=)")
+_OPTION = r"(?:[\w.~-]|%[0-9A-Fa-f]{2})+"  # an option's name (redis-py's are identifiers, perhaps percent-encoded)
+_NEXT_OPTION = re.compile(rf"&(?={_OPTION}=)")
 
 
 def _is_password_option(name: str) -> bool:
@@ -101,43 +102,63 @@ def _is_password_option(name: str) -> bool:
     return unquote_plus(name).lower().endswith("password")
 
 
-def _without_option_passwords(text: str) -> str:
-    """The values of password options in ``text`` (a URL's part after its credentials) as ``***``, each up
-    to the next "&" that begins another option (an "@", "?", "#" or a lone "&" in one ends nothing).
+def _password_values(text: str) -> list[tuple[int, int]]:
+    """Where the values of password options in ``text`` (a URL's part after its credentials) stand, each
+    up to the next "&" that begins another option (an "@", "?", "#" or a lone "&" in one ends nothing).
     Every "?" and "&" is looked at, so a text that only looks like an option (an earlier value, a piece
     of a host) hides no later password."""
-    shown, done = [], 0
+    spans: list[tuple[int, int]] = []
     for separator in re.finditer(r"[?&]", text):
         name = _OPTION_NAME.match(text, separator.end())
-        if separator.start() < done or name is None or not _is_password_option(name[1]):
+        if (spans and separator.start() < spans[-1][1]) or name is None or not _is_password_option(name[1]):
             continue
         following = _NEXT_OPTION.search(text, name.end())  # an "&" not followed by name= is the value's
-        end = len(text) if following is None else following.start()
-        shown += [text[done:name.end()], "***"]
+        spans.append((name.end(), len(text) if following is None else following.start()))
+    return spans
+
+
+def _without_option_passwords(text: str) -> str:
+    """``text`` with the values of its password options as ``***`` (``_password_values``)."""
+    shown, done = [], 0
+    for start, end in _password_values(text):
+        shown += [text[done:start], "***"]
         done = end
     return "".join(shown) + text[done:]
+
+
+def _blanked(text: str) -> str:
+    """``text`` with the values of its password options blanked out, their length kept: what an "@",
+    "#" or "?" in them is no part of."""
+    for start, end in _password_values(text):
+        text = text[:start] + "*" * (end - start) + text[end:]
+    return text
 
 
 def _credentials(rest: str, scheme: str) -> tuple[int, bool]:
     """In a URL after its "://": the index of the "@" that ends its credentials (-1: none), and whether
     that is in doubt. Normally it is the last "@" before the path, query or fragment. An "@" after them
-    that only a user name or password holding "/", "?" or "#" unencoded explains (one in the path, except
-    a unix socket's after its own credentials' "@"; in an option's name or in an option without "="; in
-    a fragment; or after a host part that is no host list, or names a port without a host) puts it in
-    doubt: then the last "@" is taken (hiding too much rather than a piece of a password). An "@" in an
-    option's value (``client_name=me@host``, ``password=p@ss``) is not one."""
+    that only a user name or password holding "/", "?" or "#" unencoded explains puts it in doubt: one in
+    the path (except a unix socket's after a user name's own "@"), or with a path holding a character no
+    path has, a query with an item whose name is no option's, a fragment, or a host part that is no host
+    list (or empty, or a port without a host, or a ":" without a port). Then the last "@" is taken,
+    hiding too much rather than a piece of a password. An "@" in an option's value
+    (``client_name=me@host``, ``password=p@ss``) is not one, and no "@", "?" or "#" in a password
+    option's value counts."""
     special = re.search(r"[/?#]", rest)
     cut = len(rest) if special is None else special.start()
-    authority, tail = rest[:cut], rest[cut:]
-    last = rest.rfind("@")
+    authority, tail = rest[:cut], _blanked(rest[cut:])
+    last = (authority + tail).rfind("@")
     if last < cut:
         return last, False
     path, _, fragment = tail.partition("#")
     path, _, query = path.partition("?")
-    in_doubt = (("@" in path and not _unix_path(scheme, authority)) or "@" in fragment
-                or any("@" in item.partition("=")[0] for item in query.split("&"))
-                or ("@" not in authority and (not _HOST_LIST.fullmatch(authority)
-                                              or re.search(r"(?:^|,):", authority) is not None)))
+    host = authority.rpartition("@")[2]
+    in_doubt = (("@" in path and not (_unix_path(scheme, authority) and ":" not in authority))
+                or re.search(r"[^\w./~%@-]", path) is not None or "@" in fragment
+                or ("@" in query and not all(re.fullmatch(_OPTION, item.partition("=")[0])
+                                             for item in query.split("&") if item))
+                or not _HOST_LIST.fullmatch(host) or re.search(r"(?:^|,):|:(?:,|$)", host) is not None
+                or (host == "" and scheme != "unix"))
     return (last, True) if in_doubt else (authority.rfind("@"), False)
 
 
@@ -160,7 +181,10 @@ def redact_url(url: str) -> str:
         return "<not a Redis URL>"
     scheme, sep, rest = url.partition("://")
     if not sep:  # no URL's shape ("redis:/u:pw@host"): what precedes an "@" may be a password
-        return url if "@" not in url else f"***@{url[url.rfind('@') + 1:]}"
+        blanked = _blanked(url)
+        if "@" not in blanked:
+            return _without_option_passwords(url)
+        return f"***@{_without_option_passwords(url[blanked.rfind('@') + 1:])}"
     at, in_doubt = _credentials(rest, scheme.lower())
     if at < 0:
         return f"{scheme}://{_without_option_passwords(rest)}"
@@ -209,10 +233,11 @@ def _shown_refused(url: str) -> str:
     a path or an option: ``redis://:123?x=SECRET@host``)."""
     scheme, sep, rest = url.partition("://")
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    tail = _without_option_passwords(rest[len(authority):])  # an "@" in a password option's value is none
-    if not sep or "@" not in tail:
+    tail = rest[len(authority):]
+    blanked = _blanked(tail)  # an "@" in a password option's value is none
+    if not sep or "@" not in blanked:
         return redact_url(url)
-    return f"{scheme}://***@{tail[tail.rfind('@') + 1:]}"
+    return f"{scheme}://***@{_without_option_passwords(tail[blanked.rfind('@') + 1:])}"
 
 
 def _parse_nodes(url: str, hosts: str) -> tuple[tuple[str, int], ...]:

@@ -226,3 +226,30 @@ def test_a_password_without_a_user_name_keeps_the_host_shown(url: str, shown: st
     credentials too, so every ``:password@host`` URL with an "@" in an option showed as ``***@<tail>``."""
     assert redact_url(url) == shown
     assert ConnectionConfig(redis_url=url).redis_url == url
+
+
+@pytest.mark.parametrize("url", [
+    "redis://:6379/0?password=abc@SECRETPW",  # taken: the last "@" was inside the password option's value
+    "redis://:6379/0?client_name=me&password=p@SECRETPW",
+    "redis://h:6379/0?password=ab#cd@SECRETPW",  # refused: the same cut, in the error
+    "redis://h:6379/0?password=pa&ss@SECRETPW",
+    "redis://h:6379/0?password=abc&=SECRETPW",  # an empty option name ended the value
+    "redis:/localhost:6379/0?password=SECRETPW",  # no "://": option passwords were shown whole
+    "unix://u:ab@/SECRETPW@/run/redis.sock",  # a unix path's "@" after a password (not only a user name)
+    "redis://user:?a=SECRETPW@host:6379/0",  # a ":" without a port: a password's start
+    "redis://user:XQ@SECRETPW+?QQ=J@10.0.0.1:1/0",  # found by a fuzzer: a host no host has
+    "redis://us:JZ=@?SECRETPW=@@10.0.0.1:6379/3",  # ... no host at all
+    "redis://default:]:@QX?%=/SECRETPW@[::1]/3",  # ... an option's name no option has
+    "rediss://us:Z[QQ:@/[?SECRETPW=[@h.x/3",  # ... a path no path has
+])
+def test_no_at_sign_or_ampersand_in_a_password_option_shows_a_piece_of_it(url: str) -> None:
+    """A second review of the redaction: the "@" that ends the credentials was looked for in password
+    options' values too, an empty option name ended such a value, text without "://" kept them whole,
+    and a password before a unix path holding an "@" was shown in part."""
+    assert "SECRETPW" not in redact_url(url)
+    try:
+        config = ConnectionConfig(redis_url=url)
+    except ConfigurationError as refused:
+        assert "SECRETPW" not in str(refused)
+    else:
+        assert "SECRETPW" not in repr(config)
