@@ -366,12 +366,15 @@ class Worker:
             # The handlers go back first, then the acting thread acts on everything noted before that: no
             # signal is noted and dropped; one that comes later is the caller's (its handler, or its
             # default action).
-            for signum, handler in replaced.items():
-                if signal.getsignal(signum) is note:  # not one that code run meanwhile installed
-                    signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-            returned.set()
-            if acting.ident is not None:
-                acting.join(5)
+            try:  # SIGINT last: a Ctrl-C once its handler is back raises here, with every other one back
+                for signum in sorted(replaced, key=lambda signum: signum == signal.SIGINT):
+                    if signal.getsignal(signum) is note:  # not one that code run meanwhile installed
+                        handler = replaced[signum]
+                        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+            finally:
+                returned.set()
+                if acting.ident is not None:
+                    acting.join(5)
 
     def _act_on_requests(self, returned: threading.Event) -> None:
         """Act on the requests that signal handlers, ``request_shutdown`` and ``force_now`` noted, in

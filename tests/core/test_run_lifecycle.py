@@ -4,6 +4,7 @@ made from a signal handler takes no lock."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -147,3 +148,27 @@ def test_a_worker_runs_once(connection, registry, inspector) -> None:
     with pytest.raises(RuntimeError, match=r"has already started .*make a new Worker"):
         worker.start()
     assert worker.status == "stopped" and inspector.servers() == []
+
+
+def test_a_ctrl_c_while_the_handlers_go_back_leaves_none_of_the_worker_s(connection, registry, monkeypatch) -> None:
+    """A review: a Ctrl-C right after SIGINT's own handler went back raised out of the loop that puts the
+    handlers back, leaving SIGHUP, SIGTSTP and SIGUSR1 only noted by a worker that had stopped, and its
+    acting thread polling for good. (The real SIGINT is sent at that instant.)"""
+    assert threading.current_thread() is threading.main_thread()
+    names = [name for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGTSTP", "SIGUSR1") if hasattr(signal, name)]
+    before = {name: signal.getsignal(getattr(signal, name)) for name in names}
+    real = signal.signal
+
+    def ctrl_c_once_sigint_is_back(signum: int, handler: object) -> object:
+        replaced = real(signum, handler)  # type: ignore[arg-type]
+        if signum == signal.SIGINT and handler is before["SIGINT"]:
+            os.kill(os.getpid(), signal.SIGINT)
+        return replaced
+
+    monkeypatch.setattr(signal, "signal", ctrl_c_once_sigint_is_back)
+    worker = Worker(connection=connection, registry=registry, **FAST)  # type: ignore[arg-type]
+    with pytest.raises(KeyboardInterrupt):
+        worker.run(on_ready=worker.request_shutdown)
+    monkeypatch.undo()
+    assert {name: signal.getsignal(getattr(signal, name)) for name in names} == before
+    assert worker.status == "stopped" and not acting_threads()
