@@ -174,3 +174,14 @@ def test_manage_py_adminctl_takes_django_s_options_after_the_command(settings, c
     out, err = capsys.readouterr()
     assert exited.value.code in (0, None), err
     assert [q["name"] for q in json.loads(out)] == ["settings-last"]
+
+
+def test_manage_py_adminctl_keeps_what_django_could_not_read() -> None:
+    """A review: ``--settings`` with no value (manage.py's own reading fails and applies nothing) was
+    dropped with the argument after it, so ``task ls ... --search --settings`` lost the search's value."""
+    from queuecore_adminctl.management.commands.adminctl import _without_django_options
+
+    args = ["task", "ls", "default", "archived", "--search", "--settings", "--format", "csv"]
+    assert _without_django_options(args) == args
+    assert _without_django_options(["task", "ls", "--", "--settings", "x"]) == ["task", "ls", "--", "--settings", "x"]
+    assert _without_django_options(["queue", "ls", "--settings", "s", "--pythonpath=."]) == ["queue", "ls"]

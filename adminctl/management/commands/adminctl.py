@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from queuecore.conf import merged_settings
 
@@ -41,7 +41,17 @@ _DJANGO_OPTIONS = ("--settings", "--pythonpath")  # manage.py reads them whereve
 def _without_django_options(args: list[str]) -> list[str]:
     """``args`` without Django's own ``--settings`` and ``--pythonpath`` (and their values), which
     manage.py has already applied: so ``manage.py adminctl queue ls --settings x`` works as Django users
-    write it (the CLI's own ``--settings`` is for the console script). An argument after ``--`` stays."""
+    write it (the CLI's own ``--settings`` is for the console script). When manage.py could not read
+    them (``--settings`` without a value), it applied none, and every argument stays; so does one after
+    ``--``."""
+    parser = CommandParser(add_help=False, allow_abbrev=False)  # as manage.py reads them
+    for option in _DJANGO_OPTIONS:
+        parser.add_argument(option)
+    parser.add_argument("args", nargs="*")
+    try:
+        parser.parse_known_args(args)
+    except CommandError:
+        return args
     kept: list[str] = []
     rest = iter(args)
     for arg in rest:
