@@ -181,10 +181,7 @@ def redact_url(url: str) -> str:
         return "<not a Redis URL>"
     scheme, sep, rest = url.partition("://")
     if not sep:  # no URL's shape ("redis:/u:pw@host"): what precedes an "@" may be a password
-        blanked = _blanked(url)
-        if "@" not in blanked:
-            return _without_option_passwords(url)
-        return f"***@{_without_option_passwords(url[blanked.rfind('@') + 1:])}"
+        return _from_the_last_at(url) or _without_option_passwords(url)
     at, in_doubt = _credentials(rest, scheme.lower())
     if at < 0:
         return f"{scheme}://{_without_option_passwords(rest)}"
@@ -233,11 +230,16 @@ def _shown_refused(url: str) -> str:
     a path or an option: ``redis://:123?x=SECRET@host``)."""
     scheme, sep, rest = url.partition("://")
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-    tail = rest[len(authority):]
-    blanked = _blanked(tail)  # an "@" in a password option's value is none
-    if not sep or "@" not in blanked:
-        return redact_url(url)
-    return f"{scheme}://***@{_without_option_passwords(tail[blanked.rfind('@') + 1:])}"
+    hidden = _from_the_last_at(rest[len(authority):]) if sep else None
+    return redact_url(url) if hidden is None else f"{scheme}://{hidden}"
+
+
+def _from_the_last_at(text: str) -> str | None:
+    """``text`` shown from its last "@" outside password options' values, all before it hidden
+    (``***@host...``, option passwords masked); None when it has no such "@"."""
+    blanked = _blanked(text)
+    at = blanked.rfind("@")
+    return None if at < 0 else f"***@{_without_option_passwords(text[at + 1:])}"
 
 
 def _parse_nodes(url: str, hosts: str) -> tuple[tuple[str, int], ...]:

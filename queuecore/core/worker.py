@@ -148,12 +148,16 @@ class Worker:
 
     # -- lifecycle --------------------------------------------------------------------------------
 
+    def _refuse_a_second_start(self, done: str) -> None:
+        """A Worker runs once: a second start would write a heartbeat nothing removes."""
+        if self.state.status != "idle":
+            raise RuntimeError(f"worker {self.server_id} has already {done} (it is {self.state.status}); "
+                               "make a new Worker to run again")
+
     def start(self, quiet: bool = False) -> None:
         """Start every component on background threads and return; ``quiet``: without fetching a task
         (as after ``stop()``)."""
-        if self.state.status != "idle":
-            raise RuntimeError(f"worker {self.server_id} has already started (it is {self.state.status}); "
-                               "make a new Worker to run again")
+        self._refuse_a_second_start("started")
         if self._aligns:
             try:
                 self._align_clock()
@@ -322,9 +326,7 @@ class Worker:
         worker has started (a ``Supervisor``'s child says so: ``queuecore.core.supervisor.run_worker``).
         When starting fails, what had started is shut down before the error is raised.
         """
-        if self.state.status != "idle":  # before anything is installed or written: a Worker runs once
-            raise RuntimeError(f"worker {self.server_id} has already run (it is {self.state.status}); "
-                               "make a new Worker to run again")
+        self._refuse_a_second_start("run")  # before anything is installed or written
         self._supervised = supervised
         replaced: dict[int, Any] = {}
         returned = threading.Event()
