@@ -800,6 +800,8 @@ class WebhookSender:
             try:
                 # The URL was checked to be http(s) in __init__ (bandit B310: no file:// or custom schemes).
                 with deadline.opener().open(request, timeout=self.timeout) as response:  # nosec B310
+                    if deadline.expired:  # its headers ended by the deadline's shutdown, not by the receiver
+                        raise TimeoutError
                     if 200 <= response.status < 300:
                         return
             except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:

@@ -707,14 +707,17 @@ def test_two_worker_processes_fire_and_resolve_once_across_a_kill(
     assert redis_client.hget(connection.keys.alerts, "lease") not in (None, holder)
 
 
-@pytest.mark.parametrize("slow", ["answer", "lookup", "proxy"], ids=["answer", "lookup-then-answer", "proxy-tunnel"])
+@pytest.mark.parametrize("slow", ["answer", "lookup", "proxy", "headers"],
+                         ids=["answer", "lookup-then-answer", "proxy-tunnel", "200-then-headers"])
 def test_a_webhook_try_ends_at_its_timeout_however_slowly_the_receiver_answers(fake_clock, monkeypatch,
                                                                                slow: str) -> None:
     """A review: urllib's timeout bounds each read, so a receiver sending its reply a byte at a time held
     a try (and the sender's thread) for as long as it went on; and (reviews of that fix) a connection
     still being made when the deadline came (a name lookup slower than the timeout) was not ended, nor
     one whose HTTPS proxy answered the tunnel's CONNECT a byte at a time (the connection was tracked
-    only once its tunnel was made)."""
+    only once its tunnel was made); nor (another review) was a "200 OK" status line sent in time whose
+    headers trickled past the deadline: the connection's end closed the headers, and it counted as
+    delivered."""
     import socket
 
     url = "http://127.0.0.1:{port}/hook"
@@ -734,10 +737,12 @@ def test_a_webhook_try_ends_at_its_timeout_however_slowly_the_receiver_answers(f
     server = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
 
-    def trickle() -> None:  # a status line that never ends: one byte every 50 ms, until the test is over
+    def trickle() -> None:  # a status line (or headers) that never ends: one byte every 50 ms, until the test is over
         conn, _ = server.accept()
         with conn:
             conn.recv(65536)
+            if slow == "headers":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nX-Slow: ")
             while not stop.wait(0.05):
                 try:
                     conn.sendall(b"H")
