@@ -137,9 +137,14 @@ def test_manage_py_adminctl_refuses_bad_connection_settings_in_one_line(settings
     assert "Operate queuecore from a terminal" in capsys.readouterr().out
 
 
-def test_manage_py_adminctl_without_the_cli_extra_says_so_in_one_line() -> None:
+@pytest.mark.parametrize("how", ["manage.py", "call_command"])
+def test_manage_py_adminctl_without_the_cli_extra_says_so_in_one_line(how: str) -> None:
     """A new user's walk through the README: with ``queuecore_adminctl`` installed as an app but click
-    missing (the cli extra not installed), ``manage.py adminctl stats`` printed a traceback."""
+    missing (the cli extra not installed), ``manage.py adminctl stats`` printed a traceback; and
+    ``call_command("adminctl", ...)`` raised ModuleNotFoundError, where a command's refusal is a
+    ``CommandError`` (which manage.py prints in one line)."""
+    run_it = ('execute_from_command_line(["manage.py", "adminctl", "stats"])' if how == "manage.py" else
+              'django.setup(); call_command("adminctl", "stats")')
     code = textwrap.dedent("""
         import sys
         sys.modules["click"] = None  # the cli extra is not installed
@@ -148,9 +153,14 @@ def test_manage_py_adminctl_without_the_cli_extra_says_so_in_one_line() -> None:
             INSTALLED_APPS=["django.contrib.auth", "django.contrib.contenttypes", "queuecore", "queuecore_adminctl"],
             DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
             USE_TZ=True, QUEUECORE={"REDIS_URL": "redis://127.0.0.1:1/0", "KEY_PREFIX": "qct-no-click"})
-        from django.core.management import execute_from_command_line
-        execute_from_command_line(["manage.py", "adminctl", "stats"])
-    """)
+        import django
+        from django.core.management import CommandError, call_command, execute_from_command_line
+        try:
+            RUN_IT
+        except CommandError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(exc.returncode)
+    """).replace("RUN_IT", run_it)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
                          env={**os.environ, "DJANGO_SETTINGS_MODULE": ""})
     assert run.returncode == 2, run

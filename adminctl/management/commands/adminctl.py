@@ -64,6 +64,16 @@ def _without_django_options(args: list[str]) -> list[str]:
     return kept
 
 
+def _the_cli() -> Any:
+    """The CLI's module; a ``CommandError`` (exit 2) naming the extra when click or rich is missing."""
+    try:
+        from ... import cli
+    except ImportError as exc:
+        raise CommandError(f"adminctl needs the cli extra: pip install 'queuecore[cli]' ({exc})",
+                           returncode=2) from None
+    return cli
+
+
 class Command(BaseCommand):
     help = ("The operator CLI (adminctl) with the connection from QUEUECORE: stats [--watch], queue, task, "
             "enqueue, server, worker. Run `manage.py adminctl --help` for its commands.")
@@ -71,11 +81,11 @@ class Command(BaseCommand):
     def run_from_argv(self, argv: list[str]) -> None:
         # Bypass argparse: click parses everything after the command name, including --help.
         try:
-            from ...cli import main
-        except ImportError as exc:  # click or rich missing: one line, as every error of the CLI
-            self.stderr.write(f"error: adminctl needs the cli extra: pip install 'queuecore[cli]' ({exc})")
-            sys.exit(2)
-        main(_without_django_options(argv[2:]), prog_name=f"{os.path.basename(argv[0])} {argv[1]}",
+            cli = _the_cli()
+        except CommandError as exc:  # one line, as every error of the CLI
+            self.stderr.write(f"error: {exc}")
+            sys.exit(exc.returncode)
+        cli.main(_without_django_options(argv[2:]), prog_name=f"{os.path.basename(argv[0])} {argv[1]}",
              defaults=_defaults())
 
     def add_arguments(self, parser: Any) -> None:
@@ -85,10 +95,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: str, **options: Any) -> None:
         """``call_command("adminctl", "queue", "ls")``: run the CLI; a non-zero exit is a ``CommandError``."""
-        from ...cli import cli
-
         try:
-            cli.main(args=list(args), prog_name="manage.py adminctl", obj=_defaults(), standalone_mode=True)
+            _the_cli().cli.main(args=list(args), prog_name="manage.py adminctl", obj=_defaults(), standalone_mode=True)
         except SystemExit as exc:
             if exc.code not in (0, None):
                 raise CommandError(f"adminctl exited with code {exc.code}", returncode=int(exc.code)) from None
