@@ -74,6 +74,8 @@ from queuecore.core.topology import async_like, is_cluster_client
 
 WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is read again
 MIN_BLOCK = 0.01  # Redis reads a blocking timeout in whole ms, and 0 ms blocks forever
+CLOSE_WAIT = 5.0  # seconds Client.close() waits for its waiting loop to end; the rest ends in the loop's thread
+ENDING_GRACE = 60.0  # seconds the waits that close() cancelled get to end (close their clients) before it stops
 ANSWER_GRACE = 0.25  # seconds an async wait's last look may take past its timeout before it gives up on Redis
 OUTAGE_RIDE = 30.0  # seconds a wait without a timeout goes on trying while Redis cannot be reached
 OUTAGE_POLL = 0.25  # seconds between its tries meanwhile
@@ -245,12 +247,18 @@ class _WaitLoop:
         self._lock = threading.Lock()
         self._closed = False
         self._waiting: set[concurrent.futures.Future[TaskHandle]] = set()  # the waits in progress
-        self._thread = threading.Thread(target=self._loop.run_forever, name="queuecore-waits", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="queuecore-waits", daemon=True)
         self._thread.start()
         _LIVE_WAIT_LOOPS.add(self)
 
+    def _run(self) -> None:
+        try:
+            self._loop.run_forever()
+        finally:
+            self._loop.close()
+
     def usable(self) -> bool:
-        return self._pid == os.getpid() and not self._loop.is_closed()
+        return self._pid == os.getpid() and not self._closed and not self._loop.is_closed()
 
     def run(self, wait: Callable[[redis.asyncio.Redis | None], Coroutine[Any, Any, TaskHandle]],
             what: str) -> TaskHandle:
@@ -276,7 +284,8 @@ class _WaitLoop:
 
     def close(self) -> None:
         """End the waits in progress (their callers get ``ResultTimeout`` at once), close the shared
-        connections, and stop the loop."""
+        connections, and stop the loop: waits ``CLOSE_WAIT`` for that, and a slower end goes on in the
+        loop's thread."""
         if not self.usable():
             return
         with self._lock:
@@ -284,22 +293,23 @@ class _WaitLoop:
             waiting = list(self._waiting)
         for future in waiting:
             future.cancel()  # its caller returns now; its coroutine is cancelled on the loop
-        try:
-            asyncio.run_coroutine_threadsafe(self._end_waits(), self._loop).result(timeout=5)
-        except Exception:  # Redis away: the connections go with the loop
-            pass
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=5)
-        if not self._thread.is_alive():
-            self._loop.close()
+        asyncio.run_coroutine_threadsafe(self._end_waits(), self._loop)
+        self._thread.join(timeout=CLOSE_WAIT)
 
     async def _end_waits(self) -> None:
-        """Let the cancelled waits finish (their connections go back to the pool), then close it."""
-        cancelled = asyncio.all_tasks() - {asyncio.current_task()}
-        if cancelled:
-            await asyncio.wait(cancelled, timeout=2)
-        if self._client is not None:
-            await self._client.aclose()
+        """Let the cancelled waits end (each closing its own client, or its connection going back to
+        the pool), close the pool, and stop the loop. A wait cut off by a stopped loop was left pending,
+        its connections open, until the garbage collector threw it away."""
+        try:
+            cancelled = asyncio.all_tasks() - {asyncio.current_task()}
+            if cancelled:
+                await asyncio.wait(cancelled, timeout=ENDING_GRACE)
+            if self._client is not None:
+                await self._client.aclose()
+        except Exception:  # Redis away: the connections go with the loop
+            pass
+        finally:
+            self._loop.stop()
 
 
 def _closed_during(what: str) -> ResultTimeout:

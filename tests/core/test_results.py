@@ -857,6 +857,48 @@ def test_closing_the_client_ends_its_sync_waits_at_once(connection: ConnectionCo
     assert not loop_thread.is_alive()
 
 
+def test_closing_the_client_lets_a_cancelled_wait_end_however_long_its_cleanup_takes(
+        connection: ConnectionConfig, registry, redis_client, monkeypatch) -> None:
+    """``Client.close()`` gave the waits it cancelled 2 s to end, then stopped their loop under them: a
+    wait still closing its own client (each wait on a Redis Cluster has one; CI's loaded cluster leg
+    saw it) was left pending, its connections never closed, and garbage-collected later ("coroutine
+    ignored GeneratorExit"). A cleanup of 3 s stands for that slow close here."""
+    monkeypatch.setattr(results_module.Results, "_shared_client", lambda self: None)  # one client per wait
+    cleaned_up = threading.Event()
+
+    def slowed(aclose: Any) -> Any:
+        async def slow_aclose(self: Any, *args: Any, **kwargs: Any) -> None:
+            await asyncio.sleep(3)
+            await aclose(self, *args, **kwargs)
+            cleaned_up.set()
+        return slow_aclose
+
+    for kind in (redis.asyncio.Redis, redis.asyncio.RedisCluster):
+        monkeypatch.setattr(kind, "aclose", slowed(kind.aclose))
+    closing = Client(connection=connection, registry=registry)
+    handle = closing.enqueue("t", retention=60)
+    outcomes: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            handle.get(timeout=60)
+        except Exception as exc:
+            outcomes.append(exc)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    wait_until(lambda: outcomes or redis_client.hget(closing.keys.queue("default").task(handle.id), "watch"),
+               message="the waiter's first look")
+    loop_thread = closing.results._waits._thread
+    closing.close()
+    waiter.join(5)
+    [error] = outcomes
+    assert isinstance(error, ResultTimeout) and "client was closed" in str(error)
+    assert cleaned_up.wait(10), "the cancelled wait's client was never closed"
+    loop_thread.join(5)
+    assert not loop_thread.is_alive()
+
+
 def _client_lists(redis_client) -> dict[str, list[dict[str, Any]]]:
     """``CLIENT LIST`` of the one server, or of every master of a cluster, by node."""
     if is_cluster_client(redis_client):
