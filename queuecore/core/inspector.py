@@ -1741,11 +1741,12 @@ class TaskBatchResult:
 
 
 def _result(raw: str | None) -> Any:
-    """A task's stored ``result`` decoded (JSON; text that is not JSON as it is); None when it has none."""
+    """A task's stored ``result`` decoded (JSON; text that is not JSON as it is); None when it has none.
+    Read by ``json`` as it was written (``json_text``): orjson reads an integer over 64 bits as a float."""
     if not raw:
         return None
     try:
-        return loads(raw)
+        return json.loads(raw)
     except ValueError:
         return raw
 
