@@ -23,6 +23,7 @@ from django.dispatch import Signal
 from django.utils.module_loading import import_string
 
 from queuecore.core.alerts import AlertEvent, AlertSettings, SenderFn, parse_alerts
+from queuecore.receivers import send_robustly
 
 logger = logging.getLogger("queuecore.alerts")
 
@@ -35,17 +36,8 @@ def send_signal(event: AlertEvent) -> None:
     that raises does not keep the event from the others (``send_robust``); its exception is logged at
     ERROR naming it."""
     signal = alert_fired if event.action == "fired" else alert_resolved
-    for receiver, result in signal.send_robust(sender=AlertEvent, event=event, alert=event.alert):
-        if isinstance(result, Exception):
-            logger.error("alert signal receiver %s failed for %s %s: %s", _name(receiver), event.alert.id,
-                         event.action, result, exc_info=result)
-
-
-def _name(receiver: Any) -> str:
-    """A receiver's dotted name (``module.qualname``), or its repr."""
-    target = getattr(receiver, "__func__", receiver)  # a bound method: its function
-    qualname = getattr(target, "__qualname__", None)
-    return f"{getattr(target, '__module__', '?')}.{qualname}" if qualname else repr(receiver)
+    send_robustly(signal, logger, f"alert {event.alert.id} {event.action}", AlertEvent, event=event,
+                  alert=event.alert)
 
 
 class SignalSender:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from traceback import format_exception
@@ -61,12 +62,13 @@ from queuecore.core.context import current_task
 from queuecore.core.errors import ConfigurationError, PayloadMismatch, TaskDecodeError, TaskNotFound
 from queuecore.core.keys import validate_queue_name
 from queuecore.core.limits import MAX_RETRY_LIMIT
-from queuecore.core.message import AttemptInfo, TaskInfo
+from queuecore.core.message import AttemptInfo, TaskInfo, json_text
 from queuecore.core.outcome import class_path, classify, decide
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR
 from queuecore.core.registry import Handler, default_registry
 from queuecore.core.results import parse_result_id, result_id
 from queuecore.core.states import TaskState
+from queuecore.receivers import send_robustly
 
 try:  # Django 6.0+
     from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, TaskResultStatus, task_backends
@@ -87,6 +89,8 @@ except ImportError:  # Django 5.2 and the django-tasks backport
     except ImportError as exc:
         raise ImportError("queuecore.tasks_backend needs Django 6.0+ (django.tasks), or the django-tasks package "
                           "on Django 5.2: pip install django-tasks") from exc
+
+logger = logging.getLogger("queuecore.worker")
 
 DEFAULT_RESULT_RETENTION = 24 * 3600.0  # when neither OPTIONS nor QUEUECORE['DEFAULT_RETENTION'] sets one
 # OPTIONS key -> the enqueue option and QueuecoreTask field (checked as @task's defaults are)
@@ -161,11 +165,11 @@ def _backend_class(alias: str) -> type:
 def _task_as_enqueued(task: Task, queue: str, backend: str, priority: int, run_after: str | None) -> Task:
     """The registered task with what it was enqueued with (``Task.using`` does the same)."""
     changes: dict[str, Any] = {"queue_name": queue, "backend": backend, "priority": priority}
-    if run_after:
-        changes["run_after"] = datetime.fromisoformat(run_after)
     try:
+        if run_after:
+            changes["run_after"] = datetime.fromisoformat(run_after)
         return dataclasses.replace(task, **changes)
-    except Exception:  # e.g. a queue since dropped from QUEUES: the task as defined
+    except Exception:  # a queue since dropped from QUEUES, a run_after edited into no time: the task as defined
         return task
 
 
@@ -257,12 +261,14 @@ def _finished(result: TaskResult, status: Any, *, value: Any = None, error: Base
         object.__setattr__(result, "_return_value", value)
 
 
-def _final(error: BaseException) -> bool:
-    """Whether this failure ends the task (no retry): the worker's own decision (``outcome.decide``)."""
+def _final_error(exc: BaseException) -> BaseException | None:
+    """The error the worker records for ``exc`` (a timeout's ``TaskTimeout``, not the ``CancelledError``
+    that interrupted the handler) when this failure ends the task, None when it will be retried: the
+    worker's own decision (``outcome.decide``)."""
     ctx = current_task()
-    decision = decide(classify(error, ctx.cancel_reason), retried=ctx.retried, max_retry=ctx.max_retry,
-                      retry_delay=lambda retried, error: 0.0)
-    return decision.action == "archive"
+    outcome = classify(exc, ctx.cancel_reason)
+    decision = decide(outcome, retried=ctx.retried, max_retry=ctx.max_retry, retry_delay=lambda retried, error: 0.0)
+    return (outcome.error or exc) if decision.action == "archive" else None
 
 
 class _Attempt:
@@ -276,8 +282,9 @@ class _Attempt:
         self.args, self.kwargs = _arguments(args, kwargs)
         self.result = _running_result(handler, self.args, self.kwargs, backend, run_after)
         self.sender = _backend_class(backend)
-        task_started.send(sender=self.sender, task_result=self.result)
-        try:  # arguments that do not fit the function end the task: FAILED, with task_finished, as Django's own
+        try:  # a task_started receiver's exception, or arguments that do not fit the function, fail the
+            # attempt before the task runs (as Django's own); when that ends the task: FAILED, with task_finished
+            task_started.send(sender=self.sender, task_result=self.result)
             _bind(handler.task, self.args, self.kwargs)
         except BaseException as exc:
             self.failed(exc)
@@ -285,14 +292,29 @@ class _Attempt:
         self.context = [TaskContext(task_result=self.result)] if self.result.task.takes_context else []
 
     def failed(self, exc: BaseException) -> None:
-        if _final(exc):
-            _finished(self.result, TaskResultStatus.FAILED, error=exc)
-            task_finished.send(sender=self.sender, task_result=self.result)
+        if (error := _final_error(exc)) is not None:
+            _finished(self.result, TaskResultStatus.FAILED, error=error)
+            self._send_finished()
 
     def succeeded(self, value: Any) -> Any:
         _finished(self.result, TaskResultStatus.SUCCESSFUL, value=value)
-        task_finished.send(sender=self.sender, task_result=self.result)
+        self._send_finished()
         return value
+
+    def _send_finished(self) -> None:
+        """``task_finished`` to every receiver; one that raises is logged, and changes nothing: the task has
+        finished (a success that a receiver's exception failed was run again, up to every retry)."""
+        send_robustly(task_finished, logger, f"task {self.result.id} ({self.result.task.module_path}) "
+                      f"{self.result.status.lower()}", self.sender, task_result=self.result)
+
+
+def _kept(value: Any) -> Any:
+    """The task's return value as Django normalizes it, which JSON must keep exactly: ``TypeError`` for a
+    type it has no form for (as Django's own backends), ``ValueError`` for NaN, an infinity or text that
+    is not valid Unicode (the worker would keep their repr(), and ``return_value`` would be text)."""
+    value = normalize_json(value)
+    json_text(value).encode()
+    return value
 
 
 def _sync_runner(handler: _TaskHandler) -> Callable[..., Any]:
@@ -300,7 +322,7 @@ def _sync_runner(handler: _TaskHandler) -> Callable[..., Any]:
             backend: str = DEFAULT_TASK_BACKEND_ALIAS, run_after: str | None = None) -> Any:
         attempt = _Attempt(handler, args, kwargs, backend, run_after)
         try:
-            value = normalize_json(attempt.result.task.func(*attempt.context, *attempt.args, **attempt.kwargs))
+            value = _kept(attempt.result.task.func(*attempt.context, *attempt.args, **attempt.kwargs))
         except BaseException as exc:
             attempt.failed(exc)
             raise
@@ -329,7 +351,7 @@ def _async_runner(handler: _TaskHandler) -> Callable[..., Any]:
                   backend: str = DEFAULT_TASK_BACKEND_ALIAS, run_after: str | None = None) -> Any:
         attempt = await _off_the_loop(_Attempt, handler, args, kwargs, backend, run_after)
         try:
-            value = normalize_json(await attempt.result.task.func(*attempt.context, *attempt.args, **attempt.kwargs))
+            value = _kept(await attempt.result.task.func(*attempt.context, *attempt.args, **attempt.kwargs))
         except BaseException as exc:
             await _off_the_loop(attempt.failed, exc)
             raise

@@ -77,7 +77,7 @@ def test_settings_build_every_sender_kind() -> None:
     assert parsed.interval == 5.0 and parsed.rules[0].name == "big"
 
 
-def test_a_bad_rule_or_sender_is_refused_naming_it(settings, redis_url) -> None:
+def test_a_bad_rule_or_sender_is_refused_naming_it(settings, redis_url, no_task_types) -> None:
     settings.QUEUECORE = {"REDIS_URL": redis_url, "ALERTS": {"RULES": {"slow": {"kind": "latency"}}}}
     messages = check_settings()
     assert [(m.id, m.msg) for m in messages] == [
@@ -150,5 +150,5 @@ def test_a_receiver_that_raises_does_not_keep_the_event_from_the_others(
         alert_fired.disconnect(fired)
     [record] = [r for r in caplog.records if r.name == "queuecore.alerts"]
     assert record.levelno == logging.ERROR
-    assert record.getMessage() == ("alert signal receiver tests.django.test_alert_senders.broken_receiver failed "
-                                   "for big/unserved fired: this receiver is broken")
+    assert record.getMessage() == ("signal receiver tests.django.test_alert_senders.broken_receiver failed "
+                                   "for alert big/unserved fired: this receiver is broken")

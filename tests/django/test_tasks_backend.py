@@ -375,16 +375,85 @@ def test_stored_arguments_of_the_wrong_kind_end_the_task_instead_of_being_unpack
         assert info.result is None
 
 
-def test_async_tasks_timeouts_and_bad_return_values(dj: Any, runworker) -> None:
+def test_async_tasks_timeouts_and_bad_return_values(dj: Any, runworker, tmp_path: Path) -> None:
+    """A review: the timeout's ``task_finished`` named the interrupt's class (``CancelledError`` for an
+    async task), where ``get_result`` has the error the worker recorded (``TaskTimeout``)."""
     added = dj.add_async.enqueue(20, 22)
     hung = dj.hang.enqueue()
+    hung_async = dj.hang_async.enqueue()
     bad = dj.bad_return.enqueue()
     runworker()
     assert finished(added).return_value == 42
-    assert finished(hung).status == TaskResultStatus.FAILED
-    assert hung.errors[0].exception_class_path == "queuecore.core.errors.TaskTimeout"
+    for result in (hung, hung_async):
+        assert finished(result).status == TaskResultStatus.FAILED
+        assert [e.exception_class_path for e in result.errors] == ["queuecore.core.errors.TaskTimeout"]
+        wait_until(lambda r=result: [e for e in signals_log(tmp_path) if e["id"] == r.id
+                                     and e["signal"] == "task_finished"])
+        [done] = [e for e in signals_log(tmp_path) if e["id"] == result.id and e["signal"] == "task_finished"]
+        assert done["errors"] == ["queuecore.core.errors.TaskTimeout"]
     assert finished(bad).status == TaskResultStatus.FAILED
     assert bad.errors[0].exception_class_path == "builtins.TypeError"
+
+
+def test_return_values_json_cannot_keep_fail_and_wide_integers_come_back_exact(dj: Any, runworker) -> None:
+    """A review: a task returning NaN or an infinity was SUCCESSFUL with ``return_value`` the text
+    "nan" (the worker kept the value's repr()); and with the ``fast`` extra an integer over 64 bits
+    came back a float (stored by ``json``, read back by orjson)."""
+    nan, inf, wide = (dj.returns.enqueue(what) for what in ("nan", "inf", "wide"))
+    runworker()
+    for result in (nan, inf):
+        assert finished(result).status == TaskResultStatus.FAILED
+        [error] = result.errors
+        assert error.exception_class_path == "builtins.ValueError" and "not JSON compliant" in error.traceback
+    assert finished(wide).status == TaskResultStatus.SUCCESSFUL
+    assert type(wide.return_value) is int and wide.return_value == 2 ** 70 + 1
+    assert get_default_client().result(wide.id).get(timeout=0) == 2 ** 70 + 1
+
+
+def test_a_broken_task_finished_receiver_neither_fails_nor_reruns_a_finished_task(dj: Any, runworker,
+                                                                                    tmp_path: Path) -> None:
+    """A review: a ``task_finished`` receiver that raised after a success failed the attempt, so the
+    task ran again, once per retry (3 runs of a body with ``max_retry=2``), and ended FAILED."""
+    runs = tmp_path / "runs"
+    result = dj.finished_receiver_raises.enqueue(str(runs))
+    worker = runworker()
+    assert finished(result).status == TaskResultStatus.SUCCESSFUL and result.return_value == "done"
+    assert runs.read_text() == "ran\n" and result.errors == []
+    mine = [(e["signal"], e["status"]) for e in signals_log(tmp_path) if e["id"] == result.id]
+    assert mine == [("task_started", "RUNNING"), ("task_finished", "SUCCESSFUL")]
+    log = tmp_path / "runworker-0.log"
+    wait_until(lambda: "refuse_finish failed" in log.read_text(), message="the receiver's failure logged")
+    assert "this receiver is broken (finished_receiver_raises)" in log.read_text()
+    assert worker.poll() is None
+
+
+def test_a_broken_task_started_receiver_fails_the_attempt_before_the_task_runs(dj: Any, runworker,
+                                                                                tmp_path: Path) -> None:
+    """As in Django's own backends a ``task_started`` receiver's exception fails the attempt before the
+    task runs; a review: when that ended the task, no ``task_finished`` was sent."""
+    runs = tmp_path / "runs"
+    result = dj.started_receiver_raises.enqueue(str(runs))
+    runworker()
+    assert finished(result).status == TaskResultStatus.FAILED and not runs.exists()
+    assert [e.exception_class_path for e in result.errors] == ["builtins.RuntimeError"]
+    wait_until(lambda: [e for e in signals_log(tmp_path) if e["id"] == result.id and e["signal"] == "task_finished"])
+    mine = [(e["signal"], e["status"]) for e in signals_log(tmp_path) if e["id"] == result.id]
+    assert mine == [("task_started", "RUNNING"), ("task_finished", "FAILED")]
+
+
+def test_a_stored_run_after_that_is_no_time_is_read_as_not_deferred(dj: Any, runworker) -> None:
+    """A review: a Django task whose stored ``run_after`` is not an ISO time (an operator's edit, a hand
+    enqueue) made ``get_result`` raise ValueError or TypeError, and its attempts fail."""
+    client = get_default_client()
+    handles = [client.enqueue("tests.helpers.dj_tasks.add", {"args": [1, 2], "kwargs": {}, "backend": "default",
+                                                            "run_after": bad}, retention=600)
+               for bad in ("tomorrow", 12345)]
+    for handle in handles:
+        read = default_task_backend.get_result(handle.result_id)
+        assert read.status == TaskResultStatus.READY and read.task.run_after is None
+    runworker()
+    for handle in handles:
+        assert finished(default_task_backend.get_result(handle.result_id)).return_value == 3
 
 
 def test_cancel_and_pause_apply(dj: Any, runworker, inspector: Inspector, tmp_path: Path) -> None:

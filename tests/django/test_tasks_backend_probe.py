@@ -101,7 +101,8 @@ def test_async_tasks_send_their_signals_from_sync_code(dj: Any, runworker, tmp_p
 
 def test_a_receivers_exception_fails_the_attempt_of_an_async_task_as_of_a_sync_one(dj: Any, runworker,
                                                                                   tmp_path: Path) -> None:
-    """Django's backends send the signals with ``send``: a receiver's exception is the task's."""
+    """Django's backends send ``task_started`` with ``send``: a receiver's exception is the task's; when it
+    ends the task, ``task_finished`` says so (a review: nothing did)."""
     results = dj.refused_sync.enqueue(), dj.refused_async.enqueue()
     runworker()
     for result in results:
@@ -109,7 +110,8 @@ def test_a_receivers_exception_fails_the_attempt_of_an_async_task_as_of_a_sync_o
         assert result.status == TaskResultStatus.FAILED
         assert [e.exception_class_path for e in result.errors] == ["tests.helpers.dj_tasks_probe.ReceiverProblem"]
         assert "may not start" in result.errors[0].traceback
-        assert [line["signal"] for line in logged(tmp_path, result.id, 1)] == ["task_started"]
+        assert [(line["signal"], line["status"]) for line in logged(tmp_path, result.id, 2)] == [
+            ("task_started", "RUNNING"), ("task_finished", "FAILED")]
 
 
 # -- the TaskResult in the worker (D6) -----------------------------------------------------------------------

@@ -125,6 +125,12 @@ def hang() -> None:
         time.sleep(0.01)
 
 
+@task(timeout=0.3, max_retry=0)
+async def hang_async() -> None:
+    while True:
+        await asyncio.sleep(0.01)
+
+
 @task(max_retry=0)
 def bad_return() -> Any:
     return object()  # not JSON: the task fails, as in Django's own backends
@@ -142,3 +148,45 @@ def snooze_once(context: Any) -> dict[str, int]:
     if not get_default_client().result(running.id).snoozed:
         raise Snooze(0)
     return {"attempt": context.attempt, "shown": task_backends[running.backend].get_result(running.id).attempts}
+
+
+def _count_run(path: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("ran\n")
+
+
+@task(max_retry=2)
+def finished_receiver_raises(path: str) -> str:
+    """Writes a line to ``path`` on each run; a ``task_finished`` receiver raises for it."""
+    _count_run(path)
+    return "done"
+
+
+@task(max_retry=0)
+def started_receiver_raises(path: str) -> str:
+    """A ``task_started`` receiver raises for it: it never runs (a line in ``path`` would say it did)."""
+    _count_run(path)
+    return "ran"
+
+
+def _refuse(name: str, task_result: Any) -> None:
+    if task_result.task.func.__name__ == name:
+        raise RuntimeError(f"this receiver is broken ({name})")
+
+
+def refuse_start(sender: Any, task_result: Any, **kwargs: Any) -> None:
+    _refuse("started_receiver_raises", task_result)
+
+
+def refuse_finish(sender: Any, task_result: Any, **kwargs: Any) -> None:
+    _refuse("finished_receiver_raises", task_result)
+
+
+task_started.connect(refuse_start, dispatch_uid="tests.helpers.dj_tasks.refuse_start")  # after on_started
+task_finished.connect(refuse_finish, dispatch_uid="tests.helpers.dj_tasks.refuse_finish")
+
+
+@task(max_retry=0)
+def returns(what: str) -> Any:
+    """A value JSON can or cannot keep exactly, by name."""
+    return {"nan": float("nan"), "inf": [float("inf")], "wide": 2 ** 70 + 1}[what]
