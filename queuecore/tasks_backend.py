@@ -32,11 +32,12 @@ in ``QUEUECORE['TASK_MODULES']``). Nothing is ever imported from a name stored i
 - The worker sends ``task_started`` as each attempt starts and ``task_finished`` when the task is
   finished: after a success, or a failure that will not be retried (a failed attempt that will be
   retried is READY again, and sends nothing). Receivers run in sync code (an async task's in a thread,
-  off the event loop: they may use the ORM); a receiver's exception fails the attempt, as in Django's
-  own backends. A ``takes_context`` task gets a ``TaskContext`` whose ``attempt`` is the attempt's
-  number; its ``task_result`` (and the signals') is the task as ``get_result`` shows it, the earlier
-  attempts' errors, worker ids and first start included (read from the task's attempt history: one
-  ``HMGET`` on a retry, nothing on a first attempt).
+  off the event loop: they may use the ORM); a ``task_started`` receiver's exception fails the
+  attempt, as in Django's own backends; a ``task_finished`` receiver's is logged, and changes nothing.
+  A ``takes_context`` task gets a ``TaskContext`` whose ``attempt`` is the attempt's number; its
+  ``task_result`` (and the signals') is the task as ``get_result`` shows it, the earlier attempts'
+  errors, worker ids and first start included (read from the task's attempt history: one ``HMGET`` on
+  a retry, nothing on a first attempt).
 """
 
 from __future__ import annotations
