@@ -15,7 +15,10 @@ within the grace are each enqueued (a worker that stalled a few seconds catches 
 The scheduler also declares its entries: every ``declare_interval`` it writes each entry's
 definition and next fire (``periodic_sync.lua``) and lists the entries in ``<prefix>:periodic`` as
 live for three intervals (``periodic_register.lua``). An entry that no live worker declares for that
-long leaves the list, and its state (mark, pause, recent fires) is deleted (``periodic_forget.lua``).
+long is no longer listed. Its state (mark, pause, recent fires) is kept for ``STATE_KEPT`` more, so
+that a restart or an outage of any length up to that resumes it as it was (a pause kept, missed
+fires run as its ``missed`` says); then a scheduler, every worker runs one with or without entries,
+deletes it (``periodic_forget.lua``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ logger = logging.getLogger("queuecore.scheduler")
 MAX_FIRES_PER_ROUND = 100  # per entry and round: a long stall catches up over a few rounds
 RECENT_FIRES = 20  # fires kept per entry for the dashboard
 DECLARATION_LIFETIMES = 3  # an entry stays listed this many declare intervals after its last declaration
+STATE_KEPT = 7 * 24 * 3600.0  # seconds an entry no longer listed keeps its state before it is deleted
 
 # Builds a fire's task: (type, payload, options, task id, now) -> encoded message.
 Prepare = Callable[[str, dict[str, Any], dict[str, Any], str, float], str]
@@ -132,11 +136,13 @@ class Scheduler(Periodic):
         e.next = now + self.interval
 
     def declare(self, now: float) -> None:
-        """List the entries as live, forget those whose declaration lapsed, and sync each entry."""
+        """List the entries as live, forget those whose declaration lapsed ``STATE_KEPT`` ago, and sync
+        each entry."""
         lifetime = DECLARATION_LIFETIMES * self.interval
         if self._entries:
             self._broker.register_queues(e.q.queue for e in self._entries)
-        lapsed = self._scripts.periodic_register([e.member for e in self._entries], now_ms=to_ms(now),
+        lapsed = self._scripts.periodic_register([e.member for e in self._entries],
+                                                 lapsed_before_ms=to_ms(now - STATE_KEPT),
                                                  until_ms=to_ms(now + lifetime))
         for member in lapsed:
             name, _, queue = member.partition("/")
@@ -144,8 +150,9 @@ class Scheduler(Periodic):
                 q = self._keys.queue(queue)
             except ValueError:
                 continue
-            if self._scripts.periodic_forget(q, name, declared_before_ms=to_ms(now - lifetime)):
-                logger.info("periodic entry %s (queue %s) is declared by no live worker: forgotten", name, queue)
+            if self._scripts.periodic_forget(q, name, declared_before_ms=to_ms(now - lifetime - STATE_KEPT)):
+                logger.info("periodic entry %s (queue %s) was declared by no worker for %s: its state is deleted",
+                            name, queue, _duration(STATE_KEPT))
         for e in self._entries:
             self._sync(e, now)
         self._declare_at = now + self.interval
@@ -208,3 +215,7 @@ class Scheduler(Periodic):
             if e.mark is not None:
                 soonest = min(soonest, e.next)
         return min(self.interval, max(soonest - now, 0.0))
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 86400:g} days" if seconds >= 86400 else f"{seconds:g} s"

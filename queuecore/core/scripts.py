@@ -875,10 +875,11 @@ class Scripts:
         keys = [q.periodic(name), q.periodic_fires(name)]
         return int(self._call("periodic_forget", keys, [declared_before_ms])) == 1
 
-    def periodic_register(self, members: list[str], *, now_ms: int, until_ms: int) -> list[str]:
+    def periodic_register(self, members: list[str], *, lapsed_before_ms: int, until_ms: int) -> list[str]:
         """List ``<name>/<queue>`` members as declared until ``until_ms``; returns (and removes) the
-        members whose declaration lapsed before ``now_ms``."""
-        return [str(m) for m in self._call("periodic_register", [self.keys.periodic], [now_ms, until_ms, *members])]
+        members whose declaration lapsed before ``lapsed_before_ms``."""
+        return [str(m) for m in self._call("periodic_register", [self.keys.periodic],
+                                           [lapsed_before_ms, until_ms, *members])]
 
     def admin_periodic_pause(self, q: QueueKeys, name: str, *, pause: bool, actor: str, now_ms: int) -> int:
         """Pause (or resume) a periodic entry: 1 changed, 0 already so, -1 no such entry."""

@@ -182,8 +182,7 @@ class Worker:
         for component in (self.heartbeater, self.subscriber, self.forwarder, self.recoverer, self.janitor,
                           self.bulk_jobs):
             component.start()
-        if self.scheduler.entries:
-            self.scheduler.start()
+        self.scheduler.start()  # with no entries too: it deletes the state of entries long undeclared
         if self.alerts is not None:
             self.alerts.start()
         self.processor.start()

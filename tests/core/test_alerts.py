@@ -349,7 +349,7 @@ def test_periodic_missed_fires_and_resolves_once(pair, scripts, connection, fake
 
     def declare(next_in: float) -> None:
         now = fake_clock.now()
-        scripts.periodic_register([f"tick/{entry.queue}"], now_ms=to_ms(now), until_ms=to_ms(now + 3600))
+        scripts.periodic_register([f"tick/{entry.queue}"], lapsed_before_ms=to_ms(now), until_ms=to_ms(now + 3600))
         scripts.periodic_sync(q, "tick", now_ms=to_ms(now), definition=entry.definition(),
                               next_ms=to_ms(now + next_in))
 

@@ -231,8 +231,8 @@ def test_bulk_job_scripts_keep_one_slot(redis_client: redis.Redis, connection) -
 def test_periodic_index_script_keeps_one_slot(redis_client: redis.Redis, connection) -> None:
     """The periodic entries' index is one key of its own; each entry's keys are in its queue's slot."""
     s = RecordingScripts(redis_client, connection.keys)
-    assert s.periodic_register(["nightly/emails"], now_ms=NOW, until_ms=NOW + 1000) == []
-    assert s.periodic_register([], now_ms=NOW + 2000, until_ms=NOW + 3000) == ["nightly/emails"]
+    assert s.periodic_register(["nightly/emails"], lapsed_before_ms=NOW, until_ms=NOW + 1000) == []
+    assert s.periodic_register([], lapsed_before_ms=NOW + 2000, until_ms=NOW + 3000) == ["nightly/emails"]
     assert s.calls == [("periodic_register", [connection.keys.periodic])] * 2
 
 

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from queuecore.core.broker import Broker
-from queuecore.core.clock import FakeClock
+from queuecore.core.clock import FakeClock, to_ms
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.health import RedisHealth
@@ -24,7 +24,7 @@ from queuecore.core.periodic import (
     parse_entries,
 )
 from queuecore.core.registry import TaskRegistry
-from queuecore.core.scheduler import Scheduler, message_builder
+from queuecore.core.scheduler import STATE_KEPT, Scheduler, message_builder
 from queuecore.core.scripts import Scripts
 from queuecore.core.task import task
 from queuecore.core.worker import Worker
@@ -355,6 +355,11 @@ def test_entries_no_worker_declares_leave_the_list_and_their_state(make_schedule
     for _ in range(4):
         fake_clock.advance(5)
         new.run_once()
+    live = redis_client.zrangebyscore(keys.periodic, to_ms(fake_clock.now()), "+inf")
+    assert live == ["tick/default"]  # "other" left the list; its state is kept a week (STATE_KEPT)
+    assert redis_client.exists(keys.queue("low").periodic("other"))
+    fake_clock.advance(STATE_KEPT)
+    new.run_once()
     assert redis_client.zrange(keys.periodic, 0, -1) == ["tick/default"]
     assert not redis_client.exists(keys.queue("low").periodic("other"))
     assert redis_client.exists(keys.queue("default").periodic("tick"))

@@ -11,12 +11,13 @@ import redis
 
 from queuecore import Inspector, PeriodicEntryNotFound
 from queuecore.core.broker import Broker
-from queuecore.core.clock import SystemClock
+from queuecore.core.clock import FakeClock, SystemClock
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.health import RedisHealth
 from queuecore.core.periodic import parse_entries
-from queuecore.core.scheduler import Scheduler, message_builder
+from queuecore.core.scheduler import STATE_KEPT, Scheduler, message_builder
 from queuecore.core.scripts import Scripts
+from tests.conftest import wait_until
 
 SPEC = {
     "nightly": {"task": "reports.build", "cron": "30 2 * * *", "timezone": "Europe/Paris", "queue": "low",
@@ -130,3 +131,69 @@ def test_fires_are_counted_by_outcome_and_exported(redis_client, connection, ins
                for family in text_string_to_metric_families(render(make_registry(inspector)).decode())
                if family.name == "queuecore_periodic_fires" for s in family.samples}
     assert samples == {("nightly", "manual"): 1.0, ("ping", "skip"): 1.0, ("ping", "paused"): 1.0}
+
+
+def scheduler_on(redis_client: redis.Redis, connection: ConnectionConfig, clock: FakeClock,
+                 spec: dict) -> Scheduler:
+    """A worker's scheduler of ``spec`` on ``clock`` (declaring every 5 s: listed 15 s)."""
+    return Scheduler(Scripts(redis_client, connection.keys), Broker(redis_client, connection.keys),
+                     connection.keys, clock, parse_entries(spec), message_builder(connection), RedisHealth(),
+                     declare_interval=5.0)
+
+
+def test_an_entry_s_state_outlives_a_restart_of_the_workers_that_declare_it(
+        redis_client, connection, inspector: Inspector, fake_clock: FakeClock) -> None:
+    """A review: an entry that no worker declared for three heartbeats (15 s) had its state deleted
+    by another worker's scheduler, so a restart of its only workers that took longer lost its pause
+    (it fired again) and its missed fires (its mark started afresh)."""
+    a = scheduler_on(redis_client, connection, fake_clock, {"a-tick": {"task": "t", "every": 60, "queue": "qa"}})
+    b_spec = {name: {"task": "t", "every": 60, "queue": "qb"} for name in ("b-paused", "b-tick")}
+    a.run_once()
+    scheduler_on(redis_client, connection, fake_clock, b_spec).run_once()
+    inspector.pause_periodic("b-paused")
+    q = connection.keys.queue("qb")
+    fake_clock.advance(600)  # B's workers are away ten minutes (a deploy); A's go on
+    a.run_once()
+    assert redis_client.hget(q.periodic("b-paused"), "paused") == "1"
+    scheduler_on(redis_client, connection, fake_clock, b_spec).run_once()  # B is back
+    assert [e.name for e in inspector.periodic_entries() if e.paused] == ["b-paused"]
+    def kinds(name: str) -> list[str]:
+        return [line.split()[2] for line in redis_client.lrange(q.periodic_fires(name), 0, -1)]
+
+    # the fires older than the grace, run once late as missed="once" says; the last minute's on time
+    assert kinds("b-tick") == ["schedule", "late"]
+    assert not {"schedule", "late"} & set(kinds("b-paused"))  # nothing enqueued for the paused entry
+
+
+def test_an_entry_no_worker_declares_is_deleted_after_a_week_by_any_worker(
+        redis_client, connection, inspector: Inspector, fake_clock: FakeClock) -> None:
+    """Its state is kept ``STATE_KEPT`` (7 days) after its last declaration, then deleted by any
+    scheduler, one of a worker without entries too: a review found that when no worker declared any
+    entry any more, a removed entry's state stayed for good, and re-adding it days later revived its
+    pause and fired once for a fire time days old."""
+    scheduler_on(redis_client, connection, fake_clock, {"nightly": {"task": "t", "every": 60}}).run_once()
+    inspector.pause_periodic("nightly")
+    q = connection.keys.queue("default")
+    fake_clock.advance(STATE_KEPT)
+    idle = scheduler_on(redis_client, connection, fake_clock, {})
+    idle.run_once()
+    assert redis_client.hget(q.periodic("nightly"), "paused") == "1"  # not yet: lapsed 15 s after its last declaration
+    fake_clock.advance(20)
+    idle.run_once()
+    assert not redis_client.exists(q.periodic("nightly"), q.periodic_fires("nightly"))
+    assert redis_client.zscore(connection.keys.periodic, "nightly/default") is None
+    scheduler_on(redis_client, connection, fake_clock, {"nightly": {"task": "t", "every": 60}}).run_once()
+    [entry] = inspector.periodic_entries()
+    assert not entry.paused and entry.recent == []  # a new entry
+
+
+def test_a_worker_without_periodic_entries_runs_the_scheduler_that_deletes_old_state(
+        make_worker, redis_client, connection) -> None:
+    """A worker with no entries did not start its scheduler, so nothing ever deleted the state of entries
+    removed from every worker's settings."""
+    q = connection.keys.queue("default")
+    redis_client.hset(q.periodic("gone"), mapping={"declared": 1, "mark": 1, "paused": 1})
+    redis_client.zadd(connection.keys.periodic, {"gone/default": 2})  # lapsed in 1970
+    make_worker(queues={"default": 1})
+    wait_until(lambda: not redis_client.exists(q.periodic("gone")), message="the old entry's state deleted")
+    assert redis_client.zscore(connection.keys.periodic, "gone/default") is None

@@ -1,8 +1,9 @@
 -- periodic_register: a worker lists the periodic entries it runs as live until a time, and takes
--- off the list the entries no live worker declared in time (their declaration lapsed).
+-- off the list the entries no worker declared for long (their declaration lapsed before a time).
+-- A member scored in the past stays in the zset, not live (the Inspector lists members scored from now).
 --
 -- KEYS[1] <prefix>:periodic   ZSET  "<name>/<queue>" -> when its declaration lapses (unix ms)
--- ARGV[1] now, unix ms
+-- ARGV[1] unix ms: the members whose declaration lapsed before this are removed
 -- ARGV[2] until, unix ms: this worker's entries are live until then (a later score is kept)
 -- ARGV[3..] the members "<name>/<queue>" this worker declares
 -- Returns the members that lapsed (removed): the caller forgets their state (periodic_forget.lua).
