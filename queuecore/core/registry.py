@@ -69,6 +69,12 @@ class Handler:
         self._names = frozenset(p.name for p in params if p.kind is not p.VAR_KEYWORD)
         self._required = frozenset(p.name for p in params if p.kind is not p.VAR_KEYWORD and p.default is p.empty)
         self._any_name = any(p.kind is p.VAR_KEYWORD for p in params)
+        key = limits.key if limits is not None else None
+        if isinstance(key, str) and key not in self._names and not self._any_name:
+            raise ConfigurationError(
+                f"task {name}: limit_key {key!r} is not a parameter of its function (it has "
+                f"{', '.join(sorted(self._names)) or 'none'}): every task would share the one limit of a missing "
+                "field", field="limit_key")
         self.__name__ = getattr(func, "__name__", name)
         self.__doc__ = func.__doc__
         self.__wrapped__ = func

@@ -406,3 +406,21 @@ def test_limit_wake_counts_the_waiters_that_will_take_their_slot(scripts, connec
     assert scripts.limit_wake(q, ["parked", "back", "running", "snoozed", "deleted"], now_ms=NOW) == 3
     assert redis_client.lrange(q.pending, 0, -1) == ["back", "parked"]
     assert redis_client.zrange(q.scheduled, 0, -1) == ["snoozed"]
+
+
+def test_a_limit_key_that_names_no_parameter_is_refused(registry) -> None:
+    """A review: ``limit_key="tenent"`` (a typo of ``tenant``) was taken, and every task's key was the
+    missing field's ``none``: one limit for every tenant, with no word said."""
+    with pytest.raises(ConfigurationError, match=r"limit_key 'tenent' is not a parameter of its function "
+                                                 r"\(it has order_id, tenant\)") as refused:
+        @task(name="t.typo", registry=registry, concurrency_limit=2, limit_key="tenent")
+        def call(tenant: str, order_id: int) -> None: ...
+    assert refused.value.field == "limit_key" and registry.get("t.typo") is None
+
+    @task(name="t.any", registry=registry, concurrency_limit=2, limit_key="tenant")
+    def any_name(**fields: object) -> None: ...  # **kwargs takes any field: the key may be one
+
+    @task(name="t.named", registry=registry, rate_limit="5/s", limit_key="tenant")
+    def named(tenant: str) -> None: ...
+
+    assert registry.get("t.any") is not None and registry.get("t.named") is not None
