@@ -336,6 +336,26 @@ def test_retries_context_and_signals(dj: Any, runworker, tmp_path: Path) -> None
                     ("task_started", "RUNNING", 3), ("task_finished", "SUCCESSFUL", 3)]
 
 
+def test_a_worker_on_another_prefix_than_the_settings_reads_its_tasks_history_there(
+        request: pytest.FixtureRequest, dj: Any, inspector: Inspector, redis_url: str, key_prefix: str,
+        tmp_path: Path) -> None:
+    """A review: ``runworker --prefix P`` (or ``--redis-url``) served P, but the process's default client,
+    which a retry reads the task's earlier attempts with, stayed on the settings' prefix: the running
+    result of attempt 3 had no errors and worker ids ``['', '', id]`` (and a task's own enqueues went
+    to the settings' prefix)."""
+    result = dj.fail_until.enqueue(3)
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.tasks_backend_settings", "QUEUECORE_REDIS_URL": redis_url,
+           "QUEUECORE_KEY_PREFIX": f"{key_prefix}-not-this", "DJ_TASKS_LOG": str(tmp_path / "signals.jsonl"),
+           "PYTHONUNBUFFERED": "1"}
+    with runworkers(request, inspector, env, tmp_path) as start:
+        start("--prefix", key_prefix)
+        finished(result)
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    started = [e for e in signals_log(tmp_path) if e["id"] == result.id and e["signal"] == "task_started"]
+    assert [(e["attempt"], len(e["errors"]), len([w for w in e["worker_ids"] if w])) for e in started] == [
+        (1, 0, 1), (2, 1, 2), (3, 2, 3)]
+
+
 def test_a_failure_that_ends_the_task_sends_task_finished(dj: Any, runworker, tmp_path: Path) -> None:
     result = dj.fail.enqueue("x")
     runworker()

@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from queuecore.checks import check_settings
 from queuecore.conf import get_config, import_task_modules, setting_message
+from queuecore.core.client import Client, set_default_client_factory
 from queuecore.core.config import ConnectionConfig, parse_queues
 from queuecore.core.errors import ConfigurationError, RedisUnavailable, WrongServer
 from queuecore.core.liveness import remove_left_files
@@ -109,6 +110,8 @@ class Command(BaseCommand):
         if processes > 1:  # each child gets its own health file (the setting's too), suffixed with its slot
             self._supervise(config, connection, processes, {**options, "health_file": worker_config.health_file})
             return
+        if connection != config.connection:  # --redis-url/--prefix: the tasks run here enqueue and read there too
+            set_default_client_factory(lambda: Client(connection=connection))
         names = default_registry.names()
         registered = f"registered task types: {', '.join(names) if names else '(none)'}"
         if log_format == "json":  # every line a JSON object: this one too
