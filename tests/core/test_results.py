@@ -827,11 +827,10 @@ def test_an_operator_archive_or_delete_ends_the_wait(client: Client, inspector: 
     assert max(t for _, t in outcomes.values()) - acted < 1.5  # woken, not found at the next look
 
 
-@pytest.mark.parametrize("timeout", [None, 60])
-def test_closing_the_client_ends_its_sync_waits_at_once(connection: ConnectionConfig, registry, redis_client,
-                                                        timeout: float | None) -> None:
-    """``Client.close()`` stopped the waiting loop under the sync waits in progress: their callers never
-    returned, even with a timeout (the wait's own bound ran on the stopped loop)."""
+def a_client_with_a_sync_wait(connection: ConnectionConfig, registry, redis_client, timeout: float | None
+                              ) -> tuple[Client, TaskHandle, threading.Thread, list[BaseException]]:
+    """A client of its own, a task, and a thread blocked in its sync wait (``get``) whose exception goes
+    to the list returned."""
     closing = Client(connection=connection, registry=registry)
     handle = closing.enqueue("t", retention=60)
     outcomes: list[BaseException] = []
@@ -846,6 +845,15 @@ def test_closing_the_client_ends_its_sync_waits_at_once(connection: ConnectionCo
     waiter.start()
     wait_until(lambda: outcomes or redis_client.hget(closing.keys.queue("default").task(handle.id), "watch"),
                message="the waiter's first look")
+    return closing, handle, waiter, outcomes
+
+
+@pytest.mark.parametrize("timeout", [None, 60])
+def test_closing_the_client_ends_its_sync_waits_at_once(connection: ConnectionConfig, registry, redis_client,
+                                                        timeout: float | None) -> None:
+    """``Client.close()`` stopped the waiting loop under the sync waits in progress: their callers never
+    returned, even with a timeout (the wait's own bound ran on the stopped loop)."""
+    closing, handle, waiter, outcomes = a_client_with_a_sync_wait(connection, registry, redis_client, timeout)
     assert closing.results._waits is not None
     loop_thread = closing.results._waits._thread
     closed = time.monotonic()
@@ -875,20 +883,8 @@ def test_closing_the_client_lets_a_cancelled_wait_end_however_long_its_cleanup_t
 
     for kind in (redis.asyncio.Redis, redis.asyncio.RedisCluster):
         monkeypatch.setattr(kind, "aclose", slowed(kind.aclose))
-    closing = Client(connection=connection, registry=registry)
-    handle = closing.enqueue("t", retention=60)
-    outcomes: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            handle.get(timeout=60)
-        except Exception as exc:
-            outcomes.append(exc)
-
-    waiter = threading.Thread(target=wait, daemon=True)
-    waiter.start()
-    wait_until(lambda: outcomes or redis_client.hget(closing.keys.queue("default").task(handle.id), "watch"),
-               message="the waiter's first look")
+    closing, _, waiter, outcomes = a_client_with_a_sync_wait(connection, registry, redis_client, 60)
+    assert closing.results._waits is not None
     loop_thread = closing.results._waits._thread
     closing.close()
     waiter.join(5)
