@@ -588,7 +588,7 @@ def tasks_action(request: HtmxHttpRequest, qname: str, state: str) -> HttpRespon
                         search=search or None, confirmed=form.confirmed(qname))
     else:
         verb = form.cleaned_data["action"]
-        batch = ins.act_on_tasks(qname, verb, form.cleaned_data["task_ids"])
+        batch = ins.act_on_tasks(qname, verb, form.cleaned_data["task_ids"], from_state=state)
         if batch.done or not batch.failed:
             messages.success(request, f"{len(batch.done):,} task(s) {ACTION_DONE[verb]}.", subject)
         if batch.failed:

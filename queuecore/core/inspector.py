@@ -1395,30 +1395,35 @@ class Inspector:
 
     # -- chosen tasks (the dashboard's selections) ------------------------------------------------
 
-    def _admin_script(self, action: str, q: QueueKeys, task_id: str) -> None:
-        """The one dispatch from an action name to its operator script, for one task."""
+    def _admin_script(self, action: str, q: QueueKeys, task_id: str, only_from: tuple[str, ...] = ()) -> None:
+        """The one dispatch from an action name to its operator script, for one task; with ``only_from``,
+        a task in another state is left as it is (``InvalidTaskState``). Cancel acts on active tasks only."""
         now_ms = to_ms(self.clock.now())
         if action == TaskAction.RUN:
-            self.scripts.admin_run_task(q, task_id, now_ms=now_ms)
+            self.scripts.admin_run_task(q, task_id, now_ms=now_ms, only_from=only_from)
         elif action == TaskAction.ARCHIVE:
-            self.scripts.admin_archive_task(q, task_id, now_ms=now_ms)
+            self.scripts.admin_archive_task(q, task_id, now_ms=now_ms, only_from=only_from)
         elif action == TaskAction.DELETE:
-            self.scripts.admin_delete_task(q, task_id)
+            self.scripts.admin_delete_task(q, task_id, only_from=only_from)
         elif action == TaskAction.CANCEL:
             self.scripts.admin_cancel_task(q, task_id)
         else:  # pragma: no cover - callers check the action first
             raise ConfigurationError(f"invalid action {action!r}")
 
-    def act_on_tasks(self, queue: str, action: str, task_ids: list[str] | tuple[str, ...]) -> TaskBatchResult:
+    def act_on_tasks(self, queue: str, action: str, task_ids: list[str] | tuple[str, ...], *,
+                     from_state: str | None = None) -> TaskBatchResult:
         """Run, archive, delete or cancel each of ``task_ids`` of ``queue``, as one audited action.
 
         Tasks that are gone, or in a state the action does not apply to, are left as they are and
-        reported in ``failed`` (id -> reason); the others are done. One audit entry records the
-        batch (``tasks.<action>``). ``BrokerError`` stops the batch; what was done is still audited.
+        reported in ``failed`` (id -> reason); the others are done. With ``from_state`` (the list they
+        were chosen from), a task that has left that state since is left as it is too. One audit entry
+        records the batch (``tasks.<action>``). ``BrokerError`` stops the batch; what was done is still
+        audited.
         """
         from queuecore.core.errors import BrokerError
 
         action = self._check_action(action)
+        only_from = () if from_state is None else (self._check_state(from_state),)
         ids = list(dict.fromkeys(task_ids))
         for task_id in ids:
             validate_task_id(task_id)
@@ -1429,16 +1434,18 @@ class Inspector:
             with broker_errors():
                 for task_id in ids:
                     try:
-                        self._admin_script(action, q, task_id)
+                        self._admin_script(action, q, task_id, only_from)
                     except (TaskNotFound, InvalidTaskState) as exc:
                         failed[task_id] = str(exc)
                     else:
                         done.append(task_id)
         except BrokerError as exc:
-            self._audit(f"tasks.{action}", queue, task_ids=ids, count=len(done), outcome=str(exc))
+            self._audit(f"tasks.{action}", queue, task_ids=ids, state=only_from[0] if only_from else None,
+                        count=len(done), outcome=str(exc))
             raise
         outcome = "ok" if not failed else f"{len(failed)} of {len(ids)} not done; first: {next(iter(failed.values()))}"
-        self._audit(f"tasks.{action}", queue, task_ids=ids, count=len(done), outcome=outcome)
+        self._audit(f"tasks.{action}", queue, task_ids=ids, state=only_from[0] if only_from else None,
+                    count=len(done), outcome=outcome)
         return TaskBatchResult(queue, action, done, failed)
 
     def cancel_all(self, queue: str) -> BulkResult:

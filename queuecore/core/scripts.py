@@ -759,20 +759,23 @@ class Scripts:
             return (name, [q.task(task_id)], [f"{self.publish_command} {q.cancel_channel}", f"{q.queue} {task_id}"])
         raise ValueError(f"no operator script {name!r}")  # pragma: no cover - callers name one
 
-    def admin_run_task(self, q: QueueKeys, task_id: str, *, now_ms: int, new_msg: str = "", edit: str = "") -> None:
-        """Move a scheduled, retry or archived task to pending; with ``new_msg``, its message replaced
-        (an edit, recorded by the ``edit`` line in the task's ``edits``), in the same step."""
-        request = self._admin_request("admin_run_task", q, task_id, now_ms, new_msg, edit)
+    def admin_run_task(self, q: QueueKeys, task_id: str, *, now_ms: int, new_msg: str = "", edit: str = "",
+                       only_from: tuple[str, ...] = ()) -> None:
+        """Move a scheduled, retry or archived task (with ``only_from``, one in those states) to pending;
+        with ``new_msg``, its message replaced (an edit, recorded by the ``edit`` line in the task's
+        ``edits``), in the same step."""
+        request = self._admin_request("admin_run_task", q, task_id, now_ms, new_msg, edit, only_from=only_from)
         self._check_admin(self._call(*request), q, task_id, "run")
 
-    def admin_archive_task(self, q: QueueKeys, task_id: str, *, now_ms: int) -> None:
-        """Archive a pending, scheduled or retry task."""
-        request = self._admin_request("admin_archive_task", q, task_id, now_ms)
+    def admin_archive_task(self, q: QueueKeys, task_id: str, *, now_ms: int, only_from: tuple[str, ...] = ()) -> None:
+        """Archive a pending, scheduled or retry task (with ``only_from``, one in those states)."""
+        request = self._admin_request("admin_archive_task", q, task_id, now_ms, only_from=only_from)
         self._check_admin(self._call(*request), q, task_id, "archive")
 
-    def admin_delete_task(self, q: QueueKeys, task_id: str) -> None:
-        """Delete a task that is not active, releasing its unique lock."""
-        self._check_admin(self._call(*self._admin_request("admin_delete_task", q, task_id, 0)), q, task_id, "delete")
+    def admin_delete_task(self, q: QueueKeys, task_id: str, *, only_from: tuple[str, ...] = ()) -> None:
+        """Delete a task that is not active (with ``only_from``, one in those states), releasing its unique lock."""
+        request = self._admin_request("admin_delete_task", q, task_id, 0, only_from=only_from)
+        self._check_admin(self._call(*request), q, task_id, "delete")
 
     def admin_cancel_task(self, q: QueueKeys, task_id: str) -> None:
         """Flag an active task as cancelled and tell workers on the cancel channel."""

@@ -708,6 +708,19 @@ def test_act_on_tasks_does_what_fits_and_audits_one_batch(client, inspector, red
         ops.act_on_tasks("default", "explode", [a.id])
     with pytest.raises(ConfigurationError):
         ops.act_on_tasks("default", "run", ["bad id"])
+    with pytest.raises(ConfigurationError):
+        ops.act_on_tasks("default", "run", [a.id], from_state="finished")
+
+
+@pytest.mark.parametrize("action", ["run", "archive", "delete"])
+def test_act_on_tasks_from_a_state_leaves_a_task_that_left_it(client, inspector, action: str) -> None:
+    """The dashboard's list actions name the list the tasks were ticked on: one that has moved on since
+    (a retry that became pending) is left as it is."""
+    moved = client.enqueue("batch.job", {"n": 1})  # pending, not in the retry list it was "ticked" on
+    result = inspector.act_on_tasks("default", action, [moved.id], from_state="retry")
+    assert result.done == [] and f"cannot {action} task {moved.id!r}: it is pending" == result.failed[moved.id]
+    assert inspector.get_task("default", moved.id).state == "pending"
+    assert inspector.audit_log()[0].state == "retry"
 
 
 def test_cancel_all_flags_every_active_task(client, inspector, redis_client, connection) -> None:

@@ -424,6 +424,25 @@ def test_bulk_action_reports_tasks_left_alone(operator: DjangoClient, client: Cl
     assert "1 task(s) moved to pending." in body and "1 task(s) left as they were" in body
 
 
+def test_an_action_on_ticked_tasks_leaves_those_that_left_the_list(operator: DjangoClient, client: Client,
+                                                                    inspector: Inspector) -> None:
+    """A review: ticked tasks were acted on whatever state they were in by then, so "delete" on the
+    archived list deleted a task an operator had meanwhile run again (pending), and one never archived."""
+    rerun = client.enqueue("x", process_in=60).id
+    inspector.archive_task("default", rerun)
+    inspector.run_task("default", rerun)  # back to pending since the archived list was read
+    never = client.enqueue("x").id  # pending, never on that list
+    still = client.enqueue("x", process_in=60).id
+    inspector.archive_task("default", still)
+    r = operator.post("/queues/default/archived/actions/", {"action": "delete", "task_id": [rerun, never, still]},
+                      follow=True)
+    body = html(r)
+    assert "1 task(s) deleted." in body and "2 task(s) left as they were" in body and "it is pending" in body
+    assert [inspector.get_task("default", t).state for t in (rerun, never)] == ["pending", "pending"]
+    entry = inspector.audit_log()[0]
+    assert (entry.action, entry.state, entry.count) == ("tasks.delete", "archived", 1)
+
+
 def _finished_job(inspector: Inspector, job_id: str) -> Any:
     wait_until(lambda: inspector.bulk_job(job_id).finished, message="the bulk job to finish")
     return inspector.bulk_job(job_id)
