@@ -28,6 +28,14 @@ def json_option(f: F) -> F:
                         help="Print machine-readable JSON only.")(f)
 
 
+def not_empty(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """Refuse an option given empty (``--type "$T"`` with T unset): it would mean no filter at all, so a
+    bulk action on one type would act on every task of the state."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("was given empty (leave the option out for no filter)")
+    return value
+
+
 def yes_option(f: F) -> F:
     return click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")(f)
 

@@ -11,7 +11,7 @@ from queuecore.core.inspector import ORDERS
 from queuecore.core.states import STATES
 
 from ..app import App
-from ..options import json_option
+from ..options import json_option, not_empty
 
 
 @click.command("export")
@@ -19,9 +19,11 @@ from ..options import json_option
 @click.argument("state", type=click.Choice(STATES), metavar="STATE")
 @click.option("--format", "fmt", type=click.Choice(exports.FORMATS), default="jsonl", show_default=True,
               help="jsonl: every field of each task; csv: a row per task for a spreadsheet.")
-@click.option("--type", "type_name", metavar="TYPE", help="Only tasks of this type.")
-@click.option("--search", metavar="TEXT", help="Only tasks whose id, payload or last error contains TEXT.")
-@click.option("--filter", "filter_text", metavar="FILTER", help="The filter language (see `task ls --help`).")
+@click.option("--type", "type_name", metavar="TYPE", callback=not_empty, help="Only tasks of this type.")
+@click.option("--search", metavar="TEXT", callback=not_empty,
+              help="Only tasks whose id, payload or last error contains TEXT.")
+@click.option("--filter", "filter_text", metavar="FILTER", callback=not_empty,
+              help="The filter language (see `task ls --help`).")
 @click.option("--sort", type=click.Choice(ORDERS), help="newest or oldest first (default: the state's order).")
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N tasks.")
 @json_option

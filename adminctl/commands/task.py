@@ -17,7 +17,7 @@ from queuecore.core.states import ACTION_STATES, BULK_ACTION_STATES, STATES, Tas
 
 from ..app import App
 from ..fmt import escape, human_count
-from ..options import json_option, yes_option
+from ..options import json_option, not_empty, yes_option
 from ..render import page_footer, task_detail, task_table
 from .bulk import drive
 
@@ -45,10 +45,10 @@ def task() -> None:
 @click.argument("state", type=click.Choice(STATES), metavar="STATE")
 @click.option("--page", "-p", type=click.IntRange(min=1), default=1, show_default=True, help="Page number.")
 @click.option("--size", "-s", type=click.IntRange(1, 1000), default=20, show_default=True, help="Tasks per page.")
-@click.option("--type", "-t", "type_name", metavar="TYPE", help="Only tasks of this type.")
-@click.option("--search", metavar="TEXT",
+@click.option("--type", "-t", "type_name", metavar="TYPE", callback=not_empty, help="Only tasks of this type.")
+@click.option("--search", metavar="TEXT", callback=not_empty,
               help="Only tasks whose id, payload or last error contains TEXT (case-insensitive).")
-@click.option("--filter", "filter_text", metavar="FILTER",
+@click.option("--filter", "filter_text", metavar="FILTER", callback=not_empty,
               help="The filter language: type:NAME (* wildcards) error:TEXT id:PREFIX payload.PATH:VALUE, words, "
                    "-term to exclude; quote values with spaces.")
 @click.option("--sort", "order", type=click.Choice(ORDERS), default=None,
@@ -269,10 +269,11 @@ def _bulk_command(bulk: BulkAction) -> click.Command:
     @click.command(bulk.name)
     @click.argument("queue_name", metavar="QUEUE")
     @click.argument("state", type=click.Choice(bulk.states), metavar="STATE")
-    @click.option("--filter", "filter_text", metavar="FILTER",
+    @click.option("--filter", "filter_text", metavar="FILTER", callback=not_empty,
                   help="Only the tasks matching this filter (as `task ls --filter`); found first, then acted on.")
-    @click.option("--type", "type_name", metavar="TYPE", help="Only tasks of this type.")
-    @click.option("--search", metavar="TEXT", help="Only tasks whose id, payload or last error contains TEXT.")
+    @click.option("--type", "type_name", metavar="TYPE", callback=not_empty, help="Only tasks of this type.")
+    @click.option("--search", metavar="TEXT", callback=not_empty,
+                  help="Only tasks whose id, payload or last error contains TEXT.")
     @click.option("--background", is_flag=True, help="Queue it as a bulk job for the workers and return at once.")
     @yes_option
     @json_option

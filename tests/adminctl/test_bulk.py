@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from queuecore import Client, Inspector
 from tests.adminctl.test_failures import seed_failures
 
@@ -83,6 +85,22 @@ def test_bad_input_exits_with_a_clear_error_and_queues_nothing(adminctl, client:
         run = adminctl(*args)
         assert run.code == 1 and "no bulk job" in run.stderr and "Traceback" not in run.stderr, args
     assert adminctl("bulk", "ls", "--limit", "0").code == 2
+
+
+@pytest.mark.parametrize("option", ["--type", "--search", "--filter"])
+def test_an_empty_filter_option_is_refused_not_read_as_no_filter(adminctl, client: Client, inspector: Inspector,
+                                                                  option: str) -> None:
+    """A review: ``delete-all Q archived --type "$T" --yes`` with T unset deleted every archived task of
+    every type (an empty option was no filter); ``task ls`` and ``export`` listed everything."""
+    enqueue_archived(client, inspector, "reports", **{"t.a": 2, "t.b": 2})
+    for value in ("", "  "):
+        refused = adminctl("task", "delete-all", "reports", "archived", option, value, "--yes")
+        assert refused.code == 2 and "was given empty" in refused.stderr and "Traceback" not in refused.stderr
+    assert inspector.count("reports", "archived") == 4
+    for args in (("task", "ls", "reports", "archived"), ("task", "export", "reports", "archived")):
+        refused = adminctl(*args, option, "")
+        assert refused.code == 2 and "was given empty" in refused.stderr, args
+        assert adminctl(*args).code == 0, args
 
 
 def test_a_delete_all_deletes_no_more_than_the_count_confirmed(adminctl, client: Client, inspector: Inspector,
