@@ -14,7 +14,7 @@ from rich.text import Text
 from queuecore.core.typereport import WINDOWS, TypeReport
 
 from ..app import App
-from ..fmt import ago, escape, human_count
+from ..fmt import ago, escape, human_count, percent
 from ..options import json_option
 
 window_option = click.option("--window", type=click.Choice(list(WINDOWS)), default="1h", show_default=True,
@@ -29,7 +29,7 @@ def _percentiles(r: TypeReport) -> str:
 
 
 def _rate(r: TypeReport) -> str:
-    return "-" if r.failure_rate is None else f"{r.failure_rate:.1%}"
+    return "-" if r.failure_rate is None else percent(r.failure_rate)
 
 
 def _limits(r: TypeReport) -> str:

@@ -38,3 +38,14 @@ def test_show_says_when_the_failures_were_read_in_part(adminctl, make_worker, re
                         lambda redis, keys, queues, limit: read_failures(redis, keys, queues, 1))
     detail = adminctl("type", "show", "default", "t.flaky")
     assert detail.code == 0 and "of the newest 1 failed tasks of the queue read" in " ".join(detail.stdout.split())
+
+
+def test_a_failure_rate_near_an_end_is_not_rounded_to_it() -> None:
+    """A review: ``type ls`` and ``type show`` printed 2,000 failures of 2,001 as ``100.0%`` (and one of
+    10,000 as ``0.0%``), where ``stats`` and the dashboard say ``>99.9%`` and ``<0.1%``."""
+    from types import SimpleNamespace
+
+    from queuecore_adminctl.commands.types import _rate
+
+    assert [_rate(SimpleNamespace(failure_rate=rate)) for rate in (2000 / 2001, 1 / 10_000, 0.5, 0.0, 1.0, None)] == [
+        ">99.9%", "<0.1%", "50.0%", "0%", "100%", "-"]
