@@ -616,6 +616,26 @@ def test_servers_page_lists_live_workers_with_their_tasks(viewer: DjangoClient, 
     assert fragment.startswith('<section id="qc-servers"') and "hx-get" in fragment.split(">", 1)[0]
 
 
+def test_servers_page_shows_a_worker_serving_a_queue_name_this_version_refuses(viewer: DjangoClient,
+                                                                               redis_client: Any,
+                                                                               connection: Any) -> None:
+    """A review: a live worker of an earlier version serving a queue whose name this version refuses
+    (which the README says to drain with that version) made the Servers page a 500 (NoReverseMatch)."""
+    now = time.time()
+    old = {"id": "old:7:w", "host": "old", "pid": 7, "concurrency": 2, "queues": {"old queue": 1},
+           "strict_priority": False, "started_at": now - 60, "status": "active", "heartbeat_at": now,
+           "workers": [{"task_id": "abc", "queue": "old queue", "type": "t.old", "started_at": now - 1}],
+           "waiting": [{"task_id": "def", "queue": "old queue", "type": "t.old", "fetched_at": now - 1}]}
+    redis_client.set(connection.keys.server("old:7:w"), dumps(old))
+    redis_client.zadd(connection.keys.servers, {"old:7:w": to_ms(now + 60)})
+    for headers in ({}, HX):
+        r = viewer.get("/queues/servers/", headers=headers)
+        body = html(r)
+        assert r.status_code == 200 and 'data-qc-server="old:7:w"' in body
+        assert "old queue" in body and 'data-qc-worker-task="abc"' in body and 'data-qc-waiting-task="def"' in body
+        assert 'href="/queues/old queue' not in body
+
+
 def test_servers_page_without_workers(viewer: DjangoClient) -> None:
     assert "No worker is running" in html(viewer.get("/queues/servers/"))
 
