@@ -649,9 +649,8 @@ def task_action(request: HtmxHttpRequest, qname: str, task_id: str, verb: str) -
         return _task_gone(request, qname, task_id)
     else:
         messages.success(request, f"Task {task_id} {ACTION_DONE[verb]}.", f"qc-subject-task-{task_id}")
-        if verb == "delete":  # back to the list the operator came from (a checked local URL)
-            target = (_local_url(request, request.POST.get("next"))
-                      or reverse("queuecore_dashboard:queue_state", args=[qname, "pending"]))
+        if verb == "delete":  # back to the list of this queue the operator came from (a checked local URL)
+            target = _back_url(request, qname) or reverse("queuecore_dashboard:queue_state", args=[qname, "pending"])
             return HttpResponseClientRedirect(target) if _fragment(request) else redirect(target)
     if not _fragment(request):
         return redirect("queuecore_dashboard:task", qname, task_id)
@@ -673,7 +672,7 @@ def _task_context(request: HtmxHttpRequest, qname: str, task: Any) -> dict[str, 
 
 def _local_url(request: HtmxHttpRequest, url: str | None) -> str | None:
     """``url`` as a path (with its query) when it is a page of this dashboard on this host, else None."""
-    from urllib.parse import urlsplit
+    from urllib.parse import unquote, urlsplit
 
     from django.utils.http import url_has_allowed_host_and_scheme
 
@@ -682,6 +681,10 @@ def _local_url(request: HtmxHttpRequest, url: str | None) -> str | None:
         return None
     parts = urlsplit(url)
     if not parts.path.startswith(reverse("queuecore_dashboard:overview")) or "\\" in parts.path:
+        return None
+    # "/queues/../accounts/logout/" or "/queues/..//host/" starts with the prefix and leaves it once the
+    # browser resolves it: no page of the dashboard has a dot segment or an empty one
+    if any(unquote(segment) in ("", ".", "..") for segment in parts.path.split("/")[1:-1]):
         return None
     return parts.path + (f"?{parts.query}" if parts.query else "")
 

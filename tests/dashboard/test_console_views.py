@@ -119,6 +119,23 @@ def test_deleting_a_task_returns_to_the_list_it_came_from_if_local(operator: Dja
     assert r["Location"] == "/queues/default/pending/"  # not a dashboard URL either
 
 
+@pytest.mark.parametrize("next_url", ["/queues/../accounts/logout/", "/queues/..//evil.example/",
+                                      "/queues/%2e%2e/admin/", "/queues/default/./pending/", "/queues//x/",
+                                      "/queues/servers/", "/queues/default/tasks/abc/"])
+def test_a_next_url_that_leaves_the_lists_of_the_queue_is_not_followed(operator: DjangoClient, client: Client,
+                                                                        next_url: str) -> None:
+    """A review: ``next`` was checked as a path starting with the dashboard's prefix, so dot segments
+    ("/queues/../accounts/logout/", resolved by the browser) led out of it; and a task's delete went to
+    any dashboard page, where the README promises a list of the task's queue."""
+    task_id = client.enqueue("x").id
+    r = operator.post(f"/queues/default/tasks/{task_id}/delete/", {"next": next_url})
+    assert (r.status_code, r["Location"]) == (302, "/queues/default/pending/")
+    operator.post("/queues/default/pause/")
+    r = operator.post("/queues/default/unpause/", {"next": next_url})
+    assert r.url == ("/queues/servers/" if next_url == "/queues/servers/" else
+                     "/queues/default/tasks/abc/" if next_url.endswith("abc/") else "/queues/")
+
+
 def test_archiving_all_past_the_archive_size_says_how_many_the_workers_will_delete(
         operator: DjangoClient, client: Client, inspector: Inspector, dashboard_settings: Any, redis_client: Any,
         connection: Any) -> None:
