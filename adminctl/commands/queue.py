@@ -204,6 +204,10 @@ def queue_remove(app: App, name: str, force: bool, yes: bool) -> None:
             raise click.exceptions.Exit(1)
     try:
         removal = ins.remove_queue(name, force=force)
+    except KeyboardInterrupt:
+        app.terminal.error(f"interrupted: queue {escape(name)} is partly removed (its task lists first); run the same "
+                           "command again to finish")
+        raise click.exceptions.Exit(130) from None
     except QueueNotEmpty:
         if info.active:
             raise

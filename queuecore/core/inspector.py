@@ -637,18 +637,27 @@ class Inspector:
         deleted = tasks = 0
         watched: list[str] = []
         states = {q.state_key(state) for state in LIVE_STATES}
-        for batch in self._scan_batches(q.all_pattern):
-            task_keys = [key for key in batch if key.startswith(q.task_prefix)]
-            others = [key for key in batch if not key.startswith(q.task_prefix)]
-            # Without force, what is enqueued meanwhile stays: its task, and the state holding it (an
-            # empty state is no key: one found holds such a task).
-            task_keys, waited = self._tasks_to_delete(q, task_keys, keep_live=not force)
-            watched += waited
-            if not force:
-                others = [key for key in others if key not in states]
-            removed = int(self.redis.unlink(*task_keys)) if task_keys else 0  # a key SCAN gave twice, once
-            tasks += removed
-            deleted += removed + (int(self.redis.unlink(*others)) if others else 0)
+        try:
+            if force:  # the lists of tasks first: cut off there, no list names a task whose hash is gone
+                deleted = int(self.redis.unlink(*sorted(states | {q.completed})))
+            for batch in self._scan_batches(q.all_pattern):
+                task_keys = [key for key in batch if key.startswith(q.task_prefix)]
+                others = [key for key in batch if not key.startswith(q.task_prefix)]
+                # Without force, what is enqueued meanwhile stays: its task, and the state holding it (an
+                # empty state is no key: one found holds such a task).
+                task_keys, waited = self._tasks_to_delete(q, task_keys, keep_live=not force)
+                watched += waited
+                if not force:
+                    others = [key for key in others if key not in states]
+                removed = int(self.redis.unlink(*task_keys)) if task_keys else 0  # a key SCAN gave twice, once
+                tasks += removed
+                deleted += removed + (int(self.redis.unlink(*others)) if others else 0)
+        except BaseException as exc:  # Ctrl-C, Redis gone: the queue stays listed, and removing it again ends it
+            with contextlib.suppress(Exception):
+                self._audit(f"queue.{QueueAction.REMOVE}", name, count=tasks,
+                            outcome=f"cut off ({type(exc).__name__}) after deleting {tasks} task(s) and "
+                                    f"{deleted - tasks} other key(s): remove it again to finish")
+            raise
         self._end_waits(q, watched)
         if not force and (arrived := self._queue_infos([q])[0].size):
             raise QueueNotEmpty(f"queue {name!r}: {arrived} task(s) were enqueued while it was "

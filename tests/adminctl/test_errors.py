@@ -143,3 +143,22 @@ def test_a_type_name_no_task_can_have_and_a_zero_pause_are_usage_errors(adminctl
     assert zero.code == 2 and "must be more than 0 seconds" in zero.stderr and "for_" not in zero.stderr, zero
     eons = adminctl("queue", "pause", "qs1", "--for", "400000000")  # over 10 years: a usage error too
     assert eons.code == 2 and "Invalid value for '--for'" in eons.stderr and "for_" not in eons.stderr, eons
+
+
+def test_a_queue_removal_cut_off_by_ctrl_c_says_how_to_finish(adminctl, client: Client, monkeypatch) -> None:
+    """A review: Ctrl-C during ``queue remove --force`` printed only "Aborted!" (exit 1) over a queue half
+    removed; it says what happened and that the same command finishes it (exit 130)."""
+    from queuecore import Inspector
+
+    for n in range(3):
+        client.enqueue("t.x", {"n": n}, queue="doomed")
+
+    def cut_off(self: Inspector, *args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Inspector, "_tasks_to_delete", cut_off)
+    cut = adminctl("queue", "remove", "doomed", "--force", "--yes")
+    assert cut.code == 130 and "partly removed" in cut.stderr and "run the same command again" in cut.stderr, cut
+    monkeypatch.undo()
+    assert adminctl("queue", "remove", "doomed", "--force", "--yes").code == 0
+    assert "doomed" not in adminctl("queue", "ls").stdout

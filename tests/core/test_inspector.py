@@ -539,6 +539,34 @@ def test_remove_queue_with_force_deletes_every_key_of_that_queue_only(fi: Inspec
         fi.queue_info("q?")
 
 
+def test_a_removal_cut_off_leaves_no_list_naming_a_deleted_task_and_says_so(fi: Inspector, redis_client,
+                                                                              connection, monkeypatch) -> None:
+    """A review: ``queue remove --force`` interrupted (Ctrl-C, Redis gone) after some task hashes were
+    deleted left every id in the state lists (the queue still showed them all, rows without a task) and
+    no audit entry. The lists go first now, the audit says how far it got, and removing it again ends it."""
+    q = queue(redis_client, connection, "q")
+    seed_every_state(redis_client, q)
+    redis_client.delete(q.active, q.task("a0"))  # no active task
+    calls = []
+
+    def cut_off(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fi, "_tasks_to_delete", cut_off)
+    with pytest.raises(KeyboardInterrupt):
+        fi.remove_queue("q", force=True)
+    assert calls and fi.queues() == ["q"]  # still listed: an operator sees it, and can remove it again
+    info = fi.queue_info("q")
+    assert (info.pending, info.scheduled, info.retry, info.archived, info.completed) == (0, 0, 0, 0, 0)
+    entry = fi.audit_log()[0]
+    assert entry.action == "queue.remove" and "cut off (KeyboardInterrupt)" in entry.outcome
+    assert "remove it again to finish" in entry.outcome
+    monkeypatch.undo()
+    fi.remove_queue("q", force=True)
+    assert queue_key_names(redis_client, q) == set() and fi.queues() == []
+
+
 def test_remove_an_empty_queue(fi: Inspector, redis_client, connection) -> None:
     q = queue(redis_client, connection, "q")
     seed_task(redis_client, q, "c", "completed", score=NOW_MS)  # completed tasks do not block removal
