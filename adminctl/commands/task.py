@@ -9,7 +9,7 @@ import click
 
 from queuecore.core.bulkjobs import new_holder
 from queuecore.core.config import DEFAULT_MAX_ARCHIVE_SIZE
-from queuecore.core.errors import ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
+from queuecore.core.errors import BrokerError, ConfigurationError, InvalidTaskState, PageNotFound, TaskNotFound
 from queuecore.core.inspector import FILTER_SCAN_LIMIT, ORDERS
 from queuecore.core.keys import validate_queue_name
 from queuecore.core.message import TaskInfo
@@ -193,6 +193,7 @@ def _action_command(action: Action, name: str | None = None) -> click.Command:
         method: Callable[[str, str], None] = getattr(app.inspector, action.method)
         validate_queue_name(queue_name)  # a bad name is a usage error (exit 2), not a failure per id
         results = []
+        stopped: BaseException | None = None  # Ctrl-C or Redis failing: what was done is still reported
         for task_id in task_ids:
             try:
                 method(queue_name, task_id)
@@ -201,14 +202,32 @@ def _action_command(action: Action, name: str | None = None) -> click.Command:
                 if not app.json:
                     app.terminal.error(f"{escape(task_id)}: {exc}")
                 continue
+            except (KeyboardInterrupt, BrokerError) as exc:
+                stopped = exc
+                break
             results.append({"id": task_id, "ok": True, "error": None, "error_type": None})
             if not app.json:
                 app.terminal.success(f"{task_id}: {action.done}")
+        if isinstance(stopped, BrokerError) and not results:  # nothing was done: the error says it all
+            raise stopped
         failed = sum(1 for r in results if not r["ok"])
+        report: dict[str, object] = {"queue": queue_name, "action": action.name, "results": results}
+        if stopped is not None:
+            at, *untried = task_ids[len(results):]
+            interrupted = isinstance(stopped, KeyboardInterrupt)
+            reason = "interrupted" if interrupted else app.scrub(f"{type(stopped).__name__}: {stopped}")
+            report["stopped"] = {"reason": reason, "at": at, "not_tried": untried}
+            if not app.json:  # Redis's error follows on a line of its own
+                app.terminal.error(f"stopped at {escape(at)}{' (interrupted)' if interrupted else ''}: it may or "
+                                   f"may not be {action.done}; {len(untried)} more not tried")
         if app.json:
-            app.terminal.json({"queue": queue_name, "action": action.name, "results": results})
+            app.terminal.json(report)
         elif len(task_ids) > 1:
-            app.terminal.info(f"{len(task_ids) - failed} of {len(task_ids)} done, {failed} failed")
+            app.terminal.info(f"{len(results) - failed} of {len(task_ids)} done, {failed} failed")
+        if isinstance(stopped, KeyboardInterrupt):
+            raise click.exceptions.Exit(130)
+        if stopped is not None:
+            raise stopped
         if failed:
             raise click.exceptions.Exit(1)
 

@@ -306,3 +306,35 @@ def test_printed_ages_are_measured_by_redis_time_not_this_hosts_clock(adminctl, 
     assert run.code == 0, run.stderr
     enqueued_line = next(line for line in run.stdout.splitlines() if "Enqueued" in line)
     assert "(2h 5m ago)" in enqueued_line, enqueued_line
+
+
+@pytest.mark.parametrize("stop", ["ctrl-c", "redis-gone"])
+def test_an_action_on_many_ids_cut_off_still_reports_what_it_did(adminctl, client: Client, inspector: Inspector,
+                                                                 monkeypatch, stop: str) -> None:
+    """A review: ``--json task delete Q <3,000 ids>`` interrupted (Ctrl-C) printed nothing, though 1,138
+    tasks had been deleted, and Redis failing mid-way did the same: a script could not tell which."""
+    from queuecore.core.errors import RedisUnavailable
+
+    ids = [client.enqueue("t.x", {"n": n}, queue="many").id for n in range(4)]
+    delete = Inspector.delete_task
+
+    def cut_off_at_the_third(self: Inspector, queue: str, task_id: str) -> None:
+        if task_id == ids[2]:
+            raise KeyboardInterrupt if stop == "ctrl-c" else RedisUnavailable("Redis is unreachable: gone")
+        delete(self, queue, task_id)
+
+    monkeypatch.setattr(Inspector, "delete_task", cut_off_at_the_third)
+    run = adminctl("--json", "task", "delete", "many", *ids)
+    assert run.code == (130 if stop == "ctrl-c" else 2), run
+    report = run.json()
+    assert [r["id"] for r in report["results"] if r["ok"]] == ids[:2]
+    assert report["stopped"]["at"] == ids[2] and report["stopped"]["not_tried"] == ids[3:]
+    assert report["stopped"]["reason"] == ("interrupted" if stop == "ctrl-c" else
+                                           "RedisUnavailable: Redis is unreachable: gone")
+    assert inspector.count("many", "pending") == 2
+    plain = adminctl("task", "delete", "many", ids[3], ids[2])
+    assert plain.code == (130 if stop == "ctrl-c" else 2) and f"stopped at {ids[2]}" in plain.stderr, plain
+    assert inspector.count("many", "pending") == 1
+    if stop == "redis-gone":  # nothing done before it: Redis's error alone, as before
+        alone = adminctl("task", "delete", "many", ids[2])
+        assert alone.code == 2 and alone.stderr.count("\n") == 1 and "Redis is unreachable: gone" in alone.stderr
