@@ -147,6 +147,7 @@ class BulkJob:
     cancel_requested: bool = False
     error: str | None = None
     holder: str | None = None  # the driver holding the lease while it runs
+    released_by: str | None = None  # the driver that last gave the lease up (stopped between two chunks)
     sample: tuple[str, ...] = ()  # the first ids acted on (a job that found its tasks first)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -338,7 +339,8 @@ class BulkJobStore:
             scanned=_int(raw.get("scanned")), done=_int(raw.get("done")), skipped=_int(raw.get("skipped")),
             created_at=_when(raw.get("created_at")) or _EPOCH, started_at=_when(raw.get("started_at")),
             finished_at=_when(raw.get("finished_at")), cancel_requested=raw.get("cancel") == "1",
-            error=raw.get("error") or None, holder=raw.get("holder") or None, sample=_sample(raw.get("sample")),
+            error=raw.get("error") or None, holder=raw.get("holder") or None,
+            released_by=raw.get("released_by") or None, sample=_sample(raw.get("sample")),
             extra={"cursor": _int(raw.get("cursor")), "lease_until": _int(raw.get("lease_until")),
                    "state_cursor": raw.get("state_cursor"),
                    "state_size": _int(size) if size not in (None, "") else None},
@@ -415,11 +417,12 @@ def run_job(store: BulkJobStore, ops: BulkOperations, job_id: str, *, holder: st
         return store.get(job_id)
     if job.started_at is None:
         log.info("bulk job %s (%s by %s) started, driven by %s", job.id, job.describe(), job.actor, holder)
-    elif job.holder == holder:  # the same driver going on (adminctl after a Ctrl-C, to cancel it): no recovery
+    elif holder in (job.holder, job.released_by):  # the same driver going on (adminctl after a Ctrl-C, to
+        # cancel it; it gave the lease up between two chunks): no recovery
         log.info("bulk job %s (%s by %s) goes on, driven by %s", job.id, job.describe(), job.actor, holder)
     else:  # its driver stopped or died: a recovery, said at the default level
         log.warning("bulk job %s (%s by %s) taken up by %s at %s done; its driver %s stopped", job.id,
-                    job.describe(), job.actor, holder, f"{job.done:,}", job.holder or "before")
+                    job.describe(), job.actor, holder, f"{job.done:,}", job.holder or job.released_by or "before")
     progress = _Progress(store, job_id, holder, job, stop, on_progress)
     progress.cancel = cancel
     try:
@@ -432,7 +435,7 @@ def run_job(store: BulkJobStore, ops: BulkOperations, job_id: str, *, holder: st
                 _act_on_state(progress, ops, job)
     except _Stop:
         if progress.held:
-            store.step(job_id, holder, progress.fields, release=True)
+            store.step(job_id, holder, {**progress.fields, "released_by": holder}, release=True)
         return store.get(job_id)
     except BrokerError as exc:
         if not _is_transient(exc):  # a corrupt key, a refusal: the job cannot go on
