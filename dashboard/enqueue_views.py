@@ -16,10 +16,9 @@ from queuecore.core.errors import ConfigurationError, DuplicateTask, InvalidPayl
 from queuecore.core.operator_enqueue import enqueue_checked
 
 from .access import OPERATE, dashboard_access
+from .forms import PAYLOAD_TEXT_MAX
 from .inspector import inspector_for, shared_client
 from .views import HtmxHttpRequest, P, _base, action, content_security_policy, core_errors
-
-MAX_TEXT = 1_100_000  # characters of the form's payload text (the payload limit is checked in bytes after)
 
 
 def _live_types(request: HtmxHttpRequest) -> list[str]:
@@ -47,8 +46,8 @@ def enqueue_task(request: HtmxHttpRequest) -> HttpResponse:
     values: dict[str, Any] = {k: post.get(k, "") for k in ("type", "queue", "payload", "process_in")}
     options: dict[str, Any] = {"queue": values["queue"].strip() or "default"}
     try:
-        if len(values["payload"]) > MAX_TEXT:
-            raise InvalidPayload(f"the payload text is over {MAX_TEXT:,} characters")
+        if len(values["payload"]) > PAYLOAD_TEXT_MAX:
+            raise InvalidPayload(f"the payload text is over {PAYLOAD_TEXT_MAX:,} characters")
         try:
             payload = json.loads(values["payload"] or "{}")
         except (ValueError, RecursionError) as exc:

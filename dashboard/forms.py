@@ -14,6 +14,9 @@ from queuecore.core.states import TASK_ACTIONS, actions_for, bulk_actions_for
 
 MAX_SELECTED = 1000
 MAX_COUNTED = 10**15  # a count or unix ms time a page sends back
+# Characters of a payload form's text (the enqueue form, a task's edit; their textareas' maxlength): the
+# payload limit is checked in bytes after. Under Django's 2.5 MB DATA_UPLOAD_MAX_MEMORY_SIZE.
+PAYLOAD_TEXT_MAX = 1_100_000
 
 # The words for each action (which action fits which state is ``queuecore.core.states``).
 ACTION_LABELS = {"run": "Run now", "archive": "Archive", "delete": "Delete", "cancel": "Cancel"}

@@ -11,18 +11,17 @@ from django.shortcuts import redirect
 
 from queuecore.core.errors import InvalidPayload, InvalidTaskState, NoWorkerForTask
 
+from .forms import PAYLOAD_TEXT_MAX
 from .inspector import inspector_for
 from .views import HtmxHttpRequest, action
-
-MAX_TEXT = 1_100_000  # characters of the form's payload text (the payload limit is checked in bytes after)
 
 
 @action
 def task_edit(request: HtmxHttpRequest, qname: str, task_id: str) -> HttpResponse:
     text = request.POST.get("payload", "")
     try:
-        if len(text) > MAX_TEXT:
-            raise InvalidPayload(f"the payload text is over {MAX_TEXT:,} characters")
+        if len(text) > PAYLOAD_TEXT_MAX:
+            raise InvalidPayload(f"the payload text is over {PAYLOAD_TEXT_MAX:,} characters")
         try:
             payload = json.loads(text)
         except (ValueError, RecursionError) as exc:

@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString
 from queuecore.core.clock import format_duration
 from queuecore.core.text import percent_text
 
+from ..forms import PAYLOAD_TEXT_MAX
 from ..inspector import redis_now
 
 register = template.Library()
@@ -161,6 +162,16 @@ def qc_preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
 def qc_pretty(value: Any) -> str:
     """Indented JSON for a ``<pre>`` block."""
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False, default=str)
+
+
+@register.filter
+def qc_editable_payload(value: Any) -> str:
+    """A payload as a form's text: indented, or compact when indented it would not fit the form
+    (``PAYLOAD_TEXT_MAX``: 400 KB of ``[0, 0, ...]`` is 1.4 MB indented, and could not be saved back)."""
+    text = qc_pretty(value)
+    if len(text) <= PAYLOAD_TEXT_MAX:
+        return text
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 @register.filter

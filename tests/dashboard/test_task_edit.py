@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html as htmllib
+import json
 import shlex
 
 from django.test import Client as DjangoClient
@@ -55,3 +56,21 @@ def test_an_undecodable_task_offers_no_edit_and_a_forced_edit_post_says_why(oper
                          {"payload": "null", "force": "1"}, follow=True)
     assert "Nothing changed: a task's payload is a JSON object, not NoneType" in htmllib.unescape(null.content.decode())
     assert inspector.get_task("default", info.id).payload == {"a": 1}
+
+
+def test_a_payload_within_the_limit_can_be_saved_back_as_the_form_shows_it(operator: DjangoClient, client: Client,
+                                                                           inspector) -> None:
+    """A review: 400 KB of ``{"flags": [0, 0, ...]}`` (under the 512 KiB limit) was shown indented, 1.4M
+    characters, past the form's 1.1M: saved back unchanged it was refused, "the payload text is over"."""
+    payload = {"flags": [0] * 200_000}
+    info = client.enqueue("t.offline", payload, process_in=3600)
+    page = operator.get(reverse("queuecore_dashboard:task", args=["default", info.id])).content.decode()
+    shown = htmllib.unescape(page.split('id="qc-edit-payload"', 1)[1].split(">", 1)[1].split("</textarea>", 1)[0])
+    assert len(shown) <= 1_100_000 and json.loads(shown) == payload
+    saved = operator.post(reverse("queuecore_dashboard:task_edit", args=["default", info.id]),
+                          {"payload": shown, "force": "1"}, follow=True)
+    assert "has its new payload" in htmllib.unescape(saved.content.decode())
+    assert inspector.get_task("default", info.id).state == "pending"
+    small = client.enqueue("t.offline", {"a": 1}, process_in=3600)  # indented as before when it fits
+    page = operator.get(reverse("queuecore_dashboard:task", args=["default", small.id])).content.decode()
+    assert '{\n  &quot;a&quot;: 1\n}</textarea>' in page
