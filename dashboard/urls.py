@@ -97,7 +97,8 @@ urlpatterns = [
     path("_/activity/", views.overview_activity, name="overview_activity"),
     path("_/chart/", views.chart, name="chart"),
     path("servers/", views.servers, name="servers"),
-    path("servers/_/<str:server_id>/<slug:verb>/", server_views.server_action, name="server_action"),
+    # path: a server id holds its host name, which may hold "/"
+    path("servers/_/<path:server_id>/<slug:verb>/", server_views.server_action, name="server_action"),
     path("redis/", views.redis_page, name="redis"),
     path("audit/", views.audit, name="audit"),
     path("bulk/", bulk_views.bulk_jobs, name="bulk_jobs"),

@@ -12,6 +12,7 @@ from django.urls import reverse
 from queuecore import Worker
 from tests.conftest import FAST, wait_until
 from tests.dashboard.conftest import HX
+from tests.helpers.heartbeats import seed_heartbeat
 
 URL = reverse("queuecore_dashboard:servers")
 
@@ -44,3 +45,16 @@ def test_memory_and_quiet_then_stop(operator: DjangoClient, viewer: DjangoClient
     finally:
         worker.request_shutdown()
         runner.join(15)
+
+
+def test_quiet_and_stop_reach_a_server_whose_host_name_holds_a_slash(operator: DjangoClient, redis_client,
+                                                                      connection, inspector) -> None:
+    """A review: a server id holding "/" (its host name's) did not fit the action URL, so its Quiet and
+    Stop forms posted to "" (the Servers page) and nothing happened, with nothing said."""
+    server_id = seed_heartbeat(redis_client, connection.keys, server_id="rack/7:42:beef0001")
+    page = operator.get(URL).content.decode()
+    quiet = reverse("queuecore_dashboard:server_action", args=[server_id, "quiet"])
+    assert f'action="{quiet}"' in page and 'action=""' not in page
+    done = operator.post(quiet, headers=HX)
+    assert done.status_code == 200 and f"Asked {server_id} to go quiet" in done.content.decode()
+    assert inspector.audit_log()[0].action == "server.quiet"
