@@ -76,6 +76,7 @@ WAIT_CHUNK = 10.0  # seconds one blocking wait lasts at most before the task is 
 MIN_BLOCK = 0.01  # Redis reads a blocking timeout in whole ms, and 0 ms blocks forever
 CLOSE_WAIT = 5.0  # seconds Client.close() waits for its waiting loop to end; the rest ends in the loop's thread
 ENDING_GRACE = 60.0  # seconds the waits that close() cancelled get to end (close their clients) before it stops
+RECANCEL_EVERY = 1.0  # seconds between cancels of a wait that close() cancelled and that goes on
 ANSWER_GRACE = 0.25  # seconds an async wait's last look may take past its timeout before it gives up on Redis
 OUTAGE_RIDE = 30.0  # seconds a wait without a timeout goes on trying while Redis cannot be reached
 OUTAGE_POLL = 0.25  # seconds between its tries meanwhile
@@ -247,6 +248,7 @@ class _WaitLoop:
         self._lock = threading.Lock()
         self._closed = False
         self._waiting: set[concurrent.futures.Future[TaskHandle]] = set()  # the waits in progress
+        self._wait_tasks: set[asyncio.Task[Any]] = set()  # their tasks on the loop (used on the loop only)
         self._thread = threading.Thread(target=self._run, name="queuecore-waits", daemon=True)
         self._thread.start()
         _LIVE_WAIT_LOOPS.add(self)
@@ -267,7 +269,7 @@ class _WaitLoop:
         with self._lock:
             if self._closed:
                 raise _closed_during(what)
-            future = asyncio.run_coroutine_threadsafe(wait(self._client), self._loop)
+            future = asyncio.run_coroutine_threadsafe(self._tracked(wait(self._client)), self._loop)
             self._waiting.add(future)
         try:
             return future.result()
@@ -281,6 +283,17 @@ class _WaitLoop:
         finally:
             with self._lock:
                 self._waiting.discard(future)
+
+    async def _tracked(self, wait: Coroutine[Any, Any, TaskHandle]) -> TaskHandle:
+        """``wait``, known as a wait while it runs (``_end_waits`` cancels those again, not their clients'
+        closing)."""
+        task = asyncio.current_task()
+        assert task is not None  # nosec B101 - a coroutine run by the loop
+        self._wait_tasks.add(task)
+        try:
+            return await wait
+        finally:
+            self._wait_tasks.discard(task)
 
     def close(self) -> None:
         """End the waits in progress (their callers get ``ResultTimeout`` at once), close the shared
@@ -301,15 +314,35 @@ class _WaitLoop:
         the pool), close the pool, and stop the loop. A wait cut off by a stopped loop was left pending,
         its connections open, until the garbage collector threw it away."""
         try:
-            cancelled = asyncio.all_tasks() - {asyncio.current_task()}
-            if cancelled:
-                await asyncio.wait(cancelled, timeout=ENDING_GRACE)
+            me = asyncio.current_task()
+            ends_by = time.monotonic() + ENDING_GRACE
+            while (left := asyncio.all_tasks() - {me}) and time.monotonic() < ends_by:
+                done, _ = await asyncio.wait(left, timeout=RECANCEL_EVERY)
+                for task in done:  # their callers have returned: nothing else reads how they ended
+                    if not task.cancelled():
+                        task.exception()
+                for task in list(self._wait_tasks):  # a cancel redis-py swallowed (it went on blocking):
+                    task.cancel()  # again; a wait's client closing (shielded, a task of its own) is left to end
             if self._client is not None:
                 await self._client.aclose()
         except Exception:  # Redis away: the connections go with the loop
             pass
         finally:
             self._loop.stop()
+
+
+async def _close_shielded(client: redis.asyncio.Redis) -> None:
+    """Close a wait's own client, to the end even when the wait is cancelled meanwhile (the close goes on
+    as a task of its own)."""
+    await asyncio.shield(client.aclose())
+
+
+def _raise_if_cancelled() -> None:
+    """``CancelledError`` when this task was cancelled: redis-py can turn a cancel that lands in a command
+    into an error it retries, or one the wait rides as an outage, and the wait went on blocking."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def _closed_during(what: str) -> ResultTimeout:
@@ -462,7 +495,7 @@ class Results:
             with broker_errors():
                 return await self._aread_on(client, q, task_id)
         finally:
-            await client.aclose()
+            await _close_shielded(client)
 
     async def await_(self, queue: str, task_id: str, timeout: float | None = None) -> TaskHandle:
         """``wait`` for asyncio: the same reads and blocking waits, on an asyncio connection of its own."""
@@ -470,7 +503,7 @@ class Results:
         try:
             return await self._await_on(client, queue, task_id, timeout)
         finally:
-            await client.aclose()
+            await _close_shielded(client)
 
     async def _await_on(self, client: redis.asyncio.Redis, queue: str, task_id: str,
                         timeout: float | None) -> TaskHandle:
@@ -495,12 +528,14 @@ class Results:
                            deadline: float | None) -> TaskHandle:
         unreachable_since: float | None = None
         while True:
+            _raise_if_cancelled()
             try:
                 info = await self._aread_on(client, q, task_id, watch=True)
                 unreachable_since = None
                 block = self._next_block(info, deadline, WAIT_CHUNK)
                 if block is None:
                     return info
+                _raise_if_cancelled()
                 try:
                     await wait_for_done(client, q, task_id, block)
                 except redis.ResponseError as exc:

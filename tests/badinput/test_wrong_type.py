@@ -177,7 +177,7 @@ CASES = [
     Case("admin_periodic_pause/entry", lambda q: q.periodic("e"),
          lambda s, q: s.admin_periodic_pause(q, "e", pause=True, actor="ops", now_ms=NOW)),
     Case("periodic_register/index", lambda q: Keys(q.prefix).periodic,
-         lambda s, q: s.periodic_register(["e/default"], now_ms=NOW, until_ms=NOW + 1)),
+         lambda s, q: s.periodic_register(["e/default"], lapsed_before_ms=NOW, until_ms=NOW + 1)),
     Case("alerts_apply/alerts", lambda q: Keys(q.prefix).alerts,
          lambda s, q: s.alerts_apply("w", now_ms=NOW, lease_until_ms=NOW + 1, fire=[("r/q", "{}")])),
     *[Case(f"bulk_job_create/{name}", key, lambda s, q: s.bulk_job_create(
