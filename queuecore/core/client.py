@@ -57,7 +57,7 @@ from queuecore.core.redis_errors import (
     unreachable_message,
     wrong_type_message,
 )
-from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry, given
+from queuecore.core.registry import ENQUEUE_OPTIONS, Handler, TaskRegistry, TaskRequest, default_registry, over
 from queuecore.core.results import Results, TaskHandle
 from queuecore.core.scripts import OK, PUSHED, EnqueueItem, Scripts
 from queuecore.core.states import TaskState
@@ -245,7 +245,7 @@ class Client:
         handler = task if isinstance(task, Handler) else self.registry.get(self._valid_name(task, "type"))
         type_name = task.name if isinstance(task, Handler) else task
         if handler is not None and handler.options:
-            options = {**handler.options, **given(options)}
+            options = over(handler.options, options)
         queue = self._valid_name(DEFAULT_QUEUE if options.get("queue") is None else options["queue"], "queue")
         task_id = validate_task_id(options["task_id"]) if options.get("task_id") is not None else None
         max_retry = options.get("max_retry")
@@ -479,7 +479,7 @@ class Client:
                 else:
                     raise InvalidPayload(f"enqueue_many takes TaskRequest or (type, payload) items, got {shown(req)}")
                 if own:
-                    prepared.append(self._prepare(task, payload, {**options, **given(own)}, now))
+                    prepared.append(self._prepare(task, payload, over(options, own), now))
                     continue
                 key = task if isinstance(task, str) else id(task)
                 known = shared.get(key)

@@ -31,6 +31,18 @@ def given(options: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in options.items() if value is not None}
 
 
+_WHEN = frozenset({"process_at", "process_in"})  # two ways of giving one thing: when the task is due
+
+
+def over(lower: dict[str, Any], higher: dict[str, Any]) -> dict[str, Any]:
+    """The options of a level (``higher``: a request's own, a later ``using``) over those of the level
+    below; ``process_at`` and ``process_in`` are one choice, so either given above replaces both below."""
+    higher = given(higher)
+    if _WHEN & higher.keys():
+        lower = {name: value for name, value in lower.items() if name not in _WHEN}
+    return {**lower, **higher}
+
+
 @dataclass(frozen=True)
 class TaskRequest:
     """A task to enqueue: a type name, its payload (argument names to values) and options."""

@@ -15,7 +15,7 @@ from queuecore.core.registry import (
     TaskRequest,
     check_options,
     default_registry,
-    given,
+    over,
 )
 from queuecore.core.results import TaskHandle
 
@@ -43,7 +43,7 @@ class _Bound:
 
     def using(self, *, client: Client | None = None, **options: Any) -> _Bound:
         check_options(options)
-        return _Bound(self.task, {**self.options, **given(options)}, client or self.client)
+        return _Bound(self.task, over(self.options, options), client or self.client)
 
     def request(self, *args: Any, **kwargs: Any) -> TaskRequest:
         """A ``TaskRequest`` carrying the overridden options (they win over the batch's)."""

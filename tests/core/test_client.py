@@ -822,3 +822,24 @@ def test_a_refused_registration_stores_nothing(client: Client, redis_client, con
     redis_client.delete(connection.keys.queues)
     assert client.enqueue("t", queue="fresh").id  # registered at the next try
     assert redis_client.smembers(connection.keys.queues) == {"fresh"}
+
+
+def test_a_higher_level_s_due_time_replaces_the_lower_level_s(client: Client, registry, inspector) -> None:
+    """A review: ``process_at`` and ``process_in`` are one choice, but a request's own (or a later
+    ``using``'s) was merged beside the batch's (or the earlier one's), so the call was refused, "give
+    process_at or process_in, not both", where every other option of the higher level wins."""
+    from queuecore import task
+
+    @task(name="t.when", registry=registry)
+    def when(n: int) -> None: ...
+
+    at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)
+    [own_at] = client.enqueue_many([when.using(process_at=at).request(1)], process_in=60)
+    [own_in] = client.enqueue_many([when.using(process_in=600).request(2)], process_at=at)
+    later = when.using(client=client, process_at=at).using(process_in=900).enqueue(3)
+    due = {h.id: inspector.get_task("default", h.id).next_process_at for h in (own_at, own_in, later)}
+    assert due[own_at.id] == at
+    for handle, seconds in ((own_in, 600), (later, 900)):
+        assert abs((due[handle.id] - datetime.now(UTC)).total_seconds() - seconds) < 30
+    with pytest.raises(InvalidOption, match="not both"):  # one level giving both is still refused
+        client.enqueue("t.when", {"n": 4}, process_at=at, process_in=5)
