@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import os
 import re
 import threading
@@ -164,12 +165,30 @@ class TaskHandle(TaskInfo):
         """``get`` for asyncio."""
         return outcome(await self.await_(timeout))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled (Django's cache, a process's queue) as the snapshot alone: its client's connections
+        and locks stay here, and the unpickled handle is bound to none (``Client.result(result_id)``)."""
+        return (_unbound_handle, (self._fields(),))
+
+    def __copy__(self) -> TaskHandle:
+        return TaskHandle.of(TaskHandle(**self._fields()), self._results)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TaskHandle:
+        return TaskHandle.of(TaskHandle(**copy.deepcopy(self._fields(), memo)), self._results)  # the same client
+
+    def _fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
     @classmethod
     def of(cls, info: TaskInfo, results: Results | None) -> TaskHandle:
         """A handle on the task ``info`` describes, bound to ``results``."""
         handle = info if type(info) is cls else cls(**{f.name: getattr(info, f.name) for f in fields(info)})
         object.__setattr__(handle, "_results", results)
         return handle
+
+
+def _unbound_handle(values: dict[str, Any]) -> TaskHandle:
+    return TaskHandle(**values)
 
 
 def _score(value: Any) -> float | None:

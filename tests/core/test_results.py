@@ -1038,3 +1038,21 @@ def test_attempts_parse_the_error_type_of_older_lines_as_unknown() -> None:
     [attempt] = parse_attempts('{"attempt":1,"worker":"w","result":"archived","ended_at":1,"error":"E: x"}')
     assert attempt.error_type is None
 
+
+
+def test_a_handle_pickles_as_its_snapshot_and_copies_keep_its_client(client: Client, inspector: Inspector) -> None:
+    """A review: ``pickle.dumps(handle)`` and ``copy.deepcopy(handle)`` raised "cannot pickle
+    '_thread.RLock' object" (the handle holds its client's results reader), where a user puts what
+    ``enqueue`` returns in Django's cache or a process's queue."""
+    import copy
+    import pickle
+
+    handle = client.enqueue("t", {"n": 1}, retention=60)
+    inspector.archive_task("default", handle.id)
+    restored = pickle.loads(pickle.dumps(handle))
+    assert type(restored) is TaskHandle and restored == handle and restored.result_id == handle.result_id
+    with pytest.raises(ConfigurationError, match="not bound to a client"):
+        restored.refresh()
+    assert client.result(restored.result_id).refresh().state == "archived"  # looked up again by its id
+    for copied in (copy.copy(handle), copy.deepcopy(handle)):
+        assert copied == handle and copied.refresh().state == "archived"  # bound to the same client
