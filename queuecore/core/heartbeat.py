@@ -62,7 +62,12 @@ class Heartbeater(Periodic):
         return self.interval * 3
 
     def run_once(self) -> None:
-        self._renewer.renew()
+        try:
+            self._renewer.renew()
+        except Exception as exc:  # one queue's refusal (a task key of another type, its master away): this
+            # process still beats, or its heartbeat (and health file) lapsed and a liveness probe killed it
+            self.beat()
+            raise exc
         self.beat()
         if self._align_clock is not None:
             self._align_clock()

@@ -363,3 +363,32 @@ def test_a_worker_pointed_at_a_server_that_does_not_speak_redis_logs_one_outage_
     assert [r.getMessage().split(" (")[0] for r in errors] == ["Redis is unreachable"], errors
     assert "does not answer in Redis's protocol" in errors[0].getMessage()
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_one_task_key_of_another_type_does_not_stop_the_heartbeat(make_worker, client: Client, registry,
+                                                                  inspector: Inspector, redis_client,
+                                                                  connection: ConnectionConfig) -> None:
+    """A review: a running task whose hash became a string made each lease renewal raise before the
+    heartbeat was written, so the worker's heartbeat (and health file) lapsed and it looked dead: a
+    liveness probe would have killed it and every task it ran."""
+    release = threading.Event()
+
+    @task(name="t.held", registry=registry)
+    def held() -> None:
+        release.wait(20)
+
+    worker = make_worker(queues={"default": 1})
+    handle = client.enqueue("t.held")
+    wait_until(lambda: [w.task_id for w in inspector.workers()] == [handle.id], message="the task running")
+    key = connection.keys.queue("default").task(handle.id)
+    redis_client.delete(key)
+    redis_client.set(key, "oops")
+    try:
+        for _ in range(4):  # past the heartbeat's lifetime (three beats): written again each beat all the same
+            before = redis_client.zscore(connection.keys.servers, worker.server_id)
+            wait_until(lambda b=before: (redis_client.zscore(connection.keys.servers, worker.server_id) or 0) > b,
+                       message="a new heartbeat")
+        assert [s.id for s in inspector.servers()] == [worker.server_id]
+    finally:
+        redis_client.delete(key)
+        release.set()
