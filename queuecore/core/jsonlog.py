@@ -38,7 +38,7 @@ class JsonFormatter(logging.Formatter):
             out["exc"] = self.formatException(record.exc_info)
         elif record.exc_text:
             out["exc"] = record.exc_text
-        return json.dumps(out, default=repr, ensure_ascii=False)
+        return json.dumps(out, default=repr)  # ASCII: valid JSON (and UTF-8) whatever the stream's encoding
 
 
 def install(level: int = logging.INFO) -> None:

@@ -152,3 +152,24 @@ def test_json_logs_reach_other_libraries_console_handlers() -> None:
             handler.setFormatter(formatter)
         for handler in logging.getLogger().handlers[len(root_handlers):]:
             logging.getLogger().removeHandler(handler)
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "ascii"])
+def test_a_json_line_is_valid_whatever_the_stream_s_encoding(encoding: str) -> None:
+    """A review: with a non-UTF-8 stderr, "é" was written as the byte 0xE9 (latin-1: not UTF-8) or as
+    Python's backslash escape ``\\xe9`` (ascii: not a JSON escape); a lone surrogate from user text was
+    an encoding error, and the record was lost."""
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding=encoding, errors="backslashreplace")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    log = logging.getLogger(f"queuecore.test-encoding-{encoding}")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        log.warning("café %s", "\ud800")
+    finally:
+        log.removeHandler(handler)
+    stream.flush()
+    line = raw.getvalue().decode("utf-8").strip()
+    assert json.loads(line)["message"] == "café \ud800"
