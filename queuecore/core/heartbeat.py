@@ -64,11 +64,9 @@ class Heartbeater(Periodic):
     def run_once(self) -> None:
         try:
             self._renewer.renew()
-        except Exception as exc:  # one queue's refusal (a task key of another type, its master away): this
-            # process still beats, or its heartbeat (and health file) lapsed and a liveness probe killed it
+        finally:  # on one queue's refusal too (a task key of another type, its master away): else this
+            # process's heartbeat (and health file) lapsed and a liveness probe killed it
             self.beat()
-            raise exc
-        self.beat()
         if self._align_clock is not None:
             self._align_clock()
         if not self._registered:  # the first try (at start) failed: Redis was away or full

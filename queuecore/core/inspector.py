@@ -1432,7 +1432,8 @@ class Inspector:
         from queuecore.core.errors import BrokerError
 
         action = self._check_action(action)
-        only_from = () if from_state is None else (self._check_state(from_state),)
+        state = None if from_state is None else self._check_state(from_state)
+        only_from = () if state is None else (state,)
         ids = list(dict.fromkeys(task_ids))
         for task_id in ids:
             validate_task_id(task_id)
@@ -1449,12 +1450,10 @@ class Inspector:
                     else:
                         done.append(task_id)
         except BrokerError as exc:
-            self._audit(f"tasks.{action}", queue, task_ids=ids, state=only_from[0] if only_from else None,
-                        count=len(done), outcome=str(exc))
+            self._audit(f"tasks.{action}", queue, task_ids=ids, state=state, count=len(done), outcome=str(exc))
             raise
         outcome = "ok" if not failed else f"{len(failed)} of {len(ids)} not done; first: {next(iter(failed.values()))}"
-        self._audit(f"tasks.{action}", queue, task_ids=ids, state=only_from[0] if only_from else None,
-                    count=len(done), outcome=outcome)
+        self._audit(f"tasks.{action}", queue, task_ids=ids, state=state, count=len(done), outcome=outcome)
         return TaskBatchResult(queue, action, done, failed)
 
     def cancel_all(self, queue: str) -> BulkResult:

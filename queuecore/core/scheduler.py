@@ -151,8 +151,8 @@ class Scheduler(Periodic):
             except ValueError:
                 continue
             if self._scripts.periodic_forget(q, name, declared_before_ms=to_ms(now - lifetime - STATE_KEPT)):
-                logger.info("periodic entry %s (queue %s) was declared by no worker for %s: its state is deleted",
-                            name, queue, _duration(STATE_KEPT))
+                logger.info("periodic entry %s (queue %s) was declared by no worker for %g days: its state is "
+                            "deleted", name, queue, STATE_KEPT / 86400)
         for e in self._entries:
             self._sync(e, now)
         self._declare_at = now + self.interval
@@ -215,7 +215,3 @@ class Scheduler(Periodic):
             if e.mark is not None:
                 soonest = min(soonest, e.next)
         return min(self.interval, max(soonest - now, 0.0))
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 86400:g} days" if seconds >= 86400 else f"{seconds:g} s"
