@@ -79,6 +79,8 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
             return Outcome("lost")
         if cancel_reason == CANCELLED_BY_OPERATOR:
             return Outcome("cancelled", error=exc)
+        if isinstance(exc, DeadlinePassed):  # raised before the handler: the timeout seen was this deadline
+            return Outcome("skip_retry", error=exc)
         # the public error, for hooks and policies, with the frames where the handler was interrupted
         return Outcome("failure", error=TaskTimeout(cancel_reason).with_traceback(exc.__traceback__))
     if isinstance(exc, Snooze):

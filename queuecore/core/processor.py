@@ -557,6 +557,8 @@ class Processor:
                 if running.deadline is not None and now >= running.deadline and not ctx.cancelled:
                     if not running.run_slot and self._end_waiting(running, _deadline_passed_waiting(running, now)):
                         continue
+                    if running.message.deadline is not None and running.started >= running.message.deadline:
+                        continue  # it starts past its deadline: its start check archives it, the handler never runs
                     limit = running.deadline - running.started
                     ctx.request_cancel(f"timed out after {limit:.3g}s")
                     self._interrupt(running, TaskTimeout)

@@ -23,6 +23,7 @@ from queuecore.core.outcome import (
     format_error,
     retry_delay_seconds,
 )
+from queuecore.core.runner import deadline_passed
 
 
 def fixed(seconds: float) -> RetryPolicy:
@@ -49,6 +50,16 @@ def test_a_timeout_is_recorded_with_its_reason() -> None:
     assert type(outcome.error) is TaskTimeout and str(outcome.error) == "timed out after 2s"  # the public error
     wrapped = classify(SystemExit(3), None)
     assert isinstance(wrapped.error, RuntimeError) and "SystemExit" in str(wrapped.error)
+
+
+def test_a_start_past_the_deadline_is_archived_even_once_the_supervisor_saw_it_time_out() -> None:
+    """CI (Redis Cluster leg): a task fetched after its deadline was ended by the supervisor's timeout
+    before its start check raised, and was recorded "TaskTimeout: timed out after -1.49s", not archived
+    as DeadlinePassed."""
+    passed = deadline_passed(100.0, 101.49)
+    outcome = classify(passed, "timed out after -1.49s")
+    assert outcome.kind == "skip_retry" and outcome.error is passed
+    assert classify(passed, SHUTDOWN).kind == "requeue" and classify(passed, LEASE_LOST).kind == "lost"
 
 
 @pytest.mark.parametrize(("reason", "kind"), [(CANCELLED_BY_OPERATOR, "cancelled"), (SHUTDOWN, "requeue"),
