@@ -156,8 +156,11 @@ def families(snapshot: MetricsSnapshot, ns: str = DEFAULT_NAMESPACE) -> Iterator
         paused.add_metric([q.queue], 1 if q.paused else 0)
         if q.memory_bytes is not None:
             memory.add_metric([q.queue], q.memory_bytes)
-        processed.add_metric([q.queue], q.processed_total)
-        failed.add_metric([q.queue], q.failed_total)
+        for family, total in ((processed, q.processed_total), (failed, q.failed_total)):
+            if total is None:  # not a number in Redis: that sample left out, the queue counted
+                unreadable_queues.add(q.queue)
+            else:
+                family.add_metric([q.queue], total)
         for type_name, vector in sorted(q.types.items()):
             if typestats.malformed(vector):  # not a packed vector: that type left out, the queue counted
                 unreadable_queues.add(q.queue)

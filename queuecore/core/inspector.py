@@ -433,14 +433,14 @@ class Inspector:
                 pipe.hmget(q.task(oldest), "pending_since", "msg")
         rows = iter(self._checked(pipe.execute(raise_on_error=False), [(q.task(o), "hash", q) for q, o in zip(
             queues, oldest_ids, strict=True) if o]) if any(oldest_ids) else [])
-        since = [_pending_since_ms(q, oldest, next(rows) if oldest else "") for q, oldest in zip(queues, oldest_ids,
-                                                                                               strict=True)]
+        since = [_pending_since(q, oldest, next(rows) if oldest else "") for q, oldest in zip(queues, oldest_ids,
+                                                                                            strict=True)]
         memory = self._memory_usage(queues, [replies[i * step: i * step + 6] for i in range(len(queues))])
         paused_by = self._paused_by({q.queue for i, q in enumerate(queues) if replies[i * step + 6]})
         for i, q in enumerate(queues):
             r = replies[i * step: (i + 1) * step]
             pending_since = since[i]
-            latency = max(0.0, now - pending_since / 1000.0) if pending_since else 0.0
+            latency = max(0.0, now - pending_since) if pending_since else 0.0
             processed_total, failed_total, processed_today, failed_today = (_int(v) for v in r[8])
             infos.append(QueueInfo(
                 name=q.queue, paused=bool(r[6]), pending=_int(r[0]), active=_int(r[1]), scheduled=_int(r[2]),
@@ -1766,15 +1766,9 @@ def _result(raw: str | None) -> Any:
         return raw
 
 
-def _pending_since_ms(q: QueueKeys, task_id: str | None, row: Any) -> int:
-    """When a pending task became pending (unix ms): its ``pending_since``, set whenever a task goes
-    back to pending, else the ``enqueued_at`` of its message (a first enqueue does not store it)."""
+def _pending_since(q: QueueKeys, task_id: str | None, row: Any) -> float:
+    """When the pending task ``task_id`` became pending (unix seconds, 0 when unknown), from its
+    ``pending_since`` and ``msg`` fields (``row``)."""
     if not task_id or not isinstance(row, list):
-        return 0
-    since, msg = row
-    if since:
-        return _int(since)
-    try:
-        return to_ms(TaskMessage.decode(task_id, q.queue, msg).enqueued_at)
-    except TaskDecodeError:
-        return 0
+        return 0.0
+    return queue_metrics.pending_since(q.queue, task_id, *row)

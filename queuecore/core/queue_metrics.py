@@ -35,8 +35,8 @@ class QueueMetrics:
     paused: bool
     latency: float  # seconds the task at the head (the next to run) has waited; 0 when none waits
     memory_bytes: int | None  # estimate; None when MEMORY is denied
-    processed_total: int
-    failed_total: int
+    processed_total: int | None  # None: the stored total is not a number (the sample is left out)
+    failed_total: int | None
     types: dict[str, list[int]] = field(default_factory=dict)  # type -> typestats vector
 
 
@@ -77,23 +77,42 @@ def read_queues(client: redis.Redis, scripts: Scripts, queues: Sequence[QueueKey
 def parse(q: QueueKeys, reply: list[Any], now: float) -> QueueMetrics:
     """A ``queue_metrics`` reply as ``QueueMetrics``."""
     oldest, since, msg = (_text(v) for v in reply[7:10])
-    pending_since = 0.0
-    if oldest:
-        if since:
-            pending_since = int(since) / 1000.0
-        elif msg:
-            try:
-                pending_since = TaskMessage.decode(oldest, q.queue, msg).enqueued_at
-            except TaskDecodeError:
-                pending_since = 0.0
+    since_at = pending_since(q.queue, oldest, since, msg)
     memory = int(reply[10])
     rest = reply[13:]
     types = {_text(rest[i]): unpack(rest[i + 1]) for i in range(0, len(rest) - 1, 2)}
     return QueueMetrics(
         queue=q.queue, sizes={s: int(n) for s, n in zip(STATES, reply[:6], strict=True)}, paused=bool(reply[6]),
-        latency=max(0.0, now - pending_since) if pending_since else 0.0,
-        memory_bytes=memory if memory >= 0 else None, processed_total=int(reply[11]), failed_total=int(reply[12]),
-        types=types)
+        latency=max(0.0, now - since_at) if since_at else 0.0,
+        memory_bytes=memory if memory >= 0 else None, processed_total=_count(reply[11]),
+        failed_total=_count(reply[12]), types=types)
+
+
+def pending_since(queue: str, task_id: str, since: Any, msg: Any) -> float:
+    """When a pending task became pending (unix seconds; 0 when unknown): its ``pending_since`` (ms),
+    set whenever a task goes back to pending, else its message's ``enqueued_at`` (a first enqueue
+    does not store one). A value that is not a number (hand-edited) falls back to the message."""
+    if not task_id:
+        return 0.0
+    if since:
+        try:
+            return int(since) / 1000.0
+        except (TypeError, ValueError):
+            pass
+    if not msg:
+        return 0.0
+    try:
+        return TaskMessage.decode(task_id, queue, msg).enqueued_at
+    except TaskDecodeError:
+        return 0.0
+
+
+def _count(value: Any) -> int | None:
+    """A stored total as an int; None when it is not a whole number (a hand-edited value)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def worker_metrics(servers: Sequence[ServerInfo]) -> WorkerMetrics:

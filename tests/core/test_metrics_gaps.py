@@ -12,6 +12,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from queuecore.core import typestats
+from queuecore.core.client import Client
 from queuecore.core.clock import FakeClock
 from queuecore.core.config import ConnectionConfig
 from queuecore.core.inspector import Inspector
@@ -185,3 +186,43 @@ def test_queues_left_out_of_a_scrape_give_no_samples_rather_than_zeros(redis_cli
     assert got[("queuecore_scrape_part_unreadable", (("part", "queues"),))] == 1
     assert not [key for key in got if key[0].startswith(("queuecore_workers", "queuecore_queue"))]
     inspector.close()
+
+
+@pytest.mark.parametrize("field", ["processed", "failed"])
+def test_a_non_numeric_total_costs_that_total_only_in_a_scrape(redis_client, connection, fake_clock, client,
+                                                               field) -> None:
+    """A review: a hand-edited ``processed`` or ``failed`` total that is not a number left a hole in the
+    metrics script's reply, and every scrape was a 500 with no sample at all."""
+    client.enqueue("demo.x", {}, queue="q1")
+    q = connection.keys.queue("q1")
+    redis_client.hset(q.stats, mapping={"processed": "7", "failed": "2"})
+    redis_client.hset(q.stats, field, "lots")
+    inspector = Inspector(connection=connection, clock=fake_clock)
+    try:
+        got = samples(render(make_registry(inspector)).decode())
+    finally:
+        inspector.close()
+    assert got[("queuecore_up", ())] == 1
+    assert got[("queuecore_queue_size", (("queue", "q1"), ("state", "pending")))] == 1  # the rest is there
+    other = {"processed": "failed", "failed": "processed"}[field]
+    assert got[(f"queuecore_queue_{other}_total", (("queue", "q1"),))] == {"processed": 7, "failed": 2}[other]
+    assert (f"queuecore_queue_{field}_total", (("queue", "q1"),)) not in got  # left out, not reported as 0
+    assert got[("queuecore_queues_unreadable", ())] == 1  # read in part
+
+
+def test_a_non_numeric_pending_since_reads_from_the_message(redis_client, connection, fake_clock) -> None:
+    """A review: a task at the head of pending whose ``pending_since`` was not a number made every
+    scrape a 500 (and the dashboard showed no latency). Both read its message's enqueue time."""
+    client = Client(connection=connection, clock=fake_clock)
+    info = client.enqueue("demo.x", {}, queue="q1")
+    redis_client.hset(connection.keys.queue("q1").task(info.id), "pending_since", "soon")
+    fake_clock.advance(30)
+    inspector = Inspector(connection=connection, clock=fake_clock)
+    try:
+        got = samples(render(make_registry(inspector)).decode())
+        queue = inspector.queue_info("q1")
+    finally:
+        inspector.close()
+        client.close()
+    assert got[("queuecore_queue_latency_seconds", (("queue", "q1"),))] == pytest.approx(30, abs=1)
+    assert queue.latency == pytest.approx(30, abs=1)

@@ -22,7 +22,7 @@
 -- Returns {pending, active, scheduled, retry, archived, completed, paused (0/1), the oldest pending
 -- task's id ("" = none), its pending_since ("" = never went back to pending) and its msg (""), the
 -- memory estimate in bytes (the keys, plus each state's sampled average task HASH times its size;
--- -1 = not known: MEMORY denied), processed total, failed total, then for
+-- -1 = not known: MEMORY denied), processed total, failed total (as stored: text), then for
 -- each type: its name and its packed counters}.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when one of KEYS 1-6, 8, 9 has the
 -- wrong Redis type (it writes nothing either way; the scrape leaves that queue out).
@@ -87,7 +87,8 @@ if sample > 0 then
 end
 out[11] = memory
 local counts = redis.call("HMGET", KEYS[8], "processed", "failed")
-out[12], out[13] = tonumber(counts[1] or "0"), tonumber(counts[2] or "0")
+-- as stored (Python reads them): tonumber() of a hand-edited value is nil, a hole in the reply
+out[12], out[13] = counts[1] or "0", counts[2] or "0"
 for _, v in ipairs(redis.call("HGETALL", KEYS[9])) do
     out[#out + 1] = v
 end
