@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from queuecore.core.health import RedisHealth
 
@@ -36,12 +37,13 @@ class Periodic:
 
     def _loop(self) -> None:
         while not self.done.is_set():
+            began = time.monotonic()
             try:
                 self.run_once()
                 self.health.note_ok(self.name)
                 self.last_round_failed = False
             except Exception as exc:
-                self.health.report_error(self.name, exc)
+                self.health.report_error(self.name, exc, began=began)
                 self.last_round_failed = True
             self.rounds += 1
             self._sleep()

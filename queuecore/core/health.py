@@ -28,6 +28,7 @@ class RedisHealth:
 
     def __init__(self) -> None:
         self._down_since: float | None = None  # monotonic
+        self._up_since = float("-inf")  # monotonic: when the last outage ended
         self._full_since: float | None = None  # monotonic
         self._full_in: set[str] = set()  # components whose last write Redis refused as full
         self._lock = threading.Lock()
@@ -42,15 +43,20 @@ class RedisHealth:
         """True while a component's last write was refused at ``maxmemory``."""
         return self._full_since is not None
 
-    def report_error(self, where: str, exc: BaseException, *, retried: bool = True) -> None:
+    def report_error(self, where: str, exc: BaseException, *, retried: bool = True,
+                     began: float | None = None) -> None:
         """Log a Redis outage, or Redis being full, once (its end is logged by ``note_ok``); log other
         errors with their traceback. ``retried=False`` for a one-shot call (nothing of ``where`` will
-        write again to end the spell of being full)."""
+        write again to end the spell of being full). ``began``: when the failed call began
+        (``time.monotonic()``): the outage counts from then (a timeout is met a socket timeout late),
+        and a call that began before the last outage ended belongs to that outage (it logs nothing)."""
         if is_connection_error(exc):
             with self._lock:
+                if began is not None and began < self._up_since:
+                    return  # in flight when Redis was found again: not a new outage
                 first = self._down_since is None
                 if first:
-                    self._down_since = time.monotonic()
+                    self._down_since = time.monotonic() if began is None else began
             if first:
                 logger.error("Redis is unreachable (%s: %s); retrying with backoff", where, unavailable_reason(exc))
             return
@@ -74,6 +80,8 @@ class RedisHealth:
             return
         with self._lock:
             down, self._down_since = self._down_since, None
+            if down is not None:
+                self._up_since = time.monotonic()
             full = None
             if where in self._full_in:  # only a component that was refused can show there is room
                 self._full_in.discard(where)

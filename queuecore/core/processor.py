@@ -216,12 +216,13 @@ class Processor:
             with self._fetching:
                 self.wake.clear()
                 free = self._slots.free  # ``on_wake`` may have fetched since ``take`` returned
+                began = time.monotonic()
                 try:
                     got = self.fetch(free) if free > 0 else 0
                     self.health.note_ok("fetch")
                     backoff = 0.05
                 except Exception as exc:  # Redis away: log, back off, go on
-                    self.health.report_error("fetch", exc)
+                    self.health.report_error("fetch", exc, began=began)
                     got = None
                 self._parked = got is not None and free > 0 and (not got or self._drained)
             if got is None:

@@ -806,3 +806,51 @@ def test_a_component_reading_through_the_inspector_logs_an_outage_once_without_a
     assert [r.getMessage().split(" (")[0] for r in errors] == ["Redis is unreachable"]
     assert "bulk-jobs" in errors[0].getMessage() and not [r for r in errors if r.exc_info]
     assert health.down and runner.last_round_failed
+
+
+def test_an_outage_is_timed_from_the_call_that_met_it(silent_redis, redis_client: redis.Redis, health: RedisHealth,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """A review: an outage was timed from when its error came back, so one met as a socket timeout was
+    logged a socket timeout short ("reachable again after 0.0s" for a 0.6 s hang)."""
+    from queuecore.core.component import Periodic
+
+    silent = redis.Redis.from_url(silent_redis.url, socket_timeout=0.6, socket_connect_timeout=0.6)
+
+    class Pinger(Periodic):
+        name = "pinger"
+
+        def run_once(self) -> None:
+            (silent if self.rounds == 0 else redis_client).ping()  # the first round hangs, then Redis answers
+
+        def next_wait(self) -> float:
+            return 0.01
+
+    caplog.set_level(logging.WARNING, logger="queuecore")
+    pinger = Pinger(0.01, health)
+    pinger.start()
+    try:
+        wait_until(lambda: "reachable again" in caplog.text, 10, message="the outage's end")
+    finally:
+        pinger.shutdown()
+        silent.close()
+    (line,) = [r.getMessage() for r in caplog.records if "reachable again" in r.getMessage()]
+    assert float(line.rsplit("after ", 1)[1].rstrip("s")) >= 0.6, line
+
+
+def test_a_call_in_flight_when_redis_came_back_is_not_a_new_outage(health: RedisHealth,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """A review: a call that began during an outage and failed just after another component found Redis
+    again logged a second outage, ended a moment later as "reachable again after 0.0s"."""
+    import time
+
+    caplog.set_level(logging.WARNING, logger="queuecore")
+    slow_call_began = time.monotonic()
+    health.report_error("fetch", redis.ConnectionError("refused"), began=time.monotonic())
+    health.note_ok("heartbeat")  # Redis is back
+    health.report_error("pinger", redis.TimeoutError("timed out"), began=slow_call_began)  # in flight till now
+    assert not health.down
+    health.note_ok("pinger")
+    assert [r.getMessage().split(" (")[0].split(" after")[0] for r in caplog.records] == [
+        "Redis is unreachable", "Redis is reachable again"]
+    health.report_error("fetch", redis.ConnectionError("refused"), began=time.monotonic())  # a new one is seen
+    assert health.down
