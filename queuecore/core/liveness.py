@@ -27,6 +27,7 @@ from typing import Any
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.keys import Keys
 from queuecore.core.limits import MAX_PROCESSES
+from queuecore.core.topology import redact_url
 
 logger = logging.getLogger("queuecore.worker")
 
@@ -35,7 +36,7 @@ class LivenessFile:
     """Written by the heartbeater after each beat that reached Redis (one small file write)."""
 
     def __init__(self, path: str | os.PathLike[str], *, server_id: str, pid: int, host: str, key_prefix: str,
-                 interval: float) -> None:
+                 interval: float, redis_url: str = "") -> None:
         self.path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(directory):
@@ -48,7 +49,7 @@ class LivenessFile:
         self._shared_with: str | None = None  # another live worker found writing this file (logged once)
         self._interval = interval
         self._fixed = {"server_id": server_id, "pid": pid, "host": host, "key_prefix": key_prefix,
-                       "heartbeat_interval": interval}
+                       "heartbeat_interval": interval, "redis": redact_url(redis_url) if redis_url else ""}
 
     def touch(self, status: str) -> None:
         """Replace the file atomically (a reader never sees half of it). A failed write (disk full,
@@ -216,8 +217,11 @@ def _check_one(path: str, redis_client: Any, *, max_age: float | None, now: floa
         latency = time.perf_counter() - started
         prefix = info.get("key_prefix")
         if isinstance(prefix, str) and prefix and not redis_client.exists(Keys(prefix).server(server_id)):
-            return HealthReport(False, f"worker {server_id}: its heartbeat is not in Redis (another Redis or "
-                                       "prefix, or it expired)")
+            where = info.get("redis")
+            where = f"the worker writes to {where}: give the check that Redis URL" if where and isinstance(
+                where, str) else "another Redis or prefix"
+            return HealthReport(False, f"worker {server_id}: its heartbeat is not in Redis under prefix {prefix!r} "
+                                       f"({where}; or it expired)")
     except Exception as exc:
         return HealthReport(False, f"Redis does not answer: {type(exc).__name__}: {exc}")
     return HealthReport(True, f"worker {server_id} alive (heartbeat {age:.1f}s ago), Redis answers in "

@@ -98,7 +98,7 @@ class Worker:
         renewer = self.processor.renewer
         self.liveness = None if config.health_file is None else LivenessFile(
             config.health_file, server_id=self.state.id, pid=pid, host=host, key_prefix=self.keys.prefix,
-            interval=config.heartbeat_interval)
+            interval=config.heartbeat_interval, redis_url=self.connection.redis_url)
         self.heartbeater = Heartbeater(self.scripts, self.broker, self.clock, config.heartbeat_interval, self.state,
                                        self.held, renewer, self.health, task_types=self.registry.describe_json,
                                        on_beat=self.liveness.touch if self.liveness is not None else None,
