@@ -169,7 +169,7 @@ def retry_delay_seconds(policy: RetryPolicy, retried: int, error: BaseException,
         return min(max(0.0, delay), MAX_RETRY_DELAY)
     except Exception:
         logger.exception("retry_delay raised for task %s; using the default", task_id)
-        return default_retry_delay(retried, error)
+        return min(default_retry_delay(retried, error), MAX_RETRY_DELAY)
 
 
 def format_error(error: BaseException) -> str:

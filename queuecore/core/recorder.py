@@ -77,12 +77,12 @@ class Recorder:
                           retry_delay=policy, task_id=running.id)
         if decision.action == "nothing":
             return
+        ended = self.clock.now()  # before the error handler: its time is not the attempt's
+        ran = ended - running.started if running.begun else None
         if outcome.kind in ("failure", "skip_retry") and outcome.error is not None \
                 and not isinstance(outcome.error, TaskDecodeError):
             self._call_error_handler(running, outcome.error)
         q = self.queue_keys[running.queue]
-        ended = self.clock.now()
-        ran = ended - running.started if running.begun else None
         due_at: list[float] = []  # a retry's or a park's due time, as written
 
         def write() -> bool:

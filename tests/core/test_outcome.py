@@ -113,6 +113,10 @@ def test_retry_delay_is_bounded_and_falls_back_to_the_default(caplog: pytest.Log
         delay = retry_delay_seconds(policy, 2, ValueError(), "t1")
         assert 2**4 + 15 <= delay <= 2**4 + 15 + 29 * 3  # the default curve for retried=2
     assert "retry_delay raised for task t1" in caplog.text
+    # A review: the default curve it falls back on was not bounded (10**8 s at retry 100, and at
+    # 10**6 retries a delay the failure's log line could not turn into a date).
+    assert retry_delay_seconds(broken, 100, ValueError()) == MAX_RETRY_DELAY
+    assert retry_delay_seconds(broken, 10**6, ValueError()) == MAX_RETRY_DELAY
 
 
 def test_format_error_keeps_the_handler_frames_and_is_bounded() -> None:

@@ -715,3 +715,20 @@ def test_payload_that_does_not_fit_the_handler_is_archived_at_once(make_worker, 
     assert archived.retried == 0
     assert archived.last_error.startswith("PayloadMismatch: payload does not fit task t.strict_args: ")
     assert "'a'" in archived.last_error
+
+
+def test_an_error_handlers_time_is_not_the_attempts(make_worker, client, inspector, registry, fake_clock):
+    """A review: the attempt's end (its history, its log line, the per-type durations) was taken after
+    the error handler ran, so a slow reporter made every failed attempt look that much longer."""
+    def on_error(ctx, error):
+        fake_clock.advance(100)  # a reporter that takes 100 s
+
+    @task(name="t.fails_fast", registry=registry, max_retry=0)
+    def fails_fast():
+        raise ValueError("at once")
+
+    info = client.enqueue(fails_fast, retention=3600)
+    make_worker(error_handler=on_error, clock=fake_clock)
+    archived = wait_state(inspector, "default", info.id, "archived")
+    (attempt,) = archived.attempts
+    assert (attempt.ended_at - attempt.started_at).total_seconds() < 1
