@@ -30,7 +30,7 @@ from queuecore.core.errors import (
     TaskDecodeError,
     TaskTimeout,
 )
-from queuecore.core.reasons import CANCELLED_BY_OPERATOR, LEASE_LOST, SHUTDOWN
+from queuecore.core.reasons import CANCELLED_BY_OPERATOR, DEADLINE_REACHED, LEASE_LOST, SHUTDOWN
 from queuecore.core.text import error_message, storable_text
 
 logger = logging.getLogger("queuecore.worker")
@@ -82,7 +82,7 @@ def classify(exc: BaseException, cancel_reason: str | None) -> Outcome:
         if isinstance(exc, DeadlinePassed):  # raised before the handler: the timeout seen was this deadline
             return Outcome("skip_retry", error=exc)
         # the public error, for hooks and policies, with the frames where the handler was interrupted
-        return Outcome("failure", error=TaskTimeout(cancel_reason).with_traceback(exc.__traceback__))
+        return _timed_out(cancel_reason, exc.__traceback__)
     if isinstance(exc, Snooze):
         return Outcome("snooze", exc.seconds)
     if isinstance(exc, (SkipRetry, PayloadMismatch, DeadlinePassed)):  # retrying cannot help
@@ -105,7 +105,15 @@ def abandoned(cancel_reason: str | None) -> Outcome:
         return Outcome("requeue")
     if reason == LEASE_LOST:
         return Outcome("lost")
-    return Outcome("failure", error=TaskTimeout(text))
+    return _timed_out(text, None)
+
+
+def _timed_out(text: str, traceback: Any) -> Outcome:
+    """A timeout's outcome: a failure (retried), or, when the limit reached was the task's deadline,
+    ``DeadlinePassed`` archived at once (any retry would start after it)."""
+    if text.startswith(DEADLINE_REACHED):
+        return Outcome("skip_retry", error=DeadlinePassed(text).with_traceback(traceback))
+    return Outcome("failure", error=TaskTimeout(text).with_traceback(traceback))
 
 
 @dataclass(frozen=True)

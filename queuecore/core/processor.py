@@ -33,7 +33,7 @@ from queuecore.core.keys import QueueKeys
 from queuecore.core.leases import LeaseRenewer
 from queuecore.core.message import TaskMessage
 from queuecore.core.outcome import Outcome, abandoned, classify
-from queuecore.core.reasons import CANCELLED_BY_OPERATOR, SHUTDOWN
+from queuecore.core.reasons import CANCELLED_BY_OPERATOR, DEADLINE_REACHED, SHUTDOWN
 from queuecore.core.reasons import LEASE_LOST as LEASE_LOST_REASON
 from queuecore.core.recorder import Recorder
 from queuecore.core.redis_errors import is_connection_error
@@ -561,7 +561,9 @@ class Processor:
                     if running.message.deadline is not None and running.started >= running.message.deadline:
                         continue  # it starts past its deadline: its start check archives it, the handler never runs
                     limit = running.deadline - running.started
-                    ctx.request_cancel(f"timed out after {limit:.3g}s")
+                    deadline = running.message.deadline
+                    reached = deadline is not None and running.deadline >= deadline  # not the timeout
+                    ctx.request_cancel(f"{DEADLINE_REACHED if reached else 'timed out'} after {limit:.3g}s")
                     self._interrupt(running, TaskTimeout)
                 elif ctx.cancelled and running.interrupted_at is None:
                     if running.cancel_seen_at is None:

@@ -16,4 +16,6 @@ REPAIR_UNKNOWN_STATE = "repair: task hash had no list entry and an unknown state
 # or a timeout's own text.
 SHUTDOWN = "worker shutting down"
 LEASE_LOST = "lease lost"
+# A timeout's text when the limit reached was the task's own deadline (+ " after <s>s"): not retried.
+DEADLINE_REACHED = "the task's deadline was reached"
 NOT_TIMEOUTS = (SHUTDOWN, LEASE_LOST, CANCELLED_BY_OPERATOR)  # any other cancel reason is a timeout's text

@@ -213,20 +213,34 @@ def test_async_handler_times_out(make_worker, client, inspector, registry):
 
 
 def test_deadline_bounds_an_attempt(make_worker, client, inspector, registry):
+    """An attempt the task's deadline stops is archived at once, whatever retries are left (a review: it
+    was retried, and the retry, starting after the deadline, archived it a retry delay later)."""
     seen = []
 
-    @task(name="t.deadline", registry=registry, max_retry=0)
+    @task(name="t.deadline", registry=registry, max_retry=5)
     def deadline_bound():
         seen.append(current_task().deadline)
         spin_forever()
 
     deadline = time.time() + 0.5
-    info = client.enqueue(deadline_bound, deadline=deadline)
-    make_worker()
+    info = client.enqueue(deadline_bound, deadline=deadline, retention=60)
+    make_worker(retry_delay=lambda retried, error: 30.0)
 
     archived = wait_state(inspector, "default", info.id, "archived")
     assert seen == [pytest.approx(deadline, abs=1e-3)]
-    assert archived.last_error.startswith("TaskTimeout: timed out after")
+    assert archived.last_error.startswith("DeadlinePassed: the task's deadline was reached after 0.")
+    assert archived.retried == 0 and len(archived.attempts) == 1
+
+
+def test_a_timeout_shorter_than_the_deadline_is_still_retried(make_worker, client, inspector, registry):
+    @task(name="t.timeout_first", registry=registry, max_retry=1, timeout=0.3)
+    def timeout_first():
+        spin_forever()
+
+    info = client.enqueue(timeout_first, deadline=time.time() + 600, retention=60)
+    make_worker(retry_delay=lambda retried, error: 0.0)
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert archived.retried == 1 and archived.last_error.startswith("TaskTimeout: timed out after 0.3s")
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
