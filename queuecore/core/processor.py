@@ -19,6 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from queue import SimpleQueue
 
 from queuecore.core import tracing
 from queuecore.core.acker import Acker
@@ -101,6 +102,10 @@ class Processor:
         self._ready: deque[tuple[Running, Callable[[], None]]] = deque()
         self._running = 0
         self.threads: list[threading.Thread] = []
+        # Outcomes the supervisor decides (a deadline passed while waiting, a handler abandoned) and those
+        # of cancels of waiting attempts are written on a thread of their own: the supervisor must not wait
+        # on Redis (an outage) or the error handler, or no other task's timeout or cancel is enforced.
+        self._outcomes: SimpleQueue[tuple[Running, Outcome] | None] = SimpleQueue()
         self._drained = False  # the last fetch asked every queue and got less than it asked for
         self._set_aside: dict[str, tuple[float, str]] = {}  # queue -> (asked again from (monotonic s), why)
         self.recorder = Recorder(config, scripts, queue_keys, clock, registry, health, worker_id, on_due)
@@ -120,7 +125,8 @@ class Processor:
 
     def start(self) -> None:
         self._acker.start()
-        for target, name in ((self._fetch_loop, "fetcher"), (self._supervise_loop, "supervisor")):
+        for target, name in ((self._fetch_loop, "fetcher"), (self._supervise_loop, "supervisor"),
+                             (self._write_outcomes, "outcomes")):
             thread = threading.Thread(target=target, name=f"queuecore-{name}", daemon=True)
             thread.start()
             self.threads.append(thread)
@@ -174,6 +180,7 @@ class Processor:
         for running in reversed(remaining):
             if self._finish(running, Outcome("requeue")):
                 handed_back += 1
+        self._outcomes.put(None)  # the outcome writer ends once those queued are written
         self._acker.stop()  # writes every acknowledgement still queued (bounded by the write deadline)
         self.limits.stop()  # frees the concurrency slots of the attempts that ended
         self._done.set()
@@ -456,8 +463,24 @@ class Processor:
                     break
             else:
                 return False
-        self._finish(running, outcome)
+        self._finish_elsewhere(running, outcome)
         return True
+
+    def _finish_elsewhere(self, running: Running, outcome: Outcome) -> None:
+        """Have the outcome writer write ``outcome`` (here when it is not running: not started, or ended)."""
+        if len(self.threads) < 3 or not self.threads[2].is_alive():
+            self._finish(running, outcome)
+            return
+        running.ending = True
+        self._outcomes.put((running, outcome))
+
+    def _write_outcomes(self) -> None:
+        while (item := self._outcomes.get()) is not None:
+            running, outcome = item
+            try:
+                self._finish(running, outcome)
+            except Exception:  # the recorder logs Redis errors itself: this would be the worker's own fault
+                logger.exception("could not write the outcome of task %s", running.id)
 
     def _take_ready(self) -> list[Running]:
         """Empty the buffer of fetched attempts that have not started."""
@@ -552,7 +575,7 @@ class Processor:
             now = self.clock.now()
             mono = time.monotonic()
             for running in self.held.snapshot():
-                if running.finalized:
+                if running.finalized or running.ending:
                     continue
                 ctx = running.ctx
                 if running.deadline is not None and now >= running.deadline and not ctx.cancelled:
@@ -582,7 +605,7 @@ class Processor:
                      running.ctx.cancel_reason or "interrupted")
         if running.thread_ident is not None:
             self.pool.abandon(running.thread_ident)
-        self._finish(running, abandoned(running.ctx.cancel_reason))
+        self._finish_elsewhere(running, abandoned(running.ctx.cancel_reason))
         self._free_run_slot(running)  # the thread runs on, outside the count; another takes the slot
 
     # -- finalizing -------------------------------------------------------------------------------

@@ -528,3 +528,36 @@ def test_an_operator_cancel_of_a_task_waiting_for_a_slot_ends_it_at_once(one_slo
     assert task_or_none(inspector, "default", hog_id).state == "active"
     assert (archived.last_error, archived.retried) == (CANCELLED, 0)
     assert ran == []
+
+
+def test_a_slow_error_handler_never_holds_up_other_tasks_timeouts(make_worker, client, inspector, registry, gates):
+    """A review: the supervisor wrote an abandoned attempt's outcome itself, error handler included, so
+    while that handler (a slow reporter) ran, no other task's timeout was enforced: a 1 s timeout ran
+    5.6 s. The outcome writer has its own thread now."""
+    release, reporter = gates.new(), gates.new()
+    reporting = threading.Event()
+
+    def on_error(ctx, error):
+        if ctx.type == "t.stuck2":
+            reporting.set()
+            reporter.wait(30)  # a reporter that hangs until the test ends
+
+    @task(name="t.stuck2", registry=registry, timeout=0.3, max_retry=0)
+    def stuck():
+        release.wait(30)  # blocks in C: abandoned
+
+    @task(name="t.loops", registry=registry, timeout=0.5, max_retry=0)
+    def loops():
+        spin_forever()
+
+    blocked = client.enqueue(stuck)
+    make_worker(concurrency=2, abandon_grace=0.5, error_handler=on_error)
+    assert reporting.wait(SOON)  # the abandoned attempt's error handler hangs from now on
+    looping = client.enqueue(loops, retention=60)
+    archived = wait_state(inspector, "default", looping.id, "archived", timeout=10)
+    assert archived.last_error.startswith("TaskTimeout: timed out after 0.5s")
+    (attempt,) = archived.attempts
+    assert (attempt.ended_at - attempt.started_at).total_seconds() < 3  # its timeout, not the reporter's hang
+    assert inspector.get_task("default", blocked.id).state == TaskState.ACTIVE  # its outcome waits on the reporter
+    reporter.set()
+    assert "abandoned" in wait_state(inspector, "default", blocked.id, "archived").last_error
