@@ -31,7 +31,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
-from urllib.parse import parse_qsl, unquote, unquote_plus, urlsplit
+from urllib.parse import unquote, unquote_plus, urlsplit
 
 import redis
 import redis.asyncio
@@ -328,7 +328,11 @@ def parse_redis_url(url: object) -> RedisTarget:
     nodes = _parse_nodes(url, hosts)
     tls = scheme.startswith("rediss")
     options: dict[str, str] = {}
-    for name, value in parse_qsl(query, keep_blank_values=True):
+    # Decoded as the password before "@" is (unquote): a "+" stays a "+" (parse_qsl makes it a space,
+    # so a generated password holding one failed to authenticate, with nothing to say why).
+    for pair in filter(None, query.split("&")):
+        raw_name, _, raw_value = pair.partition("=")
+        name, value = unquote(raw_name), unquote(raw_value)
         allowed = _TLS_OPTIONS + (("sentinel_username", "sentinel_password") if scheme in SENTINEL_SCHEMES else ())
         if name not in allowed:
             raise _refuse(url, f"unknown option {name!r} (allowed: {', '.join(allowed)})")

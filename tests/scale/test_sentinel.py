@@ -56,6 +56,11 @@ def test_a_sentinel_url_names_the_sentinels_the_master_and_its_database() -> Non
     assert not target.tls
     assert "p@ss" not in repr(target) and "s&cret" not in repr(target)
 
+    # A review: parse_qsl made a "+" in an option a space, as a form's text ("s+pw" sent "s pw"); the
+    # password before the "@" kept it. Both decode alike now.
+    plus = parse_redis_url("redis+sentinel://app:p+w@s1:26379/m?sentinel_password=s+pw&sentinel_username=a%2Bb")
+    assert (plus.password, dict(plus.options)) == ("p+w", {"sentinel_password": "s+pw", "sentinel_username": "a+b"})
+
     plain = parse_redis_url("redis+sentinel://s1:26379/mymaster")
     assert (plain.db, plain.username, plain.password, dict(plain.options)) == (0, None, None, {})
     assert parse_redis_url("redis+sentinel://s1:26379,s1:26379/m").nodes == (("s1", 26379),)  # named twice: once
