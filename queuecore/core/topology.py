@@ -604,6 +604,10 @@ def _note_answers(pool: Any, answers: list[Any], now: float) -> None:
     if newest is not None:
         pool._qc_master, pool._qc_down, pool._qc_replaced = newest, frozenset(), frozenset()
         pool._qc_checked_at = now
+    elif not answers:  # no sentinel answered (or every one is left out a while): the master known may be
+        # stale, so none is refused for not being it (redis-py finds the master again when one refuses writes)
+        pool._qc_master = None
+        pool._qc_checked_at = now - MASTER_RECHECK + IN_FLUX_RECHECK
     else:
         pool._qc_down = frozenset((str(a["ip"]), int(a["port"])) for a in answers
                                   if isinstance(a, dict) and a.get("is_odown"))

@@ -786,3 +786,46 @@ def test_a_failover_mid_load_loses_only_the_replication_window_and_leaves_nothin
     # the old master comes back as a replica of the new one (never as an empty master: its data is gone)
     deployment.restart_as_replica(old_master)
     assert deployment.role(old_master) == "slave"
+
+
+def test_a_failover_soon_after_every_sentinel_failed_once_is_followed(tmp_path: Path) -> None:
+    """A review: a sentinel that fails to answer is left out for 30 s. Once all of them had failed (a
+    network blip, the sentinels restarted), the client asked none for 30 s, kept the master it knew,
+    and refused the new one after a failover ("no longer the master: the sentinels name <the old
+    one>"): 26 s of refused enqueues. With every sentinel left out, all are asked."""
+    deployment = SentinelDeployment(tmp_path / "sentinel", password=MASTER_PASSWORD).start()
+    connection = ConnectionConfig(redis_url=deployment.url, key_prefix=f"qct-{uuid.uuid4().hex[:8]}",
+                                  socket_timeout=1.0)
+    client = connection.connect()
+    pool: Any = getattr(client.connection_pool, "proxy", client.connection_pool)  # what its connections see
+    key = f"{connection.key_prefix}:probe"
+    try:
+        client.set(key, "before")
+        for watcher in deployment.watchers:
+            watcher.kill()
+        wait_until(lambda: client.set(key, "alone") and len(getattr(pool, "_qc_skipped", {}))
+                   == len(deployment.watchers), timeout=10, message="the client to find every sentinel gone")
+        for watcher in deployment.watchers:
+            watcher.start()
+        deployment.wait_settled()
+        old_master = deployment.master()
+        new_master = next(n for n in deployment.servers if n is not old_master)
+        with deployment.watchers[0].client() as c:
+            c.execute_command("SENTINEL", "FAILOVER", deployment.service)
+        wait_until(lambda: sentinels_agree_on(deployment, new_master), timeout=30, message="the failover")
+        switched = time.monotonic()
+        refused: list[str] = []
+
+        def written_on_the_new_master() -> bool:
+            try:
+                client.set(key, "after")
+            except redis.RedisError as exc:
+                refused.append(str(exc))
+                return False
+            with new_master.client() as on_new:
+                return bool(on_new.get(key) == "after")
+        wait_until(written_on_the_new_master, timeout=25, message="a write on the new master")
+        assert time.monotonic() - switched < 10, refused[-3:]
+    finally:
+        client.close()
+        deployment.stop()
