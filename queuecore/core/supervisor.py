@@ -506,6 +506,10 @@ class SupervisorLink:
         finally:
             os.close(fd)
 
+    def orphaned(self) -> bool:
+        """True when the supervisor is no longer this process's parent (it died)."""
+        return self.parent_pid is not None and os.getppid() != self.parent_pid
+
     def watch_parent(self, on_lost: Callable[[], None], interval: float = 1.0) -> threading.Thread | None:
         """Call ``on_lost`` once (on a daemon thread) when the supervisor is no longer this process's parent."""
         parent = self.parent_pid

@@ -220,6 +220,26 @@ def test_the_setting_starts_children_that_stop_by_themselves_when_the_supervisor
     wait_until(lambda: inspector.servers() == [], 10, message="their heartbeats to be gone")
 
 
+def test_children_waiting_for_redis_stop_by_themselves_when_the_supervisor_is_killed(runworker) -> None:
+    """A review: a child waits for Redis to answer before its worker exists (a cluster client reads the
+    slot map when made), and its watch on the supervisor began only with the worker: children of a
+    killed supervisor went on waiting, orphaned, and ran beside the next runworker once Redis came."""
+    nowhere = f"redis+cluster://127.0.0.1:{free_port()}/"  # no node answers
+    sup = runworker("--processes", "2", QUEUECORE_REDIS_URL=nowhere)
+    wait_until(lambda: sup.text().count("the worker starts once it answers") == 2, 60,
+               message="both children to wait for Redis")
+    children = [pid for pid in _pids() if parent_of(pid) == sup.pid]
+    assert len(children) == 2
+    os.kill(sup.pid, signal.SIGKILL)
+    sup.wait_exit()
+    try:
+        wait_until(lambda: not any(alive(pid) for pid in children), 10, message="the orphaned children to stop")
+    finally:  # no longer the supervisor's: the fixture would not find them
+        for pid in children:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 def test_a_child_that_cannot_load_its_task_modules_is_given_up_at_once(runworker) -> None:
     """A configuration error in a child exits EX_CONFIG (78), which the supervisor does not restart;
     Django's system checks, run again in the child, exited 1 first: restarted until a crash loop."""

@@ -121,7 +121,8 @@ class Command(BaseCommand):
         try:
             worker = once_redis_answers(lambda: Worker(worker_config, connection=connection, registry=default_registry,
                                                        periodic=config.periodic_entries(),
-                                                       alerts=config.alert_settings()), "the worker")
+                                                       alerts=config.alert_settings()), "the worker",
+                                        orphaned=link.orphaned if link is not None else None)
         except (ConfigurationError, WrongServer) as exc:
             raise CommandError(str(exc), returncode=error_code) from None
         # A supervised child never serves metrics: its supervisor does, once (the setting's port too).
@@ -227,11 +228,12 @@ def refuse_a_wrong_server(connection: ConnectionConfig) -> None:
         return
 
 
-def once_redis_answers(build: Callable[[], T], what: str) -> T:
+def once_redis_answers(build: Callable[[], T], what: str, orphaned: Callable[[], bool] | None = None) -> T:
     """``build()``, made again every few seconds while Redis does not answer: a cluster client reads
     the slot map when it is made, so a worker started while no node answers waits for Redis (as a
     running worker, or one on a single Redis, rides an outage out) instead of exiting with a traceback.
-    Logged once at ERROR, and once when Redis answers; Ctrl-C meanwhile ends the command quietly."""
+    Logged once at ERROR, and once when Redis answers; Ctrl-C meanwhile ends the command quietly, and
+    so does ``orphaned()`` turning true (a supervised child whose supervisor died), within a second."""
     log = logging.getLogger("queuecore.worker")
     delay, told = 0.5, False
     while True:
@@ -241,10 +243,17 @@ def once_redis_answers(build: Callable[[], T], what: str) -> T:
             if not told:
                 log.error("Redis is unreachable (%s): %s starts once it answers", exc, what)
                 told = True
-            try:
-                time.sleep(delay)
-            except KeyboardInterrupt:
-                raise SystemExit(0) from None  # it held nothing
+            waited = 0.0
+            while waited < delay:
+                if orphaned is not None and orphaned():
+                    log.warning("the supervisor is gone: %s does not start", what)
+                    raise SystemExit(0)  # it held nothing
+                step = min(1.0, delay - waited)
+                try:
+                    time.sleep(step)
+                except KeyboardInterrupt:
+                    raise SystemExit(0) from None  # it held nothing
+                waited += step
             delay = min(delay * 2, 5.0)
             continue
         if told:
