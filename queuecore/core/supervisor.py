@@ -43,6 +43,7 @@ SIGTSTP only when it says so.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import select
@@ -60,6 +61,10 @@ from queuecore.core.errors import ConfigurationError
 logger = logging.getLogger("queuecore.supervisor")
 
 EX_CONFIG = 78  # sysexits.h: a configuration error; such a child is not restarted
+EX_TEMPFAIL = 75  # sysexits.h: a temporary failure; a child that could not be spawned for one is tried again
+# Why a spawn fails for good (the command or its interpreter is missing or not executable); any other
+# error (EAGAIN, ENOMEM: a passing shortage, as after an OOM kill) is a failed start, retried with backoff.
+_SPAWN_NEVER_WORKS = frozenset({errno.ENOENT, errno.EACCES, errno.ENOEXEC, errno.ENOTDIR, errno.EISDIR, errno.EPERM})
 ENV_READY_FD = "QUEUECORE_SUPERVISOR_FD"  # the child writes "ready <server id>\n" to this descriptor
 ENV_PARENT_PID = "QUEUECORE_SUPERVISOR_PID"  # the supervisor's pid, watched by the child
 ENV_SLOT = "QUEUECORE_WORKER_SLOT"  # the child's slot number, 1..N (a restarted child keeps its slot)
@@ -359,8 +364,10 @@ class Supervisor:
         except OSError as exc:
             os.close(read_fd)
             os.close(write_fd)
-            logger.error("worker process %d could not be started: %s", child.slot, exc)
-            self._exited(child, EX_CONFIG, self.timer.monotonic(), started=False)
+            never = exc.errno in _SPAWN_NEVER_WORKS
+            logger.error("worker process %d could not be started: %s%s", child.slot, exc,
+                         "" if never else " (a passing shortage: it is tried again)")
+            self._exited(child, EX_CONFIG if never else EX_TEMPFAIL, self.timer.monotonic(), started=False)
             return
         os.close(write_fd)
         child.ready_fd, child.buffer = read_fd, b""

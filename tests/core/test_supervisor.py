@@ -185,6 +185,40 @@ def test_children_get_their_command_environment_and_are_restarted_after_the_back
     assert ("INFO", "started worker process 1 (pid 102)") in messages
 
 
+def test_a_spawn_that_fails_for_a_passing_shortage_is_tried_again(fake, caplog) -> None:
+    """A review: any error spawning a child (EAGAIN after an OOM kill, say) gave its slot up for good as a
+    "configuration error (exit code 78)", and the last slot so given up ended runworker."""
+    import errno
+
+    sup, spawner, timer = fake
+    caplog.set_level(logging.INFO, "queuecore.supervisor")
+    failures = [OSError(errno.EAGAIN, "Resource temporarily unavailable")]
+
+    def spawn(argv: Sequence[str], env: Mapping[str, str], pass_fds: Sequence[int]) -> FakeProcess:
+        if failures:
+            raise failures.pop()
+        return spawner(argv, env, pass_fds)
+
+    sup.spawn = spawn
+    sup.start()
+    assert len(spawner.procs) == 1 and sup.children[0].proc is None  # slot 1 failed, slot 2 started
+    assert not sup.children[0].gave_up
+    timer.now += 1.0
+    sup.step()
+    assert len(spawner.procs) == 2 and spawner.procs[1].argv == ["worker", "--slot=1"]
+    text = caplog.text
+    assert "worker process 1 could not be started: [Errno 11] Resource temporarily unavailable (a passing " \
+           "shortage: it is tried again)" in text
+    assert "configuration error" not in text
+
+    sup.spawn = lambda argv, env, pass_fds: (_ for _ in ()).throw(FileNotFoundError(errno.ENOENT, "no such file"))
+    spawner.procs[1].exit(1)
+    sup.step()
+    timer.now += 10
+    sup.step()  # the restart finds no command: that never works, and the slot is given up
+    assert sup.children[0].gave_up
+
+
 def test_term_is_forwarded_to_every_child_nothing_restarts_and_a_clean_drain_exits_0(fake) -> None:
     sup, spawner, timer = fake
     sup.start()
