@@ -67,19 +67,7 @@ class LivenessFile:
             self._failing = False
 
     def _write(self, status: str) -> None:
-        body = json.dumps({**self._fixed, "status": status, "heartbeat_at": time.time()})
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, tmp = tempfile.mkstemp(prefix=".qc-health-", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(body)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        _replace(self.path, {**self._fixed, "status": status, "heartbeat_at": time.time()})
 
     def _read(self) -> dict[str, Any] | None:
         try:
@@ -169,6 +157,33 @@ class HealthReport:
         return 0 if self.ok else 1
 
 
+def _replace(path: str, info: dict[str, Any]) -> None:
+    """Write ``info`` as the JSON file ``path``, atomically (a reader never sees half of it)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".qc-health-", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(info))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_given_up(path: str | os.PathLike[str], slot: int, reason: str) -> None:
+    """Mark the health file of a supervised worker process whose slot the supervisor gave up (a crash
+    loop): the check of the supervisor's files is unhealthy while it is there, not healthy on the
+    others. A write that fails is logged, never raised."""
+    try:
+        _replace(os.fspath(path), {"server_id": f"worker process {slot}", "status": "given up", "reason": reason,
+                                   "heartbeat_at": time.time()})
+    except OSError as exc:
+        logger.error("cannot write the health file %s (%s)", os.fspath(path), exc)
+
+
 def check_health(path: str | os.PathLike[str], redis_client: Any, *, max_age: float | None = None,
                  now: float | None = None) -> HealthReport:
     """Is the worker that writes ``path`` alive, and does its Redis answer? ``redis_client``: a
@@ -209,6 +224,8 @@ def _check_one(path: str, redis_client: Any, *, max_age: float | None, now: floa
     if age > limit:
         return HealthReport(False, f"worker {server_id}: last heartbeat {age:.1f}s ago (limit {limit:.1f}s): "
                                    "stopped, hung, dead or cut off from Redis")
+    if info.get("status") == "given up":
+        return HealthReport(False, f"{server_id} was given up by its supervisor: {info.get('reason', '?')}")
     if info.get("status") in ("stopping", "stopped"):
         return HealthReport(False, f"worker {server_id} is {info['status']}")
     started = time.perf_counter()

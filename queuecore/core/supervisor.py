@@ -252,7 +252,9 @@ class Supervisor:
 
     def __init__(self, command: Sequence[str] | Callable[[int], Sequence[str]], processes: int, *,
                  env: Mapping[str, str] | None = None, policy: RestartPolicy | None = None,
-                 spawn: Spawner | None = None, timer: Timer | None = None, poll_interval: float = 0.1) -> None:
+                 spawn: Spawner | None = None, timer: Timer | None = None, poll_interval: float = 0.1,
+                 on_given_up: Callable[[int, str], None] | None = None) -> None:
+        """``on_given_up(slot, reason)`` is called when a slot is given up (its health file says so)."""
         from queuecore.core.limits import PROCESSES
 
         self.processes = int(PROCESSES.check(processes, "processes"))
@@ -262,6 +264,7 @@ class Supervisor:
         self.spawn = spawn or popen_spawner
         self.timer = timer or SystemTimer()
         self.poll_interval = poll_interval
+        self.on_given_up = on_given_up
         self.children = [Child(slot) for slot in range(1, self.processes + 1)]
         self.stopping = False
         self.quiet = False
@@ -427,6 +430,8 @@ class Supervisor:
         else:
             child.gave_up, child.restart_at = True, None
             logger.error("%s exited: %s; not restarted: %s", label, describe_exit(code), decision.reason)
+            if self.on_given_up is not None:
+                self.on_given_up(child.slot, decision.reason)
             if not all(c.ended for c in self.children):
                 left = sum(not c.ended for c in self.children)
                 logger.error("supervisor: %d of %d worker processes left", left, self.processes)

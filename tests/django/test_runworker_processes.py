@@ -251,6 +251,30 @@ def test_a_child_that_cannot_load_its_task_modules_is_given_up_at_once(runworker
     assert "SystemCheckError" not in text
 
 
+def test_a_slot_given_up_makes_the_health_check_unhealthy(runworker, inspector: Inspector, tmp_path: Path,
+                                                          redis_url: str, key_prefix: str) -> None:
+    """A review: a slot given up (a crash loop, a configuration error) never writes its health file, and
+    the check took a missing file for a child stopped cleanly: "ok" at half capacity."""
+    from queuecore.core.config import ConnectionConfig
+    from queuecore.core.liveness import check_health
+
+    health = tmp_path / "qc.json"
+    sup = runworker("--processes", "2", "--health-file", str(health), QC_TEST_BROKEN_IN_CHILDREN="1",
+                    QC_TEST_BROKEN_IN_SLOT="2")
+    wait_servers(inspector, sup, 1)
+    wait_until(lambda: "worker process 2" in sup.text() and "not restarted" in sup.text(), 30,
+               message="slot 2 to be given up")
+    wait_until(lambda: Path(f"{health}.1").exists(), 10, message="slot 1's health file")
+    client = ConnectionConfig(redis_url=redis_url, key_prefix=key_prefix).connect()
+    try:
+        report = check_health(health, client)
+    finally:
+        client.close()
+    assert not report.ok
+    assert "1 of 2 worker processes unhealthy: worker process 2 was given up by its supervisor: configuration " \
+           "error (exit code 78)" in report.reason, report.reason
+
+
 @pytest.mark.parametrize("value", ["0", "65"])
 def test_processes_out_of_range_is_refused(runworker, value: str) -> None:
     sup = runworker("--processes", value)

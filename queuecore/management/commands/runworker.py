@@ -18,7 +18,7 @@ from queuecore.conf import get_config, import_task_modules, setting_message
 from queuecore.core.client import Client, set_default_client_factory
 from queuecore.core.config import ConnectionConfig, parse_queues
 from queuecore.core.errors import ConfigurationError, RedisUnavailable, WrongServer
-from queuecore.core.liveness import remove_left_files
+from queuecore.core.liveness import remove_left_files, write_given_up
 from queuecore.core.redis_errors import broker_errors
 from queuecore.core.registry import default_registry
 from queuecore.core.supervisor import EX_CONFIG, Supervisor, SupervisorLink, run_worker
@@ -149,7 +149,10 @@ class Command(BaseCommand):
             for path in remove_left_files(options["health_file"], processes, socket.gethostname()):
                 logging.getLogger("queuecore.supervisor").info("removed the health file %s an earlier run left",
                                                                path)
-        supervisor = Supervisor(lambda slot: self.child_argv(options, slot), processes, env=env)
+        health_file = options.get("health_file")
+        supervisor = Supervisor(lambda slot: self.child_argv(options, slot), processes, env=env,
+                                on_given_up=(lambda slot, reason: write_given_up(f"{health_file}.{slot}", slot, reason))
+                                if health_file else None)
         metrics_server = self._serve_metrics(config, connection, options.get("metrics_port"))
         try:
             code = supervisor.run()
