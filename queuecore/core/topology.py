@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import ipaddress
 import logging
 import math
 import os
@@ -54,7 +55,10 @@ logger = logging.getLogger("queuecore.topology")
 MAX_NODES = 64  # seed nodes or sentinels named in one URL
 _TLS_OPTIONS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
 _CERT_REQS = ("none", "optional", "required")
-_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9._-]+)):(?P<port>[0-9]{1,5})$")
+# A host name is dot-separated labels of letters, digits, "_" and inner "-" (an IPv4 address is one);
+# an IPv6 address in brackets is checked by ``ipaddress``. "-", "..." or "[:]" are no host.
+_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?"
+                        r"(?:\.[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?)*)):(?P<port>[0-9]{1,5})$")
 _SERVICE = re.compile(r"^[A-Za-z0-9._-]{1,200}$")
 
 Kind = Literal["single", "cluster", "sentinel"]
@@ -246,12 +250,20 @@ def _parse_nodes(url: str, hosts: str) -> tuple[tuple[str, int], ...]:
     nodes: list[tuple[str, int]] = []
     for part in hosts.split(","):
         match = _HOST_PORT.fullmatch(part.strip())
-        if not match or not 0 < int(match["port"]) < 65536:
+        if not match or not 0 < int(match["port"]) < 65536 or (match["v6"] and not _is_ipv6(match["v6"])):
             raise _refuse(url, f"{part.strip()!r} is not host:port (a port from 1 to 65535)")
         nodes.append((match["v6"] or match["host"], int(match["port"])))
     if len(nodes) > MAX_NODES:
         raise _refuse(url, f"at most {MAX_NODES} nodes")
     return tuple(dict.fromkeys(nodes))
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_single(url: str, scheme: str) -> None:
@@ -341,7 +353,11 @@ def parse_redis_url(url: object) -> RedisTarget:
         if name == "ssl_cert_reqs" and value not in _CERT_REQS:
             raise _refuse(url, f"ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}")
         options[name] = value
-    parts = [p for p in path.split("/") if p]
+    parts = path.split("/")
+    if parts[-1] == "":  # one trailing "/" (or none at all) is fine; an empty segment inside is not
+        parts.pop()
+    if "" in parts:
+        raise _refuse(url, "an empty segment in the path (two '/' in a row)")
     if scheme in CLUSTER_SCHEMES:
         if parts and parts != ["0"]:
             raise _refuse(url, "a Redis Cluster has database 0 only: end the URL with '/' or '/0'")

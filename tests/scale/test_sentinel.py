@@ -75,6 +75,12 @@ def test_a_sentinel_url_names_the_sentinels_the_master_and_its_database() -> Non
     ("redis+sentinel://s1:65536/mymaster", "is not host:port"),
     ("redis+sentinel://s1:26379,s2:x/mymaster", "'s2:x' is not host:port"),
     ("redis+sentinel://s1:26379,/mymaster", "is not host:port"),
+    # a review: accepted, each then failing to connect for ever
+    ("redis+sentinel://-:26379/mymaster", "'-:26379' is not host:port"),
+    ("redis+sentinel://...:26379/mymaster", "'...:26379' is not host:port"),
+    ("redis+sentinel://[:]:26379/mymaster", "'[:]:26379' is not host:port"),
+    ("redis+sentinel://s1:26379//mymaster//2", "an empty segment in the path"),
+    ("redis+cluster://s1:7000//", "an empty segment in the path"),
     ("redis+sentinel:///mymaster", "name at least one host:port"),
     ("redis+sentinel://s1:26379", "name the sentinel master"),
     ("redis+sentinel://s1:26379/", "name the sentinel master"),
