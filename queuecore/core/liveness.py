@@ -32,19 +32,25 @@ from queuecore.core.topology import redact_url
 logger = logging.getLogger("queuecore.worker")
 
 
+def check_health_file(path: str | os.PathLike[str]) -> str:
+    """``path`` as a string when a health file can be written there; else ``ConfigurationError`` (its
+    directory does not exist, or it is a directory)."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ConfigurationError(f"health_file {path!r}: the directory {directory!r} does not exist",
+                                 field="health_file")
+    if os.path.isdir(path):
+        raise ConfigurationError(f"health_file {path!r} is a directory: name a file in it", field="health_file")
+    return path
+
+
 class LivenessFile:
     """Written by the heartbeater after each beat that reached Redis (one small file write)."""
 
     def __init__(self, path: str | os.PathLike[str], *, server_id: str, pid: int, host: str, key_prefix: str,
                  interval: float, redis_url: str = "") -> None:
-        self.path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(directory):
-            raise ConfigurationError(f"health_file {self.path!r}: the directory {directory!r} does not exist",
-                                     field="health_file")
-        if os.path.isdir(self.path):
-            raise ConfigurationError(f"health_file {self.path!r} is a directory: name a file in it",
-                                     field="health_file")
+        self.path = check_health_file(path)
         self._failing = False  # a write failed: logged once, and again once it works
         self._shared_with: str | None = None  # another live worker found writing this file (logged once)
         self._interval = interval

@@ -275,6 +275,16 @@ def test_a_slot_given_up_makes_the_health_check_unhealthy(runworker, inspector: 
            "error (exit code 78)" in report.reason, report.reason
 
 
+def test_a_health_file_in_no_directory_is_refused_before_any_child_starts(runworker) -> None:
+    """A review: each of the N children was started (a whole Django process each) to refuse it, with a
+    traceback-free error apiece and four supervisor ERROR lines; one process refuses it in one line."""
+    sup = runworker("--processes", "2", "--health-file", "/nonexistent/qc/h.json")
+    assert sup.wait_exit() == 1
+    text = sup.text()
+    assert "health_file '/nonexistent/qc/h.json': the directory '/nonexistent/qc' does not exist" in text
+    assert "started worker process" not in text and "Traceback" not in text
+
+
 @pytest.mark.parametrize("value", ["0", "65"])
 def test_processes_out_of_range_is_refused(runworker, value: str) -> None:
     sup = runworker("--processes", value)

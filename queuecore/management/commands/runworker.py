@@ -18,7 +18,7 @@ from queuecore.conf import get_config, import_task_modules, setting_message
 from queuecore.core.client import Client, set_default_client_factory
 from queuecore.core.config import ConnectionConfig, parse_queues
 from queuecore.core.errors import ConfigurationError, RedisUnavailable, WrongServer
-from queuecore.core.liveness import remove_left_files, write_given_up
+from queuecore.core.liveness import check_health_file, remove_left_files, write_given_up
 from queuecore.core.redis_errors import broker_errors
 from queuecore.core.registry import default_registry
 from queuecore.core.supervisor import EX_CONFIG, Supervisor, SupervisorLink, run_worker
@@ -104,6 +104,8 @@ class Command(BaseCommand):
             if processes > 1:  # refuse now what each child would refuse at its start
                 config.periodic_entries()
                 config.alert_settings()
+                if worker_config.health_file:
+                    check_health_file(worker_config.health_file)
             refuse_a_wrong_server(connection)
         except (ConfigurationError, WrongServer) as exc:
             raise CommandError(str(exc), returncode=error_code) from None
