@@ -504,8 +504,20 @@ class Processor:
 
     def _keep_async_task(self, running: Running, task: asyncio.Task[None]) -> None:
         running.async_task = task
+        task.add_done_callback(lambda done: self._async_attempt_done(running, done))
         if running.ctx.cancelled:
             task.cancel()
+
+    def _async_attempt_done(self, running: Running, task: asyncio.Task[None]) -> None:
+        """On the loop, once an async attempt's task is done. One cancelled before it wrote its outcome
+        (before its first step, or while it confirmed its lease or took its limits) never reached the
+        code that does, nor perhaps its ``finally``: it ends here, as its handler's cancel would have.
+        It held its run slot until the supervisor abandoned it, with an ERROR, ``abandon_grace`` later."""
+        if task.cancelled() and not running.finalized and not running.ending:
+            reason = running.ctx.cancel_reason
+            self._finish_elsewhere(running, classify(asyncio.CancelledError(), reason) if reason
+                                   else Outcome("requeue"))
+        self._free_run_slot(running)
 
     # -- supervising ------------------------------------------------------------------------------
 

@@ -561,3 +561,31 @@ def test_a_slow_error_handler_never_holds_up_other_tasks_timeouts(make_worker, c
     assert inspector.get_task("default", blocked.id).state == TaskState.ACTIVE  # its outcome waits on the reporter
     reporter.set()
     assert "abandoned" in wait_state(inspector, "default", blocked.id, "archived").last_error
+
+
+def test_an_async_attempt_cancelled_before_its_first_step_ends_at_once(make_worker, client, inspector, registry,
+                                                                       gates, caplog):
+    """A review: an async attempt whose cancel came before its coroutine's first step (here: the event
+    loop busy when the operator cancelled it) never ran the code that writes its outcome and frees its
+    run slot, and waited for the supervisor to abandon it (``abandon_grace``), with an ERROR line."""
+    loop_blocked, unblock = threading.Event(), gates.new()
+
+    @task(name="t.hog", registry=registry)
+    async def hog() -> None:
+        loop_blocked.set()
+        unblock.wait(30)  # blocks the event loop itself: no other coroutine takes a step meanwhile
+
+    @task(name="t.victim", registry=registry)
+    async def victim() -> None:
+        raise AssertionError("never to run")
+
+    worker = make_worker(concurrency=2, abandon_grace=30, cancel_grace=30)
+    client.enqueue(hog)
+    assert loop_blocked.wait(SOON)
+    info = client.enqueue(victim, retention=60)
+    wait_until(lambda: worker.processor.held.with_id(info.id), SOON, message="the victim to be held")
+    assert worker.processor.cancel(info.id)  # its coroutine exists only once the loop is free
+    unblock.set()
+    archived = wait_state(inspector, "default", info.id, "archived", timeout=10)
+    assert archived.last_error == CANCELLED
+    assert "abandoning" not in caplog.text
