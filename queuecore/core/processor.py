@@ -538,7 +538,9 @@ class Processor:
         """The lease renewal found that this attempt no longer owns its task: stop it, write nothing."""
         running = self.held.get(task_id, lease)
         # A finalized attempt is written (or its acknowledgement queued, which logs a refusal itself).
-        if running is not None and not running.finalized and running.ctx.cancel_reason != LEASE_LOST_REASON:
+        if running is not None and not running.finalized and not running.lease_lost \
+                and running.ctx.cancel_reason != LEASE_LOST_REASON:
+            running.lease_lost = True  # a cancel asked earlier keeps its reason: this is not said again
             logger.warning("lost the lease of task %s (%s); it will run elsewhere", task_id, running.message.type)
             running.ctx.request_cancel(LEASE_LOST_REASON)
             self._interrupt(running, TaskCancelled)

@@ -35,6 +35,7 @@ class Running:
     begun: bool = False  # its handler started (it holds one of the ``concurrency`` run slots)
     run_slot: bool = False  # it holds a run slot (from its start until its thread or coroutine is free)
     finalized: bool = False
+    lease_lost: bool = False  # a renewal found its lease another's (said once, whatever the cancel reason)
     ending: bool = False  # its outcome is queued for the outcome writer (the supervisor leaves it alone)
     in_handler: bool = False
     traced: bool = False  # its handler was called in a ``process`` span (the otel extra: tracing.py)

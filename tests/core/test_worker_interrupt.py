@@ -589,3 +589,26 @@ def test_an_async_attempt_cancelled_before_its_first_step_ends_at_once(make_work
     archived = wait_state(inspector, "default", info.id, "archived", timeout=10)
     assert archived.last_error == CANCELLED
     assert "abandoning" not in caplog.text
+
+
+def test_a_lost_lease_is_said_once_though_the_attempt_was_cancelled_before(make_worker, client, inspector,
+                                                                           registry, gates, caplog):
+    """A review: a lost lease found on an attempt already cancelled (its timeout, an operator) kept the
+    earlier reason, so each renewal found it again and logged "lost the lease" at every heartbeat."""
+    release = gates.new()
+    started = threading.Event()
+
+    @task(name="t.stays", registry=registry)
+    def stays() -> None:
+        started.set()
+        release.wait(30)  # blocks in C: it outlives its cancel
+
+    worker = make_worker(cancel_grace=30, abandon_grace=30)
+    info = client.enqueue(stays)
+    assert started.wait(SOON)
+    assert worker.processor.cancel(info.id)  # an operator's cancel, not yet enforced (its grace)
+    (running,) = worker.processor.held.with_id(info.id)
+    for _ in range(3):  # three renewals find the lease another's
+        worker.processor.lease_lost(info.id, running.lease)
+    assert caplog.text.count("lost the lease of task") == 1
+    release.set()
