@@ -883,6 +883,28 @@ def sharded_pubsub(client: redis.Redis) -> bool | None:
     return bool(versions) and all(int(v.split(".")[0] or 0) >= 7 for v in versions)
 
 
+def unknown_sentinel_master(client: Any) -> str | None:
+    """The master name of a sentinel client's URL when the sentinels that answer all say they monitor
+    no master by that name (a typo: no failover will ever make it appear); else None, also when none
+    answers or the client is not a sentinel's."""
+    pool = client.connection_pool
+    manager = getattr(pool, "sentinel_manager", None)
+    if manager is None:
+        return None
+    refused = 0
+    for sentinel in manager.sentinels:
+        try:
+            sentinel.sentinel_master(pool.service_name)
+            return None  # this one monitors it
+        except redis.ResponseError as exc:
+            if "no such master" not in str(exc).lower():
+                return None
+            refused += 1
+        except redis.RedisError:
+            continue
+    return str(pool.service_name) if refused else None
+
+
 def eviction_policy(client: redis.Redis) -> str | None:
     """``maxmemory-policy`` of the server, or on a cluster the first master's that is not
     ``noeviction`` (any master that may evict can lose tasks); None when no server says."""

@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,22 @@ def test_the_url_reaches_the_master_through_the_sentinels(deployment: SentinelDe
             wrong.ping()
     finally:
         wrong.close()
+
+
+def test_a_master_name_no_sentinel_monitors_is_refused_at_the_start(deployment: SentinelDeployment,
+                                                                    connection: ConnectionConfig) -> None:
+    """A review: a misspelt master name was taken, and the worker logged "No master found" for ever,
+    though every sentinel answers "No such master with that name". runworker refuses it at the start;
+    a master that is down (a failover under way) is no reason to refuse."""
+    from queuecore.core.errors import WrongServer
+    from queuecore.management.commands.runworker import refuse_a_wrong_server
+
+    typo = replace(connection, redis_url=connection.redis_url.replace(f"/{deployment.service}", "/qcmastr"))
+    with pytest.raises(WrongServer, match="the sentinels monitor no master named 'qcmastr'"):
+        refuse_a_wrong_server(typo)
+    refuse_a_wrong_server(connection)  # the right name: nothing to refuse
+    nowhere = replace(typo, redis_url="redis+sentinel://127.0.0.1:1/qcmastr", connect_timeout=0.5)
+    refuse_a_wrong_server(nowhere)  # no sentinel answers: the worker waits for them
 
 
 def test_clients_share_one_listener_per_sentinel_which_ends_with_the_last_of_them(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from queuecore.core.liveness import check_health_file, remove_left_files, write_
 from queuecore.core.redis_errors import broker_errors
 from queuecore.core.registry import default_registry
 from queuecore.core.supervisor import EX_CONFIG, Supervisor, SupervisorLink, run_worker
+from queuecore.core.topology import unknown_sentinel_master
 from queuecore.core.worker import Worker
 
 T = TypeVar("T")
@@ -220,17 +221,23 @@ class Command(BaseCommand):
 
 def refuse_a_wrong_server(connection: ConnectionConfig) -> None:
     """``WrongServer`` now for a Redis URL that names the wrong kind of server (a plain Redis as a
-    cluster or as a sentinel) or a database the server lacks: a worker started on it would log errors
-    for ever. A Redis that does not answer is no reason to refuse: the worker waits for it."""
+    cluster or as a sentinel), a database the server lacks, or a master the sentinels do not monitor:
+    a worker started on it would log errors for ever. A Redis that does not answer is no reason to refuse: the worker waits for it."""
     try:
         with broker_errors():
             client = connection.connect()
-            try:
-                client.ping()
-            finally:
-                client.close()
     except RedisUnavailable:
         return
+    try:
+        with broker_errors():
+            client.ping()
+    except RedisUnavailable:
+        name = unknown_sentinel_master(client)
+        if name is not None:
+            raise WrongServer(f"the sentinels monitor no master named {name!r} (they answer 'No such master with "
+                              "that name'): name a master they monitor in the redis+sentinel:// URL") from None
+    finally:
+        client.close()
 
 
 def once_redis_answers(build: Callable[[], T], what: str, orphaned: Callable[[], bool] | None = None) -> T:
