@@ -222,7 +222,8 @@ class Command(BaseCommand):
 def refuse_a_wrong_server(connection: ConnectionConfig) -> None:
     """``WrongServer`` now for a Redis URL that names the wrong kind of server (a plain Redis as a
     cluster or as a sentinel), a database the server lacks, or a master the sentinels do not monitor:
-    a worker started on it would log errors for ever. A Redis that does not answer is no reason to refuse: the worker waits for it."""
+    a worker started on it would log errors for ever. A Redis that does not answer is no reason to
+    refuse: the worker waits for it."""
     try:
         with broker_errors():
             client = connection.connect()
