@@ -42,6 +42,7 @@ from queuecore.core.clock import Clock, to_ms
 from queuecore.core.errors import (
     BrokerError,
     BulkJobNotFound,
+    BulkLeaseRanOut,
     QueuecoreError,
     RedisFull,
     RedisUnavailable,
@@ -229,11 +230,12 @@ class BulkOperations(Protocol):
         """The (queue, task id) of every task of the failure group in one of ``states``."""
 
     def act(self, action: str, queue: str, tasks: list[tuple[str, int | None]], states: tuple[str, ...],
-            taken: int) -> tuple[list[str], int]:
+            taken: int, until_ms: int = 0) -> tuple[list[str], int]:
         """Act on each task (id, its place when found, if known) still in one of ``states``; ``taken``: how
         many of the found tasks this job has taken off their state so far (the places ahead moved up
         by that many). Returns (the ids done, how many were skipped: gone, or moved on since they
-        were found)."""
+        were found). ``until_ms``: the driver's lease, less a margin; an act Redis's clock finds past it
+        is refused (``BulkLeaseRanOut``)."""
 
     def audit(self, job: BulkJob, outcome: str) -> None:
         """Record the finished job in the audit log, as its actor."""
@@ -433,6 +435,10 @@ def run_job(store: BulkJobStore, ops: BulkOperations, job_id: str, *, holder: st
                 _act_on_targets(progress, ops, job)
             else:
                 _act_on_state(progress, ops, job)
+    except BulkLeaseRanOut as exc:  # it stalled past its lease: another driver goes on (or took over)
+        log.warning("bulk job %s: driver %s stalled past its lease, and Redis refused its late acts (%s); "
+                    "it stops, another driver goes on", job_id, holder, exc)
+        return store.get(job_id)
     except _Stop:
         if progress.held:
             store.step(job_id, holder, {**progress.fields, "released_by": holder}, release=True)
@@ -460,12 +466,24 @@ class _Progress:
         self.fields: dict[str, Any] = {"done": job.done, "skipped": job.skipped, "scanned": job.scanned}
         self.held = True
         self.cancel = False
+        self.lease_until = store.clock.now() + LEASE_SECONDS  # as the step just before wrote it, about
+
+    def act_until_ms(self) -> int:
+        """When this driver's acts must have run by (unix ms on Redis's clock): its lease, less a margin
+        for the clocks of a cluster's masters. Renewed first when half of it went by (a stall, a slow
+        chunk): a driver that stalled past it stops here rather than acting after another took over."""
+        if self.store.clock.now() > self.lease_until - LEASE_SECONDS / 2:
+            self.record()
+        return to_ms(self.lease_until - LEASE_SECONDS / 6)
 
     def record(self, *, targets: Sequence[str] = (), reset_targets: bool = False, **fields: Any) -> None:
         self.fields.update(fields)
+        stepped_at = self.store.clock.now()
         held, cancel = self.store.step(self.job_id, self.holder, self.fields, targets=targets,
                                        reset_targets=reset_targets)
         self.held = held
+        if held:
+            self.lease_until = stepped_at + LEASE_SECONDS
         self.cancel = self.cancel or cancel
         if not held:
             raise _Stop
@@ -542,7 +560,7 @@ def _act_on_targets(progress: _Progress, ops: BulkOperations, job: BulkJob) -> N
         for queue, task_id, place in chunk:
             by_queue.setdefault(queue, []).append((task_id, place))
         for queue, tasks in by_queue.items():
-            acted, left = ops.act(job.action, queue, tasks, states, done)
+            acted, left = ops.act(job.action, queue, tasks, states, done, progress.act_until_ms())
             done, skipped = done + len(acted), skipped + left
             sample += acted[:SAMPLE_IDS - len(sample)]
         cursor += len(chunk)

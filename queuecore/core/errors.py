@@ -101,6 +101,15 @@ class PageNotFound(QueuecoreError, LookupError):
     """No such page of a list: not a page number (below 1, or beyond ``MAX_PAGE``), or past the end."""
 
 
+class BulkLeaseRanOut(QueuecoreError):
+    """A bulk job's driver acted after its lease ran out (it stalled: another driver may have taken the
+    job up); Redis refused those acts. ``done``: how many of the batch came in time and were done."""
+
+    def __init__(self, done: int) -> None:
+        super().__init__(f"the bulk job's lease ran out: {done} of the chunk done before it did")
+        self.done = done
+
+
 class BrokerError(QueuecoreError):
     """Redis could not be reached or refused the operation. The subclasses say which: ``RedisUnavailable``,
     ``RedisFull``, ``WrongKeyType``; a plain ``BrokerError`` is any other refusal (an ACL, a cluster's

@@ -1605,7 +1605,7 @@ class InspectorBulkOperations:
         return [(failed.queue, failed.id) for failed in group.tasks if failed.state in states] if group else []
 
     def act(self, action: str, queue: str, tasks: list[tuple[str, int | None]], states: tuple[str, ...],
-            taken: int) -> tuple[list[str], int]:
+            taken: int, until_ms: int = 0) -> tuple[list[str], int]:
         ins = self.inspector
         if not is_valid_name(queue):
             return [], len(tasks)
@@ -1616,7 +1616,7 @@ class InspectorBulkOperations:
             return self._act_on_pending(action, q, cast("list[tuple[str, int]]", tasks), taken, now_ms)
         task_ids = [task_id for task_id, _ in tasks]
         # a task gone, or moved on to another state since it was found, is left alone (checked in the script)
-        outcomes = ins.scripts.admin_tasks(action, q, task_ids, now_ms=now_ms, only_from=states)
+        outcomes = ins.scripts.admin_tasks(action, q, task_ids, now_ms=now_ms, only_from=states, until_ms=until_ms)
         done = [task_id for task_id, why in zip(task_ids, outcomes, strict=True) if why is None]
         return done, len(task_ids) - len(done)
 

@@ -25,6 +25,7 @@ from redis.commands.core import Script
 
 from queuecore.core.attempts import ATTEMPT_HISTORY, ATTEMPT_HISTORY_BYTES
 from queuecore.core.errors import (
+    BulkLeaseRanOut,
     DuplicateTask,
     InvalidTaskState,
     RedisFull,
@@ -782,20 +783,28 @@ class Scripts:
         self._check_admin(self._call(*self._admin_request("admin_cancel_task", q, task_id, 0)), q, task_id, "cancel")
 
     def admin_tasks(self, action: str, q: QueueKeys, task_ids: list[str], *, now_ms: int,
-                    only_from: tuple[str, ...] = ()) -> list[str | None]:
+                    only_from: tuple[str, ...] = (), until_ms: int = 0) -> list[str | None]:
         """The operator's ``action`` on each of ``task_ids`` of one queue, one script call each, sent in
         one round trip (a pipeline; each call is atomic, the batch is not). Per task: None when done,
         else why not ("no task ...", "cannot ... it is active"); with ``only_from``, a task in another
-        state is left alone too (a bulk job's task that moved on since it was found). A key of the wrong
-        type raises ``WrongKeyType``; Redis refusing writes, ``RedisFull``."""
+        state is left alone too (a bulk job's task that moved on since it was found). ``until_ms`` (with
+        ``only_from``): a bulk job driver's lease, as Redis's clock must not have passed (else
+        ``BulkLeaseRanOut``, raised once the calls that came in time are done). A key of the wrong type
+        raises ``WrongKeyType``; Redis refusing writes, ``RedisFull``."""
         if not task_ids:
             return []
+        allowed = (*only_from, f"until:{until_ms}") if until_ms and only_from else only_from
         pipe = self.redis.pipeline(transaction=False)
         for task_id in task_ids:
-            self._call(*self._admin_request(ADMIN_TASK_SCRIPTS[action], q, task_id, now_ms, only_from=only_from),
+            self._call(*self._admin_request(ADMIN_TASK_SCRIPTS[action], q, task_id, now_ms, only_from=allowed),
                        client=pipe)
         out: list[str | None] = []
+        ran_out = False
         for task_id, reply in zip(task_ids, pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(reply, redis.ResponseError) and str(reply).startswith("QCLEASE"):
+                ran_out = True
+                out.append("the bulk job's lease ran out")
+                continue
             if isinstance(reply, redis.ResponseError):
                 if is_wrong_type(str(reply)):
                     raise WrongKeyType(wrong_type_message(str(reply)))
@@ -808,6 +817,8 @@ class Scripts:
                 out.append(str(exc))
             else:
                 out.append(None)
+        if ran_out:
+            raise BulkLeaseRanOut(sum(why is None for why in out))
         return out
 
     def admin_pending_many(self, q: QueueKeys, action: str, tasks: list[tuple[str, int]], *, now_ms: int,

@@ -432,3 +432,42 @@ def test_the_same_driver_going_on_after_an_interrupt_is_no_recovery(inspector, r
     assert job.status == "done" and job.done == 1_200
     assert not [r for r in caplog.records if "taken up by" in r.getMessage()]
     assert [r for r in caplog.records if "goes on, driven by cli:me" in r.getMessage() and r.levelname == "INFO"]
+
+
+def test_a_driver_that_stalls_past_its_lease_acts_no_more_once_another_took_over(inspector, redis_client, q,
+                                                                                monkeypatch, caplog) -> None:
+    """A review: a driver stopped (Ctrl-Z, a frozen VM) right before acting on a chunk went on acting
+    once resumed, after another driver had taken the job up and finished it: a "run" of retry tasks
+    ran every task again (each failing task twice in one operator action). Redis now refuses the acts
+    of a driver whose lease ran out, by its own clock, and the driver stops."""
+    from queuecore.core.inspector import InspectorBulkOperations
+
+    monkeypatch.setattr(bulkjobs, "LEASE_SECONDS", 1.0)  # a lease that lapses within the test
+    seed(redis_client, q, "retry", 40, type="t.a")
+    seed(redis_client, q, "retry", 10, type="t.b")
+    job = inspector.start_bulk_job("run", queue="bulkq", state="retry", filter="type:t.a")
+    stalled, resume = threading.Event(), threading.Event()
+
+    class StoppedBeforeItsAct(InspectorBulkOperations):
+        def act(self, *args, **kwargs):
+            stalled.set()
+            resume.wait(30)  # the process stopped between deciding to act and its act reaching Redis
+            return super().act(*args, **kwargs)
+
+    ended: list[BulkJob] = []
+    driver = threading.Thread(target=lambda: ended.append(bulkjobs.run_job(
+        inspector._bulk_store, StoppedBeforeItsAct(inspector), job.id, holder="driver-a")))
+    driver.start()
+    try:
+        assert stalled.wait(10)
+        taken = wait_until(lambda: (j := inspector.run_bulk_job(job.id, holder="driver-b")).finished and j, 10,
+                           message="another driver to take the job up once the lease lapsed")
+        assert (taken.status, taken.done) == ("done", 40)
+        redis_client.delete(q.pending)  # the 40 tasks it ran failed again: back in retry
+        seed(redis_client, q, "retry", 40, type="t.a")
+    finally:
+        resume.set()
+        driver.join(10)
+    assert inspector.count("bulkq", "retry") == 50 and inspector.count("bulkq", "pending") == 0  # none ran again
+    assert ended and ended[0].done == 40
+    assert "stalled past its lease" in caplog.text

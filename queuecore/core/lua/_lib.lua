@@ -56,6 +56,21 @@ local function qc_state_allowed(state, allowed)
     return not allowed or allowed == "" or string.find(" " .. allowed .. " ", " " .. state .. " ", 1, true) ~= nil
 end
 
+-- Fencing a bulk job's driver: an error reply "QCLEASE ..." when ``allowed`` carries "until:<unix ms>"
+-- and Redis's clock is past it (the driver's lease ran out, less a margin: another driver may have taken
+-- the job up, and a driver that stalled must not act after it), else nil. Call before any write.
+local function qc_bulk_lease_past(allowed)
+    local until_ms = allowed and tonumber(string.match(allowed, "until:(%d+)"))
+    if not until_ms then
+        return nil
+    end
+    local now = redis.call("TIME")
+    if tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) > until_ms then
+        return redis.error_reply("QCLEASE the bulk job's lease ran out before this act")
+    end
+    return nil
+end
+
 -- Fencing: true when the task HASH at key is active under lease number lease (a string, as in ARGV).
 local function qc_holds_lease(key, lease)
     local held = redis.call("HMGET", key, "state", "lease")

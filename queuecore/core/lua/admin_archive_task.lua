@@ -10,7 +10,8 @@
 -- ARGV[2] now, unix ms
 -- ARGV[3] wake token TTL, ms
 -- ARGV[4] the states it may act from, space-separated ("" = every state it can act from): a
---         task in another is left alone (-2), as one it cannot act on
+--         task in another is left alone (-2), as one it cannot act on; a bulk job's driver adds
+--         "until:<unix ms>": past it on Redis's clock, the error reply "QCLEASE ..." and nothing written
 -- The task is marked archived_by "operator" (the worker's own archive clears the mark).
 -- Returns 1 archived, -1 no such task, or -2 with the task's state when it cannot be archived.
 -- Pending tasks are found with LREM, O(length of the pending list).
@@ -18,6 +19,7 @@
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 -- wrong-type guard, before any write
 local err = qc_check_types(KEYS, {"hash", "list", "zset", "zset", "zset"}) if err then return err end
+err = qc_bulk_lease_past(ARGV[4]) if err then return err end
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
     return -1

@@ -11,7 +11,8 @@
 -- ARGV[2] the queue's key start, <prefix>:{<q>}:
 -- ARGV[3] wake token TTL, ms
 -- ARGV[4] the states it may act from, space-separated ("" = every state it can act from): a
---         task in another is left alone (-2), as one it cannot act on
+--         task in another is left alone (-2), as one it cannot act on; a bulk job's driver adds
+--         "until:<unix ms>": past it on Redis's clock, the error reply "QCLEASE ..." and nothing written
 -- Cluster note: the unique lock named in the task's "unique" field is only deleted when it starts
 -- with ARGV[2], the same "<prefix>:{<q>}:" as KEYS[1], so it shares the slot.
 -- Returns 1 deleted, -1 no such task, -2 with the state when it is active (cancel it instead).
@@ -23,6 +24,7 @@ do  -- the unique lock named by the task, which this call may delete (GET must n
     local lock = qc_own_lock(KEYS[1], ARGV[2])
     err = lock and qc_check_type(lock, "string") if err then return err end
 end
+err = qc_bulk_lease_past(ARGV[4]) if err then return err end
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
     return -1

@@ -13,12 +13,14 @@
 -- ARGV[5] the edit's record (one line of JSON; "" = none), put first in the hash's "edits" field,
 --         which keeps the last 10 edits and at most 8 KiB
 -- ARGV[6] the states it may act from, space-separated ("" = every state it can act from): a
---         task in another is left alone (-2), as one it cannot act on
+--         task in another is left alone (-2), as one it cannot act on; a bulk job's driver adds
+--         "until:<unix ms>": past it on Redis's clock, the error reply "QCLEASE ..." and nothing written
 -- Returns 1 moved, -1 no such task, or -2 with the task's state when it cannot be run from there.
 -- Error reply "QCWRONGTYPE <key> holds a <type>, expected a <type>" when a key (or a task hash or
 -- lock it would touch) has the wrong Redis type; checked before any write, so nothing is written.
 -- wrong-type guard, before any write
 local err = qc_check_types(KEYS, {"hash", "list", "zset", "zset", "zset"}) if err then return err end
+err = qc_bulk_lease_past(ARGV[6]) if err then return err end
 local state = redis.call("HGET", KEYS[1], "state")
 if not state then
     return -1
