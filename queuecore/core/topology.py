@@ -869,18 +869,34 @@ def follows_sentinels(client: object) -> bool:
 def sharded_pubsub(client: redis.Redis) -> bool | None:
     """True for a cluster whose masters all run Redis 7 or later: wake-ups and cancels then use
     sharded pub/sub (``SPUBLISH``/``SSUBSCRIBE``), which keeps each message on its channel's shard.
-    Elsewhere (one server, a sentinel's master, a 6.2 cluster, INFO denied) classic pub/sub, which a
-    cluster forwards to every node. None when a cluster cannot be asked now (ask again later)."""
+    Elsewhere (one server, a sentinel's master, a 6.2 cluster) classic pub/sub, which a cluster forwards
+    to every node. None when a cluster cannot be asked now (ask again later). Where INFO is denied (an
+    ACL user with ``-@dangerous``), ``PUBSUB SHARDNUMSUB`` answers instead: clients and workers must
+    agree, and one that guessed classic pub/sub on a Redis 7 cluster lost every wake-up it sent."""
     if not is_cluster_client(client):
         return False
     try:
         infos = info_of_every_master(client, "server")
     except redis.ResponseError:
-        return False  # INFO denied: classic pub/sub works everywhere
+        return _every_master_has_shard_channels(client)
     except redis.RedisError:
         return None
     versions = [str(i.get("redis_version", "0")) for i in infos]
     return bool(versions) and all(int(v.split(".")[0] or 0) >= 7 for v in versions)
+
+
+def _every_master_has_shard_channels(client: redis.Redis) -> bool | None:
+    """Whether every master of a cluster knows sharded pub/sub: ``PUBSUB SHARDNUMSUB`` (Redis 7, in the
+    ``@pubsub`` category a user who publishes has) answers; an unknown subcommand (6.2), or a refusal,
+    means classic pub/sub; None when they cannot be asked now."""
+    cluster = cast("redis.cluster.RedisCluster", client)
+    try:
+        cluster.execute_command("PUBSUB SHARDNUMSUB", target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    except redis.ResponseError:
+        return False
+    except redis.RedisError:
+        return None
+    return True
 
 
 def unknown_sentinel_master(client: Any) -> str | None:

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -337,6 +338,32 @@ def test_on_redis_7_wake_ups_and_cancels_use_sharded_pub_sub(cluster, connection
             assert classic == {q.wake_channel: 0, q.cancel_channel: 0}, name
     finally:
         worker.shutdown(timeout=5)
+
+
+def test_a_user_without_info_uses_sharded_pub_sub_as_the_workers_do(cluster, connection, prefix) -> None:
+    """A review: an ACL user with ``-@dangerous`` (a common web-app user) may not run INFO, and the
+    client then guessed classic pub/sub while workers subscribed to shard channels: every wake-up it
+    sent was lost (tasks waited for the next poll), no task was pushed, cancels waited for a renewal."""
+    from queuecore.core.scripts import Scripts
+
+    user = f"nodanger{uuid.uuid4().hex[:6]}"
+    for node in cluster.nodes:
+        with node.client() as c:
+            c.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "&*", "+@all", "-@dangerous")
+    try:
+        host_ports = connection.redis_url.split("://", 1)[1]
+        limited = replace(connection, redis_url=f"redis+cluster://{user}:pw@{host_ports}")
+        client = limited.connect()
+        try:
+            with pytest.raises(redis.ResponseError, match="no permissions"):
+                client.info("server")  # as that user meets it
+            assert Scripts(client, limited.keys).publish_command == "SPUBLISH"
+        finally:
+            client.close()
+    finally:
+        for node in cluster.nodes:
+            with node.client() as c:
+                c.execute_command("ACL", "DELUSER", user)
 
 
 def test_shard_messages_on_one_master_are_not_held_behind_another_quiet_master(cluster, connection,
