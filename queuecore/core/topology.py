@@ -891,7 +891,8 @@ def _every_master_has_shard_channels(client: redis.Redis) -> bool | None:
     means classic pub/sub; None when they cannot be asked now."""
     cluster = cast("redis.cluster.RedisCluster", client)
     try:
-        cluster.execute_command("PUBSUB SHARDNUMSUB", target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+        cluster.execute_command(  # type: ignore[no-untyped-call]
+            "PUBSUB SHARDNUMSUB", target_nodes=redis.cluster.RedisCluster.PRIMARIES)
     except redis.ResponseError:
         return False
     except redis.RedisError:
