@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable, Iterator
 
 from queuecore.core.message import TaskInfo, dumps
@@ -22,9 +23,12 @@ def jsonl_lines(tasks: Iterable[TaskInfo]) -> Iterator[str]:
         yield dumps(info.to_dict()) + "\n"
 
 
+_NUMBER = re.compile(r"[-+]?[0-9]+(?:\.[0-9]+)?")  # a plain number: a spreadsheet reads it as one, no formula
+
+
 def _cell(value: object) -> str:
     text = "" if value is None else str(value)
-    return "'" + text if text.startswith(_FORMULA_START) else text
+    return "'" + text if text.startswith(_FORMULA_START) and not _NUMBER.fullmatch(text) else text
 
 
 def csv_lines(tasks: Iterable[TaskInfo]) -> Iterator[str]:

@@ -33,6 +33,12 @@ def test_a_cell_that_would_run_as_a_formula_is_quoted(inspector, client) -> None
     info = dataclasses.replace(next(inspector.iter_tasks("default", "pending")), last_error="=1+1 boom\nTraceback ...")
     row = list(csv.reader(io.StringIO("".join(csv_lines([info])))))[1]
     assert row[CSV_COLUMNS.index("last_error")] == "'=1+1 boom"
+    # A review: a plain number was quoted too, so a max_retry of -1 (retry for ever) or an id "-42"
+    # became text ("'-1", "'-42"), and the id no longer named its task when fed back to adminctl.
+    odd = dataclasses.replace(info, id="-42", max_retry=-1, last_error="-1+cmd|' /C calc'!A0")
+    row = list(csv.reader(io.StringIO("".join(csv_lines([odd])))))[1]
+    assert (row[CSV_COLUMNS.index("id")], row[CSV_COLUMNS.index("max_retry")]) == ("-42", "-1")
+    assert row[CSV_COLUMNS.index("last_error")].startswith("'-1+cmd")  # not a plain number: quoted
     try:
         list(lines("xml", []))
     except ValueError as exc:
