@@ -29,7 +29,8 @@ def drive(app: App, job: BulkJob, *, holder: str | None) -> BulkJob:
     """Carry ``job`` out here as ``holder`` (the driver it was made for, whose lease it holds) with a
     progress bar on stderr, or, with no holder, leave it to the workers (``--background``); prints the
     outcome (``--json``: the job) and returns it. Ctrl-C asks the job to stop: the chunk Redis is on
-    is finished and counted, then the job ends ``cancelled`` (exit 130). A job that failed exits 1."""
+    is finished and counted, then the job ends ``cancelled`` (exit 130). A job that failed, or that
+    another operator cancelled meanwhile, exits 1."""
     ins, term = app.inspector, app.terminal
     if holder is None:
         if app.json:
@@ -71,8 +72,8 @@ def drive(app: App, job: BulkJob, *, holder: str | None) -> BulkJob:
         say(f"{job.summary()} in {human_duration(time.monotonic() - started)} (bulk job {job.id})")
     if job.status == "failed":
         raise click.exceptions.Exit(1)
-    if interrupted.is_set() and job.status == "cancelled":  # `delete-all ... --yes && next` must not go on
-        raise click.exceptions.Exit(130)
+    if job.status == "cancelled":  # `delete-all ... --yes && next` must not go on: 130 for our Ctrl-C,
+        raise click.exceptions.Exit(130 if interrupted.is_set() else 1)  # 1 for another operator's cancel
     return job
 
 

@@ -157,6 +157,27 @@ def test_ctrl_c_counts_the_chunk_redis_finished(adminctl, client: Client, inspec
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # given back
 
 
+def test_a_job_another_operator_cancels_exits_1(adminctl, client: Client, inspector: Inspector,
+                                                monkeypatch) -> None:
+    """A review: a foreground ``delete-all --yes`` that another operator cancelled (``bulk cancel``, the
+    dashboard) exited 0 with work left undone, so ``delete-all ... --yes && next-step`` went on."""
+    from queuecore.core.inspector import InspectorBulkOperations
+
+    enqueue_archived(client, inspector, "reports", **{"t.a": 1_500})
+    chunk = InspectorBulkOperations.state_chunk
+
+    def cancelled_meanwhile(self: InspectorBulkOperations, *args: object) -> object:
+        result = chunk(self, *args)
+        (open_job,) = [j for j in inspector.bulk_jobs() if not j.finished]
+        inspector.cancel_bulk_job(open_job.id)  # the other operator, between two chunks
+        return result
+
+    monkeypatch.setattr(InspectorBulkOperations, "state_chunk", cancelled_meanwhile)
+    run = adminctl("task", "delete-all", "reports", "archived", "--yes", "--json")
+    assert run.code == 1, run.stderr
+    assert run.json()["status"] == "cancelled" and inspector.count("reports", "archived") == 1_000
+
+
 def test_the_ctrl_c_handler_takes_no_lock() -> None:
     """A handler that set an Event blocked while its thread held that Event's lock (the main thread
     inside ``wait``, following a job; or a second Ctrl-C handled inside the first one's ``set()``): a
