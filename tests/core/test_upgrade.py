@@ -16,8 +16,10 @@ def test_a_starting_worker_moves_every_legacy_key_and_merges(make_worker, redis_
     redis_client.sadd(f"{p}:queues", "old-a", "old-b")
     redis_client.sadd(k.queues, "new-c")
     redis_client.zadd(f"{p}:servers", {"gone:1:x": 4_000_000_000_000})  # lapses in 2096
-    redis_client.zadd(f"{p}:periodic", {"nightly/default": 10, "both/default": 1})
-    redis_client.zadd(k.periodic, {"both/default": 99})
+    # live-list lapse times far ahead: a starting worker's scheduler forgets entries whose time lapsed
+    far = 4_000_000_000_000
+    redis_client.zadd(f"{p}:periodic", {"nightly/default": far + 10, "both/default": far + 1})
+    redis_client.zadd(k.periodic, {"both/default": far + 99})
     redis_client.hset(f"{p}:alerts", mapping={"lease": "w1", "a:x": "{}"})
     redis_client.hset(k.alerts, "lease", "w2")
     redis_client.rpush(f"{p}:audit", "older-1", "older-2")
@@ -26,7 +28,8 @@ def test_a_starting_worker_moves_every_legacy_key_and_merges(make_worker, redis_
         make_worker(queues="default")
     assert redis_client.smembers(k.queues) == {"old-a", "old-b", "new-c", "default"}
     assert redis_client.zscore(k.servers, "gone:1:x") == 4_000_000_000_000
-    assert redis_client.zrange(k.periodic, 0, -1, withscores=True) == [("nightly/default", 10), ("both/default", 99)]
+    assert redis_client.zrange(k.periodic, 0, -1, withscores=True) == [("nightly/default", far + 10),
+                                                                         ("both/default", far + 99)]
     assert redis_client.hgetall(k.alerts) == {"lease": "w2", "a:x": "{}"}  # what the new version wrote wins
     assert redis_client.lrange(k.audit, 0, -1) == ["newer", "older-1", "older-2"]  # newest first, still
     assert not any(redis_client.exists(old) for old, _ in k.legacy_globals())
