@@ -83,6 +83,10 @@ class Processor:
         # "+": a push to it carries the lease's number (``on_push``).
         self._idle_entry = f"{to_ms(config.lease_duration)}+ {worker_id}" if worker_id else ""
         self._idle_for = 2 * config.fetch_poll_interval + 1.0
+        # Whether a push would reach this process now (its subscriber's push channels are subscribed): it
+        # is listed only then. Listed before, the first enqueue's push found no subscriber (on a cluster,
+        # where subscribing takes longer), and the task waited for a poll or the subscription's wake-up.
+        self.reachable_by_push: Callable[[], bool] = lambda: True
         self.pushed = 0  # tasks an enqueue leased straight to this worker
         self._unlisted = False  # quiet, and taken off the lists (``_unlist``)
         self._stopping = threading.Event()
@@ -334,7 +338,8 @@ class Processor:
                     items = self._fetch_scripts.dequeue(self.queue_keys[name], now_ms=to_ms(now),
                                                         lease_until_ms=to_ms(now + self.config.lease_duration),
                                                         count=free - got,
-                                                        idle_entry=self._idle_entry if self._idle() else "",
+                                                        idle_entry=self._idle_entry
+                                                        if self._idle() and self.reachable_by_push() else "",
                                                         idle_until_ms=to_ms(now + self._idle_for))
                 except Exception as exc:  # this queue (a corrupt key, a cluster master away) holds up no other
                     failed.append((name, exc))

@@ -110,6 +110,7 @@ class Worker:
                                      on_due=self.forwarder.note_due,
                                      push_channels={q.push_channel(self.state.id): q.queue for q in queues},
                                      on_push=self.processor.on_push)
+        self.processor.reachable_by_push = self.subscriber.subscribed.is_set
         self.recoverer = Recoverer(
             self.scripts, self.clock, queues, config.recover_interval, config.repair_interval, renewer, self.health,
             outage_after=outage_threshold(config.lease_duration, config.heartbeat_interval, config.recover_interval),

@@ -282,6 +282,33 @@ def test_an_idle_worker_gets_each_task_pushed_and_lists_itself_again(
     assert ran[-1] == "old" and worker.processor.pushed == 4 - len(missed)
 
 
+def test_a_worker_is_listed_only_once_its_subscription_is_in_place(
+        make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, ran: list[str]) -> None:
+    """CI's Redis Cluster leg: a starting worker listed itself from its first fetch, before its subscriber
+    had subscribed to its push channel (slower on a cluster), so the first enqueue's push found no
+    subscriber and the task waited for a poll. It is listed only once a push can reach it."""
+    gate = threading.Event()
+    worker = make_worker(start=False)
+    real = worker.broker.pubsub
+
+    def slow_subscription():  # the subscription takes its time
+        gate.wait(10)
+        return real()
+
+    worker.broker.pubsub = slow_subscription  # type: ignore[method-assign]
+    q = worker.keys.queue("default")
+    try:
+        worker.start()
+        let_worker_run(inspector, worker, beats=3)  # several fetches, each finding the queue empty
+        assert redis_client.zcard(q.idle) == 0 and not worker.subscriber.subscribed.is_set()
+    finally:
+        gate.set()
+    wait_until(lambda: redis_client.zcard(q.idle) == 1, 10, message="the subscribed worker to list itself")
+    handle = client.enqueue("push.note", {"tag": "first"}, retention=60)
+    assert handle.state is TaskState.ACTIVE  # pushed
+    wait_until(lambda: ran == ["first"], 10, message="the pushed task to run")
+
+
 def test_a_worker_is_listed_only_while_no_handler_runs(
         make_worker, client: Client, inspector: Inspector, redis_client: redis.Redis, registry: TaskRegistry,
         ran: list[str]) -> None:
