@@ -473,7 +473,8 @@ class Processor:
 
     def _finish_elsewhere(self, running: Running, outcome: Outcome) -> None:
         """Have the outcome writer write ``outcome`` (here when it is not running: not started, or ended)."""
-        if len(self.threads) < 3 or not self.threads[2].is_alive():
+        writer = next((t for t in self.threads if t.name == "queuecore-outcomes"), None)
+        if writer is None or not writer.is_alive():
             self._finish(running, outcome)
             return
         running.ending = True
