@@ -23,6 +23,7 @@ from queue import SimpleQueue
 
 from queuecore.core import tracing
 from queuecore.core.acker import Acker
+from queuecore.core.attempts import one_line
 from queuecore.core.clock import Clock, format_duration, to_ms
 from queuecore.core.config import WorkerConfig
 from queuecore.core.context import TaskContext
@@ -37,7 +38,7 @@ from queuecore.core.outcome import Outcome, abandoned, classify
 from queuecore.core.reasons import CANCELLED_BY_OPERATOR, DEADLINE_REACHED, SHUTDOWN
 from queuecore.core.reasons import LEASE_LOST as LEASE_LOST_REASON
 from queuecore.core.recorder import Recorder
-from queuecore.core.redis_errors import is_connection_error
+from queuecore.core.redis_errors import is_connection_error, unavailable_reason
 from queuecore.core.registry import TaskRegistry
 from queuecore.core.runner import Runner, deadline_passed
 from queuecore.core.running import HeldTasks, Running
@@ -262,7 +263,7 @@ class Processor:
                     self._fetch_scripts.unlist(keys, self._idle_entry)
                 except Exception as exc:  # Redis away: harmless, the listing lapses
                     logger.info("could not take this worker off queue %s's idle list (%s); it lapses "
-                                "within %.0f s", name, exc, self._idle_for)
+                                "within %.0f s", name, one_line(unavailable_reason(exc), 300), self._idle_for)
 
     def on_wake(self) -> None:
         """A queue got work (called on the subscriber's thread). While the fetcher is parked (every

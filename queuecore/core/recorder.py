@@ -55,6 +55,7 @@ class Recorder:
         backoff = 0.05
         max_backoff = min(5.0, self.config.heartbeat_interval)
         while True:
+            began = time.monotonic()
             try:
                 reply = write()
                 break
@@ -63,7 +64,7 @@ class Recorder:
                         self.write_deadline is not None and time.monotonic() > self.write_deadline):
                     logger.error("could not record %s: %s; the lease will expire and the task run again", what, exc)
                     return False, None
-                self.health.report_error("ack", exc)
+                self.health.report_error("ack", exc, began=began)
                 time.sleep(backoff)
                 backoff = min(backoff * 2, max_backoff)
         self.health.note_ok("ack")

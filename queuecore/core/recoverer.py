@@ -18,6 +18,7 @@ are alive renew their leases and write their outcomes first (``recover.lua``).
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Iterable
 
@@ -83,11 +84,12 @@ class Recoverer(Periodic):
             self._renewer.renew()
         except Exception as exc:  # the queues it could not renew wait for a round that can
             failed = exc
+        began = time.monotonic()
         try:
             self.repair()
             self.health.note_ok("repair")
         except Exception as exc:  # Redis full, say: recovery (whose first write frees memory) goes on
-            self.health.report_error("repair", exc)
+            self.health.report_error("repair", exc, began=began)
         totals = [0, 0, 0]
         archived_why: Counter[str] = Counter()
         logged = 0

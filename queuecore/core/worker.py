@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import replace
@@ -400,7 +401,8 @@ class Worker:
                 return
 
     def _beat_now(self) -> None:
+        began = time.monotonic()
         try:
             self.heartbeater.beat()
         except Exception as exc:
-            self.health.report_error("heartbeat", exc)
+            self.health.report_error("heartbeat", exc, began=began)

@@ -854,3 +854,48 @@ def test_a_call_in_flight_when_redis_came_back_is_not_a_new_outage(health: Redis
         "Redis is unreachable", "Redis is reachable again"]
     health.report_error("fetch", redis.ConnectionError("refused"), began=time.monotonic())  # a new one is seen
     assert health.down
+
+
+def test_an_acknowledgement_outage_is_timed_from_the_write_that_met_it(
+        silent_redis, redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, q: QueueKeys,
+        health: RedisHealth, caplog: pytest.LogCaptureFixture) -> None:
+    """The acknowledger's outage was timed from when its write's error came back: a write that hung for
+    a socket timeout (0.6 s) and then found Redis again was logged "reachable again after 0.0s"."""
+    silent = redis.Redis.from_url(silent_redis.url, socket_timeout=0.6, socket_connect_timeout=0.6)
+    recorder = Recorder(WorkerConfig(), scripts, {q.queue: q}, fake_clock, TaskRegistry(), health)
+    calls: list[int] = []
+
+    def write() -> bool:
+        calls.append(1)
+        return bool((silent if len(calls) == 1 else redis_client).ping())  # the first hangs, then Redis answers
+
+    caplog.set_level(logging.WARNING, logger="queuecore")
+    try:
+        assert recorder.with_retries("a test write", write) == (True, True)
+    finally:
+        silent.close()
+    (line,) = [r.getMessage() for r in caplog.records if "reachable again" in r.getMessage()]
+    assert float(line.rsplit("after ", 1)[1].rstrip("s")) >= 0.6, line
+
+
+def test_a_failed_unlisting_is_logged_in_one_short_line(scripts: Scripts, q: QueueKeys, health: RedisHealth,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    """A review: "could not take this worker off queue X's idle list" logged redis-py's whole error, the
+    sentinels' client reprs included (about 1,100 characters); it now gives the reason in one line."""
+    from queuecore.core.clock import SystemClock
+
+    processor = Processor(WorkerConfig(), scripts, {q.queue: q}, SystemClock(), TaskRegistry(), HeldTasks(), health,
+                          worker_id="w-unlist")
+    reprs = ", ".join(f"Sentinel<Redis<ConnectionPool<Connection<host=10.0.0.{i},port=26379,db=0>>>> - "
+                      "ConnectionError: Error 111 connecting" for i in range(8))
+    no_master = redis.sentinel.MasterNotFoundError(f"No master found for 'mymaster' : {{{reprs}}}")
+    assert len(str(no_master)) > 800
+
+    def unlist(*args: object) -> None:
+        raise no_master
+
+    processor._fetch_scripts.unlist = unlist  # type: ignore[method-assign]
+    caplog.set_level(logging.INFO, logger="queuecore")
+    processor._unlist()
+    (line,) = [r.getMessage() for r in caplog.records if "idle list" in r.getMessage()]
+    assert len(line) < 300 and "no sentinel named one (ConnectionError" in line, line
