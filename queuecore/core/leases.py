@@ -19,15 +19,15 @@ logger = logging.getLogger("queuecore.worker")
 class LeaseRenewer:
     """Extends the leases of the held tasks by ``lease_duration``.
 
-    A renewal that finds a task no longer ours calls ``on_lost(task_id, lease)``; one that finds
-    an operator's cancel flag calls ``on_cancel(task_id)``. The heartbeater renews every beat; the
+    A renewal that finds a task no longer ours calls ``on_lost(queue, task_id, lease)``; one that
+    finds an operator's cancel flag calls ``on_cancel(queue, task_id)``. The heartbeater renews every beat; the
     recoverer renews before taking back expired leases, so that after a Redis outage this process
     does not recover tasks it is still running.
     """
 
     def __init__(self, scripts: Scripts, clock: Clock, lease_duration: float, held: HeldTasks,
-                 queue_keys: Mapping[str, QueueKeys], on_lost: Callable[[str, int], None],
-                 on_cancel: Callable[[str], object]) -> None:
+                 queue_keys: Mapping[str, QueueKeys], on_lost: Callable[[str, str, int], None],
+                 on_cancel: Callable[[str, str], object]) -> None:
         self._scripts = scripts
         self._clock = clock
         self._lease_duration = lease_duration
@@ -40,13 +40,13 @@ class LeaseRenewer:
     def renew(self) -> None:
         """One renewal round: one script call per queue with held tasks."""
         by_queue: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        attempts: dict[tuple[str, int], Running] = {}
+        attempts: dict[tuple[str, str, int], Running] = {}
         # Every attempt still held keeps its lease, including one whose outcome waits to be written
         # while Redis is away; only attempts that already lost theirs are left out.
         for running in self._held.snapshot():
             if running.ctx.cancel_reason != LEASE_LOST_REASON:
                 by_queue[running.queue].append((running.id, running.lease))
-                attempts[(running.id, running.lease)] = running
+                attempts[(running.queue, running.id, running.lease)] = running
         if not by_queue:
             self.unrenewed = frozenset()
             return
@@ -64,11 +64,11 @@ class LeaseRenewer:
                 continue
             for (task_id, lease), code in renewed:
                 if code == LEASE_LOST:
-                    self._on_lost(task_id, lease)
+                    self._on_lost(queue, task_id, lease)
                     continue
-                attempts[(task_id, lease)].lease_until = until
+                attempts[(queue, task_id, lease)].lease_until = until
                 if code == LEASE_CANCEL_REQUESTED:
-                    self._on_cancel(task_id)
+                    self._on_cancel(queue, task_id)
         self.unrenewed = frozenset(unrenewed)
         if refused is not None:
             raise refused  # reported by the caller; every lease that could be renewed was

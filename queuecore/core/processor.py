@@ -528,22 +528,23 @@ class Processor:
 
     # -- supervising ------------------------------------------------------------------------------
 
-    def cancel(self, task_id: str, reason: str = CANCELLED_BY_OPERATOR) -> bool:
-        """Ask a running task to stop; True when this process runs it.
+    def cancel(self, queue: str, task_id: str, reason: str = CANCELLED_BY_OPERATOR) -> bool:
+        """Ask a running task of ``queue`` to stop; True when this process runs it (a task of the same
+        id in another queue is another task).
 
         Async handlers are cancelled at once (at their next ``await``); sync handlers see
         ``ctx.cancelled`` and are interrupted after ``cancel_grace`` seconds if still running.
         """
-        found = self.held.with_id(task_id)
+        found = self.held.with_id(queue, task_id)
         for running in found:
             running.ctx.request_cancel(reason)
             if running.async_task is not None:
                 self._interrupt(running, TaskCancelled)
         return bool(found)
 
-    def lease_lost(self, task_id: str, lease: int) -> None:
+    def lease_lost(self, queue: str, task_id: str, lease: int) -> None:
         """The lease renewal found that this attempt no longer owns its task: stop it, write nothing."""
-        running = self.held.get(task_id, lease)
+        running = self.held.get(queue, task_id, lease)
         # A finalized attempt is written (or its acknowledgement queued, which logs a refusal itself).
         if running is not None and not running.finalized and not running.lease_lost \
                 and running.ctx.cancel_reason != LEASE_LOST_REASON:
@@ -572,7 +573,7 @@ class Processor:
             running.ctx.request_cancel(LEASE_LOST_REASON)
             return False
         if code == LEASE_CANCEL_REQUESTED:
-            self.cancel(running.id)
+            self.cancel(running.queue, running.id)
         return True
 
     def _interrupt(self, running: Running, exc_type: type[BaseException]) -> None:

@@ -60,33 +60,34 @@ class Running:
 
 
 class HeldTasks:
-    """Attempts held by this process, keyed by (task id, lease). Thread-safe.
+    """Attempts held by this process, keyed by (queue, task id, lease). Thread-safe.
 
-    Keyed by the lease too: after losing a lease this process may run the same task again while
-    the stale attempt is still going, and the two must not be mixed up.
+    Keyed by the queue: a task id is unique within its queue only (a caller may choose ``order-42`` in
+    two queues). Keyed by the lease too: after losing a lease this process may run the same task again
+    while the stale attempt is still going, and the two must not be mixed up.
     """
 
     def __init__(self) -> None:
-        self._attempts: dict[tuple[str, int], Running] = {}
+        self._attempts: dict[tuple[str, str, int], Running] = {}
         self._lock = threading.Lock()
 
     def add(self, running: Running) -> None:
         with self._lock:
-            self._attempts[(running.id, running.lease)] = running
+            self._attempts[(running.queue, running.id, running.lease)] = running
 
     def forget(self, running: Running) -> None:
         """Drop an attempt whose outcome is written (or given up); a newer attempt stays."""
-        key = (running.id, running.lease)
+        key = (running.queue, running.id, running.lease)
         with self._lock:
             if self._attempts.get(key) is running:
                 del self._attempts[key]
 
-    def get(self, task_id: str, lease: int) -> Running | None:
-        return self._attempts.get((task_id, lease))
+    def get(self, queue: str, task_id: str, lease: int) -> Running | None:
+        return self._attempts.get((queue, task_id, lease))
 
-    def with_id(self, task_id: str) -> list[Running]:
-        """Every held attempt of one task (usually one)."""
-        return [r for r in self.snapshot() if r.id == task_id]
+    def with_id(self, queue: str, task_id: str) -> list[Running]:
+        """Every held attempt of one task of ``queue`` (usually one)."""
+        return [r for r in self.snapshot() if r.id == task_id and r.queue == queue]
 
     def snapshot(self) -> list[Running]:
         with self._lock:

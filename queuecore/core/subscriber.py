@@ -50,7 +50,7 @@ def _wait_readable(pubsub: Any, timeout: float) -> None:
 class Subscriber:
     """Holds one pub/sub connection; reconnects with backoff when Redis goes away.
 
-    A message on a cancel channel (``<queue> <task id>``) calls ``on_cancel(task_id)``, which says
+    A message on a cancel channel (``<queue> <task id>``) calls ``on_cancel(queue, task_id)``, which says
     whether this process runs the task; one on a wake channel calls ``on_wake()`` ("due <unix ms>":
     ``on_due(unix s)``, a scheduled task falls due then), as does every (re)subscription, for
     anything published while the connection was away; one on this worker's push channel of a queue
@@ -65,7 +65,7 @@ class Subscriber:
     """
 
     def __init__(self, broker: Broker, cancel_channels: Iterable[str], wake_channels: Iterable[str],
-                 on_cancel: Callable[[str], bool], on_wake: Callable[[], None], health: RedisHealth,
+                 on_cancel: Callable[[str, str], bool], on_wake: Callable[[], None], health: RedisHealth,
                  sharded: Callable[[], bool] = lambda: False,
                  on_due: Callable[[float], None] | None = None, push_channels: Mapping[str, str] | None = None,
                  on_push: Callable[[str, str, bool], Callable[[], None] | None] | None = None) -> None:
@@ -278,7 +278,7 @@ class Subscriber:
             return work
         if channel in self._cancel_channels:
             queue, _, task_id = str(data).partition(" ")
-            if self._on_cancel(task_id):
+            if self._on_cancel(queue, task_id):
                 logger.info("cancel requested for task %s in queue %s", task_id, queue)
         elif channel in self._wake_channels:
             text = str(data)

@@ -107,7 +107,22 @@ def test_lease_renewer_extends_held_leases_and_reports_lost_and_cancelled(
     active = read_zset(redis_client, q.active)
     assert active["ours"] == active["flagged"] == to_ms(now + LEASE)
     assert active["taken"] == to_ms(now + 1)  # not ours: left alone
-    assert lost.args == [("taken", 1)] and cancel.args == [("flagged",)]
+    assert lost.args == [(q.queue, "taken", 1)] and cancel.args == [(q.queue, "flagged")]
+
+
+def test_lease_renewer_keeps_two_queues_tasks_of_one_id_and_lease_apart(
+        redis_client: redis.Redis, scripts: Scripts, fake_clock: FakeClock, connection: ConnectionConfig) -> None:
+    """A review: held attempts were keyed by (id, lease) alone, so two queues' tasks ``job-1`` leased
+    in the same millisecond were one entry: the other's lease was never renewed, and the recoverer
+    took that task back while it still ran (it ran twice)."""
+    now = fake_clock.now()
+    a, b = connection.keys.queue("a"), connection.keys.queue("b")
+    held = HeldTasks()
+    for keys in (a, b):
+        held.add(held_attempt(redis_client, keys, "job-1", lease=7, expires=now + 1))
+    assert len(held) == 2
+    LeaseRenewer(scripts, fake_clock, LEASE, held, {"a": a, "b": b}, on_lost=Calls(), on_cancel=Calls()).renew()
+    assert read_zset(redis_client, a.active) == read_zset(redis_client, b.active) == {"job-1": to_ms(now + LEASE)}
 
 
 def test_lease_renewer_skips_attempts_that_already_lost_their_lease(
@@ -386,7 +401,7 @@ def test_subscriber_passes_on_cancels_and_wake_ups(broker: Broker, redis_client:
         wakes = len(wake.args)
         redis_client.publish(q.cancel_channel, "default task-7")
         wait_until(lambda: cancel.args, 10, message="the cancel")
-        assert cancel.args == [("task-7",)]
+        assert cancel.args == [("default", "task-7")]
         redis_client.publish(q.wake_channel, "1")
         wait_until(lambda: len(wake.args) > wakes, 10, message="the wake-up")
     finally:

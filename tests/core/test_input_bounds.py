@@ -309,7 +309,7 @@ def test_a_corrupt_task_hash_costs_no_other_task_its_lease_renewal(redis_client,
     redis_client.set(q.task("bad"), "a string where a hash belongs")
     lost: list[tuple[str, int]] = []
     renewer = LeaseRenewer(scripts, fake_clock, 600.0, attempts, {"default": q, "other": other},
-                           on_lost=lambda task_id, lease: lost.append((task_id, lease)), on_cancel=lambda _: None)
+                           on_lost=lambda _q, task_id, lease: lost.append((task_id, lease)), on_cancel=lambda *_: None)
     with caplog.at_level("ERROR", logger="queuecore.worker"):
         renewer.renew()
     assert [r.getMessage() for r in caplog.records if "cannot renew" in r.getMessage()] == [

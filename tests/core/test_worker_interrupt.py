@@ -163,6 +163,38 @@ def test_cancel_flag_is_picked_up_by_lease_renewal_without_pubsub(make_worker, c
     assert stopped == ["TaskCancelled"]
 
 
+@pytest.mark.parametrize("by", ["pubsub", "lease renewal"])
+def test_a_cancel_stops_only_the_task_of_its_queue_not_one_with_the_same_id_elsewhere(
+        make_worker, client, inspector, registry, redis_client, gates, by):
+    """A review: a task id is unique within its queue only, but the worker matched a cancel by id alone,
+    so cancelling ``a:job-1`` also archived ``b:job-1`` as cancelled by operator."""
+    release = gates.new()
+    running: list[str] = []
+
+    @task(name="t.blocks", registry=registry, max_retry=5)
+    def blocks():
+        running.append(current_task().queue)
+        release.wait(30)
+
+    worker = make_worker(queues={"a": 1, "b": 1}, lease_duration=60, cancel_grace=0.2)
+    client.enqueue(blocks, queue="a", task_id="job-1")
+    client.enqueue(blocks, queue="b", task_id="job-1")
+    wait_until(lambda: sorted(running) == ["a", "b"], SOON, message="both tasks to run")
+    if by == "pubsub":
+        inspector.cancel_task("a", "job-1")
+    else:  # what admin_cancel_task does, minus the PUBLISH
+        redis_client.hset(worker.keys.queue("a").task("job-1"), "cancel", "1")
+    archived = wait_state(inspector, "a", "job-1", "archived")
+    assert archived.last_error == CANCELLED
+    (other,) = [r for r in worker.processor.held.snapshot() if (r.queue, r.id) == ("b", "job-1")]
+    # a cancel matched by id alone reached it in the same call as a's
+    assert other.ctx.cancel_reason is None
+    assert inspector.get_task("b", "job-1").state == TaskState.ACTIVE
+    assert "cancel" not in task_hash(redis_client, worker, "b", "job-1")
+    release.set()
+    wait_until(lambda: task_or_none(inspector, "b", "job-1") is None, SOON, message="b's task to complete")
+
+
 # -- timeouts and deadlines -------------------------------------------------------------------------
 
 
@@ -583,8 +615,8 @@ def test_an_async_attempt_cancelled_before_its_first_step_ends_at_once(make_work
     client.enqueue(hog)
     assert loop_blocked.wait(SOON)
     info = client.enqueue(victim, retention=60)
-    wait_until(lambda: worker.processor.held.with_id(info.id), SOON, message="the victim to be held")
-    assert worker.processor.cancel(info.id)  # its coroutine exists only once the loop is free
+    wait_until(lambda: worker.processor.held.with_id("default", info.id), SOON, message="the victim to be held")
+    assert worker.processor.cancel("default", info.id)  # its coroutine exists only once the loop is free
     unblock.set()
     archived = wait_state(inspector, "default", info.id, "archived", timeout=10)
     assert archived.last_error == CANCELLED
@@ -606,9 +638,9 @@ def test_a_lost_lease_is_said_once_though_the_attempt_was_cancelled_before(make_
     worker = make_worker(cancel_grace=30, abandon_grace=30)
     info = client.enqueue(stays)
     assert started.wait(SOON)
-    assert worker.processor.cancel(info.id)  # an operator's cancel, not yet enforced (its grace)
-    (running,) = worker.processor.held.with_id(info.id)
+    assert worker.processor.cancel("default", info.id)  # an operator's cancel, not yet enforced (its grace)
+    (running,) = worker.processor.held.with_id("default", info.id)
     for _ in range(3):  # three renewals find the lease another's
-        worker.processor.lease_lost(info.id, running.lease)
+        worker.processor.lease_lost("default", info.id, running.lease)
     assert caplog.text.count("lost the lease of task") == 1
     release.set()

@@ -380,7 +380,7 @@ def test_shard_messages_on_one_master_are_not_held_behind_another_quiet_master(c
     seen: list[str] = []
     r = connection.connect()
     subscriber = Subscriber(Broker(r, connection.keys), [], [busy.wake_channel, quiet.wake_channel],
-                            on_cancel=lambda _id: False, on_wake=lambda: seen.append("wake"), health=RedisHealth(),
+                            on_cancel=lambda _q, _id: False, on_wake=lambda: seen.append("wake"), health=RedisHealth(),
                             sharded=lambda: True, on_due=lambda due: seen.append(f"due {due}"))
     subscriber.start()
     try:
