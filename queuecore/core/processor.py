@@ -537,6 +537,7 @@ class Processor:
         """
         found = self.held.with_id(queue, task_id)
         for running in found:
+            running.operator_cancel = running.operator_cancel or reason == CANCELLED_BY_OPERATOR
             running.ctx.request_cancel(reason)
             if running.async_task is not None:
                 self._interrupt(running, TaskCancelled)
@@ -653,6 +654,10 @@ class Processor:
             self._slots.release()
             self._acker.put(running, result)
             return True
+        if outcome is not None and running.operator_cancel and outcome.kind in ("failure", "snooze", "wait"):
+            # The operator's cancel was accepted: a handler that failed, snoozed or was held back by a
+            # limit within its cancel grace ends archived as cancelled, not retried or parked to run again.
+            outcome = Outcome("cancelled", error=TaskCancelled(CANCELLED_BY_OPERATOR))
         try:
             if outcome is not None:
                 running.handed_back = outcome.kind == "requeue"

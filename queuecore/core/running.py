@@ -44,6 +44,7 @@ class Running:
     handed_back: bool = False
     interrupted_at: float | None = None  # monotonic
     cancel_seen_at: float | None = None  # monotonic
+    operator_cancel: bool = False  # an operator's cancel reached it (whatever reason came first): it is archived
     attempt: str = ""  # a success kept for retention: its attempt history line, for the acknowledgement
     limit_hold: Any = None  # a concurrency slot it holds (flow.LimitHold), released when it ends
     ended: float | None = None  # wall clock seconds: when its handler returned (a success; per-type statistics)

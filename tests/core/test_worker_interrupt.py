@@ -195,6 +195,37 @@ def test_a_cancel_stops_only_the_task_of_its_queue_not_one_with_the_same_id_else
     wait_until(lambda: task_or_none(inspector, "b", "job-1") is None, SOON, message="b's task to complete")
 
 
+@pytest.mark.parametrize("ending", ["fails", "snoozes"])
+def test_a_cancelled_task_whose_handler_fails_or_snoozes_within_its_grace_is_archived(
+        make_worker, client, inspector, registry, gates, ending):
+    """A review: an accepted cancel was lost when the handler, not checking ``cancelled``, ended on its
+    own within ``cancel_grace`` by failing or snoozing: the task was retried or parked (and the stored
+    cancel flag dropped), so it ran again and again."""
+    from queuecore import Snooze
+
+    cancelled = gates.new()
+    runs: list[str | None] = []
+
+    @task(name="t.ends_on_its_own", registry=registry, max_retry=5)
+    def ends_on_its_own():
+        runs.append(current_task().cancel_reason)
+        cancelled.wait(30)  # the test's cancel has reached the worker
+        if ending == "fails":
+            raise ValueError("upstream not ready")
+        raise Snooze(0.05)
+
+    worker = make_worker(cancel_grace=30)
+    info = client.enqueue(ends_on_its_own)
+    wait_until(lambda: runs, SOON, message="the handler to start")
+    inspector.cancel_task("default", info.id)
+    wait_until(lambda: [r for r in worker.processor.held.snapshot() if r.ctx.cancel_reason], SOON,
+               message="the cancel to reach the worker")
+    cancelled.set()
+    archived = wait_state(inspector, "default", info.id, "archived")
+    assert archived.last_error == CANCELLED and archived.retried == 0
+    assert runs == [None]
+
+
 # -- timeouts and deadlines -------------------------------------------------------------------------
 
 
