@@ -338,7 +338,8 @@ class PeriodicEntry:
 
     def with_defaults(self, defaults: Mapping[str, Any]) -> PeriodicEntry:
         """This entry with a handler's default options under its own (the entry's win)."""
-        merged = {k: v for k, v in defaults.items() if k in ENTRY_OPTIONS and v is not None}
+        merged = {k: v.total_seconds() if isinstance(v, timedelta) else v  # a duration as the entry's own: seconds
+                  for k, v in defaults.items() if k in ENTRY_OPTIONS and v is not None}
         merged.update(self.options)
         return PeriodicEntry(self.name, self.task, self.schedule, self.payload, merged, self.missed)
 

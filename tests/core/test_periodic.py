@@ -4,6 +4,7 @@ forgetting entries no worker declares, and a real Worker running a fire."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -395,6 +396,22 @@ def test_an_entry_takes_its_handlers_defaults_under_its_own(make_worker, registr
     worker = make_worker(start=False, periodic={"r": {"task": "demo.report", "every": 60, "max_retry": 5}})
     [entry] = worker.scheduler.entries
     assert (entry.queue, entry.options) == ("low", {"queue": "low", "max_retry": 5, "timeout": 60})
+
+
+def test_an_entry_takes_a_handlers_timedelta_defaults_as_seconds(make_worker, registry) -> None:
+    """A review: ``@task(timeout=timedelta(minutes=5))`` is accepted (a duration is seconds or a
+    timedelta), but a periodic entry for that type took the raw timedelta, and the worker did not
+    start (TypeError: a timedelta is not JSON serializable) though ``manage.py check`` said nothing."""
+    from datetime import timedelta
+
+    @task(name="demo.nightly", registry=registry, timeout=timedelta(minutes=5), retention=timedelta(hours=1))
+    def nightly() -> None:
+        pass
+
+    worker = make_worker(periodic={"n": {"task": "demo.nightly", "every": 300}})
+    [entry] = worker.scheduler.entries
+    assert entry.options == {"timeout": 300.0, "retention": 3600.0}
+    assert json.loads(entry.definition())["options"] == {"timeout": 300.0, "retention": 3600.0}
 
 
 def test_a_worker_without_the_handler_refuses_an_entry_that_names_no_queue(make_worker, registry) -> None:
