@@ -98,6 +98,18 @@ def test_check_deploy_runs_the_redis_check(settings) -> None:
         call_command("check", deploy=True)
 
 
+def test_check_deploy_reports_a_bad_connection_setting_under_its_key(settings) -> None:
+    """A review: the Redis check read the connection settings outside its ``try``, so any value that
+    plain ``check`` reports as queuecore.E002 made ``check --deploy`` end in a traceback."""
+    from django.core.management import call_command
+    from django.core.management.base import SystemCheckError
+
+    settings.QUEUECORE = {"MAX_PAYLOAD_BYTES": 0}
+    assert check_redis() == []
+    with pytest.raises(SystemCheckError, match=r"queuecore\.E002\)? QUEUECORE\['MAX_PAYLOAD_BYTES'\]"):
+        call_command("check", deploy=True)
+
+
 # -- a bad value is a check error naming its key, never a traceback -------------------------------------
 
 
