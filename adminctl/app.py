@@ -12,7 +12,7 @@ import os
 import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -51,6 +51,13 @@ class ConnectionDefaults:
     redis_url: Any = None
     prefix: Any = None
     problem: str | None = None
+    client: Mapping[str, Any] = field(default_factory=dict)  # QUEUECORE key -> value: the client's defaults
+
+
+# The client's defaults a site sets beside its connection, as ``ConnectionConfig`` fields: a task an
+# operator enqueues follows them as the site's own enqueues do.
+CLIENT_DEFAULT_KEYS = {"MAX_PAYLOAD_BYTES": "max_payload_bytes", "DEFAULT_MAX_RETRY": "default_max_retry",
+                       "DEFAULT_RETENTION": "default_retention"}
 
 
 def read_django_settings(module: str) -> dict[str, Any]:
@@ -83,12 +90,15 @@ def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],
             raise ConfigurationError(f"{flag} is empty: give a value, or leave the option out")
     url = options.redis_url
     prefix = options.prefix
+    client: Mapping[str, Any] = {}
+    where = ""
     if injected is not None:
         if injected.problem:
             raise ConfigurationError(injected.problem)
         where = "the Django settings"
         url = url or _given_setting(injected.redis_url, "REDIS_URL", where)
         prefix = prefix or _given_setting(injected.prefix, "KEY_PREFIX", where)
+        client = injected.client
     else:
         url = url or environ.get("QUEUECORE_REDIS_URL") or None
         prefix = prefix or environ.get("QUEUECORE_KEY_PREFIX") or None
@@ -100,7 +110,15 @@ def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],
                 url = _given_setting(queuecore_settings["REDIS_URL"], "REDIS_URL", where)
             if prefix is None and "KEY_PREFIX" in queuecore_settings:
                 prefix = _given_setting(queuecore_settings["KEY_PREFIX"], "KEY_PREFIX", where)
-    return ConnectionConfig(redis_url=url or DEFAULT_REDIS_URL, key_prefix=prefix or DEFAULT_PREFIX)
+            client = queuecore_settings
+    defaults = {name: client[key] for key, name in CLIENT_DEFAULT_KEYS.items() if key in client}
+    try:
+        return ConnectionConfig(redis_url=url or DEFAULT_REDIS_URL, key_prefix=prefix or DEFAULT_PREFIX, **defaults)
+    except ConfigurationError as exc:  # one of the client's defaults: name the setting it came from
+        key = next((k for k, name in CLIENT_DEFAULT_KEYS.items() if name == exc.field), None)
+        if key is None:
+            raise
+        raise ConfigurationError(f"QUEUECORE[{key!r}] in {where}: {exc}", field=exc.field) from None
 
 
 def _given_setting(value: Any, name: str, where: str) -> str:

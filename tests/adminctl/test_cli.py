@@ -236,6 +236,19 @@ def test_an_empty_setting_is_refused_not_taken_as_absent(adminctl, tmp_path) -> 
                                                                        prefix=prefix))
 
 
+def test_the_client_defaults_come_from_the_site_s_settings_and_a_bad_one_is_named() -> None:
+    """``manage.py adminctl`` (the site's settings as written) and ``adminctl --settings`` pass the site's
+    MAX_PAYLOAD_BYTES, DEFAULT_MAX_RETRY and DEFAULT_RETENTION to the client, as the site's own use them."""
+    site = {"MAX_PAYLOAD_BYTES": 64, "DEFAULT_MAX_RETRY": 3, "DEFAULT_RETENTION": 3600}
+    config = resolve_connection(GlobalOptions(), {}, ConnectionDefaults(redis_url="redis://127.0.0.1:1/0",
+                                                                        prefix="p", client=site))
+    assert (config.max_payload_bytes, config.default_max_retry, config.default_retention) == (64, 3, 3600)
+    with pytest.raises(ConfigurationError, match=r"^QUEUECORE\['MAX_PAYLOAD_BYTES'\] in the Django settings: "
+                                                 r"max_payload_bytes is out of range"):
+        resolve_connection(GlobalOptions(), {}, ConnectionDefaults(redis_url="redis://127.0.0.1:1/0", prefix="p",
+                                                                   client={"MAX_PAYLOAD_BYTES": 0}))
+
+
 def test_a_url_option_redis_py_does_not_take_is_a_configuration_error(adminctl) -> None:
     for url, why in (("redis://127.0.0.1:6379/0?bogus=1", "unknown option 'bogus'"),
                      ("redis://127.0.0.1:6379/0?protocol=9", "protocol must be 2 or 3")):

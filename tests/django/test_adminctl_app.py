@@ -113,6 +113,29 @@ def test_call_command_adminctl_stats_json(settings, client: Client, redis_url: s
     assert snapshot["totals"]["pending"] == 1
 
 
+def test_manage_py_adminctl_enqueue_follows_the_site_s_client_defaults(settings, inspector, redis_url: str,
+                                                                        key_prefix: str, capsys) -> None:
+    """A review: ``manage.py adminctl enqueue`` took only REDIS_URL and KEY_PREFIX from QUEUECORE, so an
+    operator's task got max_retry 25 and no retention instead of the site's defaults, and a payload over
+    the site's MAX_PAYLOAD_BYTES was stored; the dashboard's enqueue form followed them."""
+    settings.QUEUECORE = {"REDIS_URL": redis_url, "KEY_PREFIX": key_prefix, "DEFAULT_MAX_RETRY": 3,
+                          "DEFAULT_RETENTION": 3600, "MAX_PAYLOAD_BYTES": 64}
+    command = load_command_class("queuecore_adminctl", "adminctl")
+    with pytest.raises(SystemExit) as exited:
+        command.run_from_argv(["manage.py", "adminctl", "--json", "enqueue", "demo.echo", "--force",
+                               "--queue", "ops", "--payload", '{"text": "x"}'])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0, out
+    info = inspector.get_task("ops", json.loads(out)["id"])
+    assert (info.max_retry, info.retention) == (3, 3600)
+    with pytest.raises(SystemExit) as exited:
+        command.run_from_argv(["manage.py", "adminctl", "enqueue", "demo.echo", "--force", "--queue", "ops",
+                               "--payload", json.dumps({"text": "x" * 200})])
+    err = capsys.readouterr().err
+    assert exited.value.code != 0 and "over the limit of 64 bytes" in err and "Traceback" not in err, err
+    assert inspector.queue_info("ops").pending == 1
+
+
 @pytest.mark.parametrize(("queuecore", "said"), [
     ({"REDIS_URL": "redis://127.0.0.1:1/0", "KEY_PREFIX": "pro be"}, "error: invalid key prefix 'pro be'"),
     ({"REDIS_URL": "http://127.0.0.1:1/0"}, "error: "),

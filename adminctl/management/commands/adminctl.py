@@ -3,9 +3,10 @@
 Available once ``"queuecore_adminctl"`` is in ``INSTALLED_APPS`` (the app ``queuecore`` never imports the
 CLI). It runs the same click group as the ``adminctl`` console script; only the connection
 defaults come from ``QUEUECORE`` (``queuecore.conf.merged_settings()``, so ``QUEUECORE['REDIS_URL']`` and
-``KEY_PREFIX``, with their environment fallbacks). ``--redis-url``/``--prefix`` on the command
-line still win. Every argument after ``adminctl`` goes to the CLI: ``manage.py adminctl task ls
-default archived``.
+``KEY_PREFIX``, with their environment fallbacks), and so do the client's (``MAX_PAYLOAD_BYTES``,
+``DEFAULT_MAX_RETRY``, ``DEFAULT_RETENTION``: a task enqueued here follows them as the site's own do).
+``--redis-url``/``--prefix`` on the command line still win. Every argument after ``adminctl`` goes to
+the CLI: ``manage.py adminctl task ls default archived``.
 """
 
 from __future__ import annotations
@@ -25,14 +26,15 @@ def _defaults() -> Any:
     for a bad one, as ``adminctl --settings`` gives), so that even ``--help`` runs with bad settings."""
     from django.conf import settings
 
-    from ...app import ConnectionDefaults
+    from ...app import CLIENT_DEFAULT_KEYS, ConnectionDefaults
 
     value = getattr(settings, "QUEUECORE", {})
     if not isinstance(value, dict):  # the app's check (queuecore.E001) refuses it; so does the CLI
         kind = type(value).__name__
         return ConnectionDefaults(problem=f"QUEUECORE in the Django settings must be a dict, not {kind}")
     raw = merged_settings()
-    return ConnectionDefaults(redis_url=raw["REDIS_URL"], prefix=raw["KEY_PREFIX"])
+    return ConnectionDefaults(redis_url=raw["REDIS_URL"], prefix=raw["KEY_PREFIX"],
+                              client={key: raw[key] for key in CLIENT_DEFAULT_KEYS})
 
 
 _DJANGO_OPTIONS = ("--settings", "--pythonpath")  # manage.py reads them wherever they stand, before any command
