@@ -839,7 +839,9 @@ def async_like(client: object, socket_timeout: float) -> redis.asyncio.Redis | N
                 for name in inspect.signature(vars(cls)["__init__"]).parameters} - _SYNC_ONLY_SETTINGS
     kwargs = {name: value for name, value in pool.connection_kwargs.items() if name in accepted}
     kwargs.update(socket_timeout=socket_timeout, decode_responses=True, retry_on_error=list(ASYNC_RETRY_ON))
-    return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
+    # from_pool: the client owns its pool, so its aclose() closes the pool's connections too (a client
+    # given connection_pool= leaves them open until the garbage collector finds them)
+    return redis.asyncio.Redis.from_pool(redis.asyncio.ConnectionPool(
         connection_class=connection_class, max_connections=MAX_CONNECTIONS, **kwargs))
 
 

@@ -155,6 +155,31 @@ def test_a_task_without_retention_refuses_a_wait_in_every_state(client: Client, 
                 call()
 
 
+def test_asyncio_reads_and_waits_close_their_connections(private_redis) -> None:
+    """A review: an asyncio read or wait closed its client, but not the pool redis-py leaves open for a
+    client given one, so each call left its connection open until the garbage collector found it
+    (400 ``arefresh()`` calls: 400 more clients on the server, with gc off)."""
+    import gc
+
+    server = redis.Redis.from_url(private_redis.url)
+    client = Client(connection=ConnectionConfig(redis_url=private_redis.url, key_prefix="qc-close"))
+    try:
+        handle = client.enqueue("t.any", retention=60)
+        before = server.info("clients")["connected_clients"]
+        gc.disable()
+        try:
+            for _ in range(20):
+                asyncio.run(handle.arefresh())
+                with pytest.raises(ResultTimeout):
+                    asyncio.run(handle.aget(timeout=0))
+            assert server.info("clients")["connected_clients"] <= before + 1
+        finally:
+            gc.enable()
+    finally:
+        client.close()
+        server.close()
+
+
 def test_a_state_that_is_no_task_state_is_named_as_corrupt_data(client: Client, redis_client) -> None:
     """Every read and wait raised a bare ValueError ("'bogus' is not a valid TaskState")."""
     handle = client.enqueue("t", retention=60)
