@@ -546,7 +546,8 @@ def _errors(attempts: list[AttemptInfo], last_error: str | None) -> list[TaskErr
     error, and its traceback for the newest one (``last_error``; earlier ones keep their error's first line)."""
     out = []
     full = last_error or ""
-    newest = max((a.number for a in attempts if a.result != "completed"), default=0)
+    # the newest attempt with an error (a snoozed or held-back one after it has none)
+    newest = max((a.number for a in attempts if a.result != "completed" and a.error), default=0)
     for attempt in attempts:
         if attempt.result == "completed" or not attempt.error:
             continue

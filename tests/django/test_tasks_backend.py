@@ -522,3 +522,16 @@ def test_a_snoozed_task_counts_the_attempt_it_runs_again_once(dj: Any, runworker
     finished(result)
     assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == {"attempt": 1, "shown": 1}
     assert result.attempts == 1
+
+
+def test_the_newest_error_keeps_its_traceback_after_a_snooze() -> None:
+    """A review: the newest error was looked for among every attempt not completed, a snoozed one
+    included (it has no error), so after a snooze the last failure lost its traceback in ``errors``."""
+    from queuecore.core.message import AttemptInfo
+    from queuecore.tasks_backend import _errors
+
+    last_error = 'ValueError: boom\n\nTraceback (most recent call last):\n  File "t.py", line 1\nValueError: boom'
+    attempts = [AttemptInfo(number=1, result="retry", error="ValueError: boom", error_type="builtins.ValueError"),
+                AttemptInfo(number=2, result="snoozed")]
+    [error] = _errors(attempts, last_error)
+    assert error.traceback.startswith("Traceback (most recent call last):") and error.traceback.endswith("boom")
