@@ -1694,11 +1694,11 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
         next_at = ms_to_datetime(score)
     elif task_state is TaskState.PENDING:
         # pending since its last move back to pending, else since it was enqueued
-        next_at = ms_to_datetime(h.get("pending_since")) or (
+        next_at = _stored_time(h.get("pending_since")) or (
             seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None)
     elif task_state is TaskState.ARCHIVED and score is not None:
         archived_at = ms_to_datetime(score)
-    started_at = ms_to_datetime(h.get("started_at"))
+    started_at = _stored_time(h.get("started_at"))
     worker = fetched_at = None
     progress: Progress | None = None
     if task_state is TaskState.ACTIVE:
@@ -1714,9 +1714,9 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
     return TaskInfo(
         id=task_id, queue=q.queue, type=m.type, state=task_state, payload=m.payload,
         retried=_int(h.get("retried")), max_retry=m.max_retry, last_error=h.get("error") or None,
-        last_failed_at=ms_to_datetime(h.get("failed_at")), next_process_at=next_at,
+        last_failed_at=_stored_time(h.get("failed_at")), next_process_at=next_at,
         enqueued_at=seconds_to_datetime(m.enqueued_at) if m.enqueued_at else None,
-        started_at=started_at, completed_at=ms_to_datetime(h.get("completed_at")),
+        started_at=started_at, completed_at=_stored_time(h.get("completed_at")),
         archived_at=archived_at, timeout=m.timeout, deadline=seconds_to_datetime(m.deadline),
         retention=m.retention, unique_key=m.unique_key, result=result, cancel_requested=bool(h.get("cancel")),
         decode_error=decode_error, worker=worker, fetched_at=fetched_at,
@@ -1725,6 +1725,15 @@ def task_info(q: QueueKeys, task_id: str, h: dict[str, Any], state: str | None =
         waiting=(h.get("waiting") or None) if task_state is TaskState.SCHEDULED else None, progress=progress,
         edits=_edits(h.get("edits")),
     )
+
+
+def _stored_time(ms: Any) -> datetime | None:
+    """A time field of a task hash (unix ms); None (not known) when it holds no such number: a corrupt
+    field must not cost the whole task's page, nor a result read, a traceback."""
+    try:
+        return ms_to_datetime(ms)
+    except (ValueError, TypeError, OverflowError, OSError):
+        return None
 
 
 def _task_types(raw: Any) -> dict[str, TaskSignature] | None:

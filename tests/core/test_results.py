@@ -193,6 +193,21 @@ def test_a_state_that_is_no_task_state_is_named_as_corrupt_data(client: Client, 
         assert key in str(caught.value) and "'bogus'" in str(caught.value)
 
 
+@pytest.mark.parametrize(("field", "value"), [("pending_since", "soon"), ("completed_at", "1e20"),
+                                              ("started_at", "nan"), ("failed_at", "-1e300")])
+def test_a_corrupt_time_field_is_read_as_not_known(client: Client, redis_client, field: str, value: str) -> None:
+    """A review: a time field that is no unix ms made every read of the task (``refresh``, ``result()``,
+    a wait, Django's ``get_result``, the task's page) raise a bare ValueError or OSError."""
+    handle = client.enqueue("t", retention=60)
+    redis_client.hset(client.keys.queue("default").task(handle.id), field, value)
+    for call in (handle.refresh, lambda: client.result(handle.id), lambda: asyncio.run(handle.arefresh())):
+        info = call()
+        assert info.state == TaskState.PENDING
+    assert handle.refresh().enqueued_at is not None
+    if field == "pending_since":  # not known: since it was enqueued, as a task that never had one
+        assert handle.refresh().next_process_at == handle.refresh().enqueued_at
+
+
 def test_a_wait_for_a_task_whose_message_cannot_be_decoded_names_it(client: Client, redis_client,
                                                                     connection) -> None:
     """Its retention is not known: the wait said "keeps no result (its retention is 0)" (ResultNotKept)."""
