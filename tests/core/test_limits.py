@@ -345,7 +345,7 @@ def test_an_attempt_ended_while_its_slot_was_being_taken_gives_the_slot_back(mak
     def acquire_while_the_attempt_ends(limits, type_name, queue, task_id, payload, *lease):
         reply = real_acquire(limits, type_name, queue, task_id, payload, *lease)
         if not ended:  # the first attempt ends meanwhile, from another thread as the supervisor ends it
-            running, = processor.held.with_id(task_id)
+            running, = processor.held.with_id(queue, task_id)
             ender = threading.Thread(target=processor._finalize, args=(running, Outcome("lost")))
             ender.start()
             ender.join()
