@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from queuecore.core.client import Client
-from queuecore.core.config import DEFAULT_REDIS_URL, ConnectionConfig, redact_url
+from queuecore.core.config import CLIENT_DEFAULT_SETTINGS, DEFAULT_REDIS_URL, ConnectionConfig, redact_url
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.inspector import Inspector
 from queuecore.core.keys import DEFAULT_PREFIX
@@ -52,12 +52,6 @@ class ConnectionDefaults:
     prefix: Any = None
     problem: str | None = None
     client: Mapping[str, Any] = field(default_factory=dict)  # QUEUECORE key -> value: the client's defaults
-
-
-# The client's defaults a site sets beside its connection, as ``ConnectionConfig`` fields: a task an
-# operator enqueues follows them as the site's own enqueues do.
-CLIENT_DEFAULT_KEYS = {"MAX_PAYLOAD_BYTES": "max_payload_bytes", "DEFAULT_MAX_RETRY": "default_max_retry",
-                       "DEFAULT_RETENTION": "default_retention"}
 
 
 def read_django_settings(module: str) -> dict[str, Any]:
@@ -111,11 +105,11 @@ def resolve_connection(options: GlobalOptions, environ: Mapping[str, str],
             if prefix is None and "KEY_PREFIX" in queuecore_settings:
                 prefix = _given_setting(queuecore_settings["KEY_PREFIX"], "KEY_PREFIX", where)
             client = queuecore_settings
-    defaults = {name: client[key] for key, name in CLIENT_DEFAULT_KEYS.items() if key in client}
+    defaults = {name: client[key] for key, name in CLIENT_DEFAULT_SETTINGS.items() if key in client}
     try:
         return ConnectionConfig(redis_url=url or DEFAULT_REDIS_URL, key_prefix=prefix or DEFAULT_PREFIX, **defaults)
     except ConfigurationError as exc:  # one of the client's defaults: name the setting it came from
-        key = next((k for k, name in CLIENT_DEFAULT_KEYS.items() if name == exc.field), None)
+        key = next((k for k, name in CLIENT_DEFAULT_SETTINGS.items() if name == exc.field), None)
         if key is None:
             raise
         raise ConfigurationError(f"QUEUECORE[{key!r}] in {where}: {exc}", field=exc.field) from None

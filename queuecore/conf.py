@@ -17,7 +17,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from queuecore.core.config import ConnectionConfig, WorkerConfig
+from queuecore.core.config import CLIENT_DEFAULT_SETTINGS, ConnectionConfig, WorkerConfig
 from queuecore.core.errors import ConfigurationError
 from queuecore.core.message import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_MAX_RETRY
 
@@ -70,8 +70,7 @@ _WORKER_KEYS = {
 }
 
 
-_CONNECTION_KEYS = {"REDIS_URL": "redis_url", "KEY_PREFIX": "key_prefix", "MAX_PAYLOAD_BYTES": "max_payload_bytes",
-                    "DEFAULT_MAX_RETRY": "default_max_retry", "DEFAULT_RETENTION": "default_retention"}
+_CONNECTION_KEYS = {"REDIS_URL": "redis_url", "KEY_PREFIX": "key_prefix", **CLIENT_DEFAULT_SETTINGS}
 # The worker's fields the settings give through a dotted path (imported), beside those given as they are.
 _IMPORTED_KEYS = {"RETRY_DELAY": "retry_delay", "ERROR_HANDLER": "error_handler", "MIDDLEWARE": "middleware"}
 _SETTING_OF_FIELD = {field: key for key, field in {**_WORKER_KEYS, **_IMPORTED_KEYS, **_CONNECTION_KEYS}.items()}

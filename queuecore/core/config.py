@@ -36,6 +36,12 @@ def default_retry_delay(retried: int, error: BaseException | None = None) -> flo
     return float(n**4 + 15 + random.randrange(30) * (n + 1))
 
 
+# The ``QUEUECORE`` setting that gives each of ``ConnectionConfig``'s client defaults: the Django app
+# and adminctl (``manage.py adminctl``, ``adminctl --settings``) read a site's settings through it.
+CLIENT_DEFAULT_SETTINGS = {"MAX_PAYLOAD_BYTES": "max_payload_bytes", "DEFAULT_MAX_RETRY": "default_max_retry",
+                           "DEFAULT_RETENTION": "default_retention"}
+
+
 @dataclass(frozen=True)
 class ConnectionConfig:
     """Where Redis is and which key namespace to use, and what a client stores by default."""

@@ -19,6 +19,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from queuecore.conf import merged_settings
+from queuecore.core.config import CLIENT_DEFAULT_SETTINGS
 
 
 def _defaults() -> Any:
@@ -26,7 +27,7 @@ def _defaults() -> Any:
     for a bad one, as ``adminctl --settings`` gives), so that even ``--help`` runs with bad settings."""
     from django.conf import settings
 
-    from ...app import CLIENT_DEFAULT_KEYS, ConnectionDefaults
+    from ...app import ConnectionDefaults
 
     value = getattr(settings, "QUEUECORE", {})
     if not isinstance(value, dict):  # the app's check (queuecore.E001) refuses it; so does the CLI
@@ -34,7 +35,7 @@ def _defaults() -> Any:
         return ConnectionDefaults(problem=f"QUEUECORE in the Django settings must be a dict, not {kind}")
     raw = merged_settings()
     return ConnectionDefaults(redis_url=raw["REDIS_URL"], prefix=raw["KEY_PREFIX"],
-                              client={key: raw[key] for key in CLIENT_DEFAULT_KEYS})
+                              client={key: raw[key] for key in CLIENT_DEFAULT_SETTINGS})
 
 
 _DJANGO_OPTIONS = ("--settings", "--pythonpath")  # manage.py reads them wherever they stand, before any command
